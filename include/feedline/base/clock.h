@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Clock: the injectable source of time for statistics and rate limiting.
+//
+// Production code uses SteadyClock. Tests use ManualClock (tests/cpp/testing)
+// so that durations in statistics are exact and no test sleeps.
+//
+// Thread safety: now() may be called from any thread concurrently.
+
+#pragma once
+
+#include <chrono>
+
+namespace feedline {
+
+class Clock {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  using duration = std::chrono::steady_clock::duration;
+
+  virtual ~Clock() = default;
+
+  // Returns the current time. Monotonic: never goes backwards.
+  virtual time_point now() const = 0;
+
+  // Returns the process-wide steady clock.
+  static const Clock& steady();
+};
+
+class SteadyClock final : public Clock {
+ public:
+  time_point now() const override { return std::chrono::steady_clock::now(); }
+};
+
+}  // namespace feedline

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The one exception hierarchy of feedline.
+//
+// Each class derives from the closest standard exception so that callers that
+// only know the standard library can still catch it, and so that the Python
+// bindings map it to the matching built-in (ValueError, IndexError) or to the
+// `feedline.<Name>` class registered for it. Messages say what was expected,
+// what was found and where, e.g. "concurrency must be >= 1 (got 0)".
+
+#pragma once
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace feedline {
+
+// An argument outside its documented domain. Python: ValueError.
+class InvalidArgument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// An index or key outside the valid range. Python: IndexError.
+class OutOfRange : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
+// The base of every feedline runtime error. Python: feedline.Error.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reading or writing bytes failed (missing file, short read).
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Bytes do not follow the format they claim (bad header, overrunning size).
+class FormatError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A codec rejected its input.
+class DecodeError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The operation was abandoned because a stop was requested.
+class Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
+// A broken internal invariant: a bug in feedline, never a user error.
+class Internal : public Error {
+ public:
+  using Error::Error;
+};
+
+// A bounded wait ran out before the awaited event happened.
+class Timeout : public Error {
+ public:
+  using Error::Error;
+};
+
+// A pipeline stage failed more often than its `max_failures` budget allows.
+class TooManyFailures : public Error {
+ public:
+  using Error::Error;
+};
+
+// One stage's reason for failing a pipeline.
+struct StageError {
+  std::string stage;         // the stage's display name, e.g. "2:decode[4]"
+  std::exception_ptr error;  // the exception that failed the stage
+  std::string message;       // error's what(), captured when it happened
+};
+
+// A pipeline ended because one or more of its stages failed. Carries each
+// failed stage's cause, ordered by stage position (source first).
+class PipelineFailure : public Error {
+ public:
+  explicit PipelineFailure(std::vector<StageError> errors);
+
+  const std::vector<StageError>& errors() const { return errors_; }
+
+ private:
+  std::vector<StageError> errors_;
+};
+
+// Returns the message of the exception held by `error`, or a description of
+// it when it is not a std::exception. Requires: `error` is not null.
+std::string describe(const std::exception_ptr& error);
+
+}  // namespace feedline

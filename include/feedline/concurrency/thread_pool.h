@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// ThreadPool: a fixed set of worker threads running submitted tasks in FIFO
+// order.
+//
+// The pipeline engine submits short, non-blocking stage tasks here; tasks
+// never wait on pipeline queues, so a full queue cannot occupy a thread.
+// Threads are named "feedline:w<i>" (visible in perf, gdb and py-spy).
+//
+// Hazard: a task that blocks until another task of the same pool runs
+// deadlocks when every thread is blocked that way. The engine never does this;
+// user ops that block (on I/O, say) hold a thread for that long.
+//
+// Thread safety: submit() may be called from any thread, including pool
+// threads. The destructor runs every task already submitted, then joins.
+
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "feedline/concurrency/mutex.h"
+
+namespace feedline {
+
+class ThreadPool {
+ public:
+  using Task = std::function<void()>;
+
+  // Starts `num_threads` threads named "<name_prefix><i>".
+  // Throws: InvalidArgument if num_threads < 1.
+  explicit ThreadPool(int num_threads, std::string name_prefix = "feedline:w");
+  ~ThreadPool();
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Queues `task` to run on a pool thread. A task must not throw; one that
+  // does terminates the process (FEEDLINE tasks catch everything).
+  // Requires: the destructor has not started.
+  void submit(Task task);
+
+  int num_threads() const { return static_cast<int>(threads_.size()); }
+
+  // True when called from one of this pool's threads.
+  bool in_pool_thread() const;
+
+ private:
+  void run_worker(int index);
+
+  Mutex mu_;
+  std::condition_variable work_cv_;
+  std::deque<Task> tasks_ GUARDED_BY(mu_);
+  int idle_ GUARDED_BY(mu_) = 0;
+  bool shutting_down_ GUARDED_BY(mu_) = false;
+  const std::string name_prefix_;
+  // Declared last: threads start after every other member is constructed and
+  // are joined in the destructor before any member is destroyed.
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace feedline

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The native op protocol: what a pipe stage calls for each item.
+//
+// Three kinds of op exist, all working on type-erased Items:
+//   - MapOp: one call per input, one result or none (an empty Item skips).
+//   - GeneratorOp: one generator per input, pulled for 0..n results; each
+//     pull is one call (one unit of concurrency, stats and failure counting).
+//   - AsyncOp: starts work and returns at once; the result arrives later
+//     through a Completion, from any thread. This is how coroutines, I/O
+//     engines and the Python asyncio bridge plug into the engine.
+// An op may be stateful (aggregate is): the stage then runs it with
+// concurrency 1 and calls flush() at every epoch end and at end of stream.
+//
+// Ops are created once per stage and shared by all of its concurrent calls;
+// a stateless op's call() must be safe to run concurrently with itself.
+
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <stop_token>
+#include <string>
+
+#include "feedline/pipeline/item.h"
+
+namespace feedline {
+
+enum class OpKind { kMap, kGenerator, kAsync };
+
+// Why flush() is called.
+enum class FlushReason { kEpochEnd, kEndOfStream };
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual OpKind kind() const = 0;
+
+  // True for ops that keep state between calls. Such an op runs with
+  // concurrency 1 and is flushed at epoch ends and at end of stream.
+  virtual bool stateful() const { return false; }
+
+  // Returns what a stateful op still holds (an empty Item when nothing).
+  virtual Item flush(FlushReason /*reason*/) { return Item(); }
+};
+
+class MapOp : public Op {
+ public:
+  OpKind kind() const final { return OpKind::kMap; }
+
+  // Returns the result for `input`; an empty Item skips it.
+  // Throws: anything; the stage counts a failure and drops the item.
+  virtual Item call(Item input) = 0;
+};
+
+// The pull side of a generator op. One generator is pulled by one thread at a
+// time, never concurrently.
+class ItemGenerator {
+ public:
+  virtual ~ItemGenerator() = default;
+
+  // Stores the next result in `*out` (left empty to skip one) and returns
+  // true, or returns false once exhausted.
+  // Throws: anything; the stage counts a failure and drops the generator.
+  virtual bool next(Item* out) = 0;
+};
+
+class GeneratorOp : public Op {
+ public:
+  OpKind kind() const final { return OpKind::kGenerator; }
+
+  // Returns the generator of results for `input`.
+  virtual std::unique_ptr<ItemGenerator> start(Item input) = 0;
+};
+
+namespace detail {
+
+// Internal; not part of the public API. Where a Completion reports to.
+class CompletionTarget {
+ public:
+  virtual void complete(uint64_t token, Item result,
+                        std::exception_ptr error) noexcept = 0;
+
+ protected:
+  ~CompletionTarget() = default;
+};
+
+}  // namespace detail
+
+// The one-shot callback that finishes an async call. Exactly one of emit(),
+// skip() or fail() should be called, once, from any thread. A Completion
+// destroyed without any of them reports a failure ("completion dropped"), so
+// a lost callback can never hang a pipeline.
+class Completion {
+ public:
+  Completion(detail::CompletionTarget* target, uint64_t token,
+             std::stop_token stop) noexcept
+      : target_(target), token_(token), stop_(std::move(stop)) {}
+  Completion(Completion&& other) noexcept;
+  Completion& operator=(Completion&& other) noexcept;
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+  ~Completion();
+
+  // Delivers `result` (an empty Item skips the input).
+  void emit(Item result);
+  void skip() { emit(Item()); }
+  // Reports the call as failed with `error`.
+  void fail(std::exception_ptr error);
+
+  // Requested when the pipeline stops; long-running work should give up.
+  const std::stop_token& stop_token() const { return stop_; }
+
+ private:
+  detail::CompletionTarget* target_;
+  uint64_t token_;
+  std::stop_token stop_;
+};
+
+class AsyncOp : public Op {
+ public:
+  OpKind kind() const final { return OpKind::kAsync; }
+
+  // Starts the call and returns. Move `done` away to finish later, or call it
+  // before returning.
+  // Throws: anything, to fail the call synchronously (if `done` was not
+  // moved away, the exception becomes the call's error).
+  virtual void start(Item input, Completion&& done) = 0;
+};
+
+using OpPtr = std::shared_ptr<Op>;
+
+}  // namespace feedline

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Options of pipeline stages and of a whole pipeline.
+
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace feedline {
+
+class Clock;
+struct PipelineStats;
+
+// The order in which a pipe stage emits its results.
+enum class OutputOrder {
+  kCompletion,  // as calls finish (fastest; the default, as in SPDL)
+  kInput,       // in the order the inputs arrived
+};
+
+// How many failed calls a stage (or a pipeline) tolerates before it fails.
+//   - unlimited: never fails for per-item errors (the default);
+//   - count n:   fails once failures > n (n = 0 fails on the first one);
+//   - rate p/q:  fails once failures / calls > p/q, checked only after
+//                `probation_calls` calls so that early bad luck is forgiven.
+struct FailureBudget {
+  enum class Kind { kUnlimited, kCount, kRate };
+
+  Kind kind = Kind::kUnlimited;
+  uint64_t count = 0;
+  uint64_t numerator = 0;
+  uint64_t denominator = 1;
+  uint64_t probation_calls = 100;
+
+  static FailureBudget unlimited() { return {}; }
+  static FailureBudget max_count(uint64_t n);
+  // Throws: InvalidArgument unless 0 < numerator / denominator <= 1.
+  static FailureBudget max_rate(uint64_t numerator, uint64_t denominator,
+                                uint64_t probation_calls = 100);
+
+  // True once `failures` out of `calls` exceed the budget.
+  bool exceeded(uint64_t failures, uint64_t calls) const;
+
+  // "unlimited", "3", "10.0% after 100 calls".
+  std::string to_string() const;
+};
+
+// Default capacity of the queue in front of each stage, in items. Small by
+// design (decoded images are large); stages move items without a handoff to
+// another thread, so a deep queue buys no throughput.
+inline constexpr std::size_t kDefaultQueueCapacity = 4;
+
+struct PipeOptions {
+  // Name shown in stats and errors. Default: the stage kind ("pipe").
+  std::string name;
+  // Maximum calls in flight. Default: 1.
+  int concurrency = 1;
+  OutputOrder output_order = OutputOrder::kCompletion;
+  // This stage's own budget; unset means the pipeline-wide budget, counted
+  // over all stages that have none of their own.
+  std::optional<FailureBudget> max_failures;
+  // Capacity of the queue this stage writes to, in items. 0: the default.
+  std::size_t output_capacity = 0;
+};
+
+struct SourceOptions {
+  std::string name = "source";
+  // Re-iterate forever, with an epoch marker between passes.
+  bool continuous = false;
+  std::size_t output_capacity = 0;
+};
+
+using StatsHook = std::function<void(const PipelineStats&)>;
+
+struct BuildOptions {
+  // Threads of the worker pool that runs every op. Default: 4.
+  int num_threads = 4;
+  // Budget for stages without their own. Default: unlimited.
+  FailureBudget max_failures;
+  // Called with a snapshot every `report_interval` (when > 0) and once when
+  // the pipeline ends or stops.
+  StatsHook stats_hook;
+  std::chrono::nanoseconds report_interval{0};
+  // Log the per-stage stats table through feedline::log at the end.
+  bool log_stats_at_end = false;
+  // Failure logs: the first `failure_log_burst` failures of a stage are logged
+  // in full, then at most one summary line per `failure_log_interval`.
+  int failure_log_burst = 5;
+  std::chrono::nanoseconds failure_log_interval = std::chrono::seconds(10);
+  // Source of time for stats and log rate limiting. Default: steady clock.
+  const Clock* clock = nullptr;
+  // Name used in stage display names and thread names. Default: "pipeline".
+  std::string name = "pipeline";
+};
+
+}  // namespace feedline

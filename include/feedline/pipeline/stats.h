@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Pipeline statistics: plain value snapshots of always-on counters.
+//
+// Every counter is a total since the pipeline started (or zero); compute
+// rates by differencing two snapshots. Durations are wall time. docs/stats.md
+// defines each field and how to read it to find the stage that starves the
+// consumer.
+
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "feedline/pipeline/histogram.h"
+
+namespace feedline {
+
+// The queue in front of a stage (its input).
+struct QueueStats {
+  std::size_t capacity = 0;
+  std::size_t depth = 0;             // items queued at snapshot time
+  std::size_t max_depth = 0;         // the most ever queued at once
+  uint64_t items_put = 0;            // items and epoch markers put
+  uint64_t items_got = 0;            // items and epoch markers taken
+  // Integral of depth over time; divided by (capacity * elapsed) it gives
+  // the mean occupancy. Stored as item-nanoseconds.
+  double depth_integral = 0;
+  std::chrono::nanoseconds time_empty{0};  // while holding nothing
+  std::chrono::nanoseconds time_full{0};   // while at capacity
+  std::chrono::nanoseconds elapsed{0};     // span the above are measured over
+
+  // Mean depth / capacity over `elapsed`, in [0, 1].
+  double occupancy() const;
+};
+
+// One stage's counters.
+struct StageStats {
+  std::string name;          // display name, "<index>:<name>[<concurrency>]"
+  std::string kind;          // "source", "pipe", "aggregate", ...
+  int concurrency = 1;
+  uint64_t items_in = 0;     // taken from the input queue (markers excluded)
+  uint64_t items_out = 0;    // emitted downstream (markers excluded)
+  uint64_t items_skipped = 0;  // calls that returned no result
+  uint64_t calls = 0;        // op invocations (generator pulls, flushes)
+  uint64_t failures = 0;     // calls that threw
+  uint64_t epochs = 0;       // epoch markers forwarded
+  LatencyHistogram op_time;  // duration of each call
+  // Time the stage could not work because its input was empty (waiting on
+  // upstream) or its output was full (waiting on downstream), with no call
+  // in flight. High input wait: upstream is the bottleneck. High output
+  // wait: downstream is.
+  std::chrono::nanoseconds wait_input{0};
+  std::chrono::nanoseconds wait_output{0};
+  bool finished = false;     // ended (normally, failed or cancelled)
+  bool failed = false;
+  QueueStats input_queue;    // empty (capacity 0) for sources
+};
+
+struct PipelineStats {
+  std::string name;
+  std::chrono::nanoseconds elapsed{0};  // since start()
+  std::vector<StageStats> stages;       // source(s) first, sink last
+  uint64_t items_delivered = 0;         // handed to the consumer
+};
+
+// One JSON object (a single line, no trailing newline) with every field.
+std::string to_json(const PipelineStats& stats);
+
+// A human-readable table, one row per stage, for logs and the demo.
+std::string format_table(const PipelineStats& stats);
+
+}  // namespace feedline

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/concurrency/thread_pool.h"
+
+#include <pthread.h>
+
+#include <string>
+#include <utility>
+
+#include "feedline/base/error.h"
+
+namespace feedline {
+namespace {
+
+thread_local const ThreadPool* t_current_pool = nullptr;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads, std::string name_prefix)
+    : name_prefix_(std::move(name_prefix)) {
+  if (num_threads < 1) {
+    throw InvalidArgument("num_threads must be >= 1 (got " +
+                          std::to_string(num_threads) + ")");
+  }
+  threads_.reserve(static_cast<std::size_t>(num_threads));
+  for (int i = 0; i < num_threads; ++i) {
+    threads_.emplace_back([this, i] { run_worker(i); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    MutexLock lock(mu_);
+    shutting_down_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ThreadPool::submit(Task task) {
+  bool wake = false;
+  {
+    MutexLock lock(mu_);
+    tasks_.push_back(std::move(task));
+    wake = idle_ > 0;
+  }
+  if (wake) work_cv_.notify_one();
+}
+
+bool ThreadPool::in_pool_thread() const { return t_current_pool == this; }
+
+void ThreadPool::run_worker(int index) {
+  t_current_pool = this;
+  std::string name = name_prefix_ + std::to_string(index);
+  if (name.size() > 15) name.resize(15);  // the kernel's limit
+  pthread_setname_np(pthread_self(), name.c_str());
+  for (;;) {
+    Task task;
+    {
+      MutexLock lock(mu_);
+      while (tasks_.empty() && !shutting_down_) {
+        ++idle_;
+        work_cv_.wait(lock.native());
+        --idle_;
+      }
+      // Shutting down: keep running until the queue is empty, since running
+      // tasks may still submit follow-up tasks that must not be lost.
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+}  // namespace feedline

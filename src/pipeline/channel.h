@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Channel: the bounded queue in front of a stage.
+//
+// A channel has one producer stage and one consumer stage. Its entries are
+// guarded by the consumer's mutex (the consumer is the one that pops; the
+// producer appends through StageRunner::deliver(), which takes that mutex).
+// Capacity is enforced by reservation: before starting a call whose result
+// will go into the channel, the producer reserves a slot with the lock-free
+// try_reserve(); a reserved slot is later filled (deliver) or given back
+// (unreserve). So a delivery never finds the channel full and nobody ever
+// blocks on it.
+//
+// Room wake-ups use a Dekker-style handshake with `producer_waiting`: the
+// producer sets the flag and re-checks the free count; the consumer adds to
+// the free count and then reads the flag. With both sides sequentially
+// consistent, at least one of them sees the other, so no wake-up is lost.
+
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <deque>
+
+#include "feedline/base/clock.h"
+#include "feedline/pipeline/item.h"
+#include "feedline/pipeline/stats.h"
+
+namespace feedline::detail {
+
+class StageRunner;
+
+struct Entry {
+  Item item;
+  bool epoch_end = false;
+};
+
+class Channel {
+ public:
+  Channel(std::size_t slots, StageRunner* consumer)
+      : slots_(slots), free_(static_cast<long>(slots)), consumer_(consumer) {}
+
+  std::size_t slots() const { return slots_; }
+  StageRunner* consumer() const { return consumer_; }
+  StageRunner* producer() const { return producer_; }
+  void set_producer(StageRunner* producer) { producer_ = producer; }
+
+  // Producer side, lock-free. Returns true if `n` slots were reserved.
+  bool try_reserve(long n) {
+    long f = free_.load(std::memory_order_relaxed);
+    while (f >= n) {
+      if (free_.compare_exchange_weak(f, f - n, std::memory_order_seq_cst)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  void unreserve(long n) { free_.fetch_add(n, std::memory_order_seq_cst); }
+
+  // Consumer side: gives `n` popped slots back. Returns true if the producer
+  // asked to be told (it then must be sent on_room()).
+  bool release(long n) {
+    free_.fetch_add(n, std::memory_order_seq_cst);
+    return producer_waiting.exchange(false, std::memory_order_seq_cst);
+  }
+
+  // Everything below is guarded by the consumer's mutex.
+  void push(Entry e, Clock::time_point now) {
+    account(now);
+    entries.push_back(std::move(e));
+    ++stats.items_put;
+    if (entries.size() > stats.max_depth) stats.max_depth = entries.size();
+  }
+  Entry pop(Clock::time_point now) {
+    account(now);
+    Entry e = std::move(entries.front());
+    entries.pop_front();
+    ++stats.items_got;
+    return e;
+  }
+  void start_clock(Clock::time_point now) { last_change_ = started_ = now; }
+  QueueStats snapshot(Clock::time_point now) {
+    account(now);
+    QueueStats s = stats;
+    s.capacity = slots_;
+    s.depth = entries.size();
+    s.elapsed = now - started_;
+    return s;
+  }
+
+  std::deque<Entry> entries;
+  bool closed = false;  // the producer has finished
+  QueueStats stats;
+  std::atomic<bool> producer_waiting{false};
+
+ private:
+  void account(Clock::time_point now) {
+    if (now <= last_change_) return;
+    auto dt = now - last_change_;
+    stats.depth_integral +=
+        static_cast<double>(entries.size()) * static_cast<double>(dt.count());
+    if (entries.empty()) stats.time_empty += dt;
+    if (entries.size() >= slots_) stats.time_full += dt;
+    last_change_ = now;
+  }
+
+  const std::size_t slots_;
+  std::atomic<long> free_;
+  StageRunner* const consumer_;
+  StageRunner* producer_ = nullptr;
+  Clock::time_point started_{};
+  Clock::time_point last_change_{};
+};
+
+}  // namespace feedline::detail

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/pipeline/histogram.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace feedline {
+
+namespace {
+constexpr uint64_t kSub = uint64_t{1} << LatencyHistogram::kSubBucketBits;
+}  // namespace
+
+int LatencyHistogram::bucket_of(uint64_t v) {
+  if (v < kSub) return static_cast<int>(v);
+  int e = 63 - std::countl_zero(v);
+  uint64_t sub = (v >> (e - kSubBucketBits)) & (kSub - 1);
+  return (e - kSubBucketBits + 1) * static_cast<int>(kSub) +
+         static_cast<int>(sub);
+}
+
+uint64_t LatencyHistogram::bucket_lower_bound(int bucket) {
+  if (bucket < static_cast<int>(kSub)) return static_cast<uint64_t>(bucket);
+  int e = bucket / static_cast<int>(kSub) - 1 + kSubBucketBits;
+  uint64_t sub = static_cast<uint64_t>(bucket) % kSub;
+  return (kSub + sub) << (e - kSubBucketBits);
+}
+
+void LatencyHistogram::record(std::chrono::nanoseconds value) {
+  uint64_t v = value.count() > 0 ? static_cast<uint64_t>(value.count()) : 0;
+  ++buckets_[static_cast<std::size_t>(bucket_of(v))];
+  ++count_;
+  sum_ += v;
+  max_ = std::max(max_, v);
+}
+
+void LatencyHistogram::merge(const LatencyHistogram& other) {
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    buckets_[i] += other.buckets_[i];
+  }
+  count_ += other.count_;
+  sum_ += other.sum_;
+  max_ = std::max(max_, other.max_);
+}
+
+std::chrono::nanoseconds LatencyHistogram::mean() const {
+  return std::chrono::nanoseconds(count_ == 0 ? 0 : sum_ / count_);
+}
+
+std::chrono::nanoseconds LatencyHistogram::quantile(double q) const {
+  if (count_ == 0) return std::chrono::nanoseconds(0);
+  q = std::clamp(q, 0.0, 1.0);
+  uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
+  rank = std::max<uint64_t>(rank, 1);
+  uint64_t seen = 0;
+  for (int b = 0; b < kNumBuckets; ++b) {
+    seen += buckets_[static_cast<std::size_t>(b)];
+    if (seen >= rank) {
+      uint64_t lo = bucket_lower_bound(b);
+      uint64_t hi = b + 1 < kNumBuckets ? bucket_lower_bound(b + 1) : lo;
+      uint64_t mid = hi > lo + 1 ? lo + (hi - 1 - lo) / 2 : lo;
+      return std::chrono::nanoseconds(static_cast<int64_t>(std::min(mid, max_)));
+    }
+  }
+  return std::chrono::nanoseconds(static_cast<int64_t>(max_));
+}
+
+}  // namespace feedline

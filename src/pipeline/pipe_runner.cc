@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// PipeRunner: runs a pipe, aggregate or disaggregate stage.
+//
+// Units of work, taken under mu_ with their output slots reserved:
+//   kCall  - pop an input item and call a map op, start an async call, or
+//            start a generator and pull it once;
+//   kPull  - pull an idle generator once;
+//   kEpoch - the epoch marker at the head of the input, once nothing is in
+//            flight: flush a stateful op, then forward the marker;
+//   kEnd   - end of input for a stateful op: flush it.
+// In completion order a worker emits its result right after the call. In
+// input order results wait in `reorder_` and one worker at a time (the one
+// that finds `delivering_` clear) emits the ready prefix, so results can
+// never overtake each other.
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "feedline/base/error.h"
+#include "feedline/base/log.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/stage_runner.h"
+
+namespace feedline::detail {
+namespace {
+
+struct Generator {
+  std::unique_ptr<ItemGenerator> gen;
+  bool busy = false;
+};
+
+struct Unit {
+  enum Kind { kNone, kCall, kPull, kEpoch, kEnd };
+  Kind kind = kNone;
+  Item input;
+  uint64_t seq = 0;
+  Generator* gen = nullptr;
+};
+
+struct Outcome {
+  bool valid = false;
+  Unit::Kind kind = Unit::kNone;
+  uint64_t seq = 0;
+  Generator* gen = nullptr;
+  bool emitted = false;    // a result went downstream (completion order)
+  Item result;             // kept for input order
+  bool called = false;     // an op call happened (counts in stats)
+  bool exhausted = false;  // the generator is done
+  std::exception_ptr error;
+  Clock::duration elapsed{};
+};
+
+struct ReorderSlot {
+  bool done = false;
+  Item item;
+};
+
+class PipeRunner final : public StageRunner, public CompletionTarget {
+ public:
+  PipeRunner(PipelineImpl* pipeline, int index, const StageSpec& spec)
+      : StageRunner(pipeline, index, spec.kind, spec.options.name,
+                    spec.options.concurrency),
+        op_(spec.op),
+        op_kind_(spec.op->kind()),
+        stateful_(spec.op->stateful()),
+        in_order_(spec.options.output_order == OutputOrder::kInput &&
+                  spec.options.concurrency > 1) {
+    if (spec.options.max_failures) {
+      own_budget_ = *spec.options.max_failures;
+      budget_ = &own_budget_;
+    }
+  }
+
+  ~PipeRunner() override = default;
+
+  void complete(uint64_t token, Item result,
+                std::exception_ptr error) noexcept override;
+
+ protected:
+  bool wants_worker_locked() override REQUIRES(mu_);
+  void run_worker() override;
+  bool idle_locked() override REQUIRES(mu_) {
+    return occupied_ == 0 && generators_.empty() && !delivering_ &&
+           reorder_.empty();
+  }
+
+ private:
+  Channel* input() const { return inputs_[0].get(); }
+  int worker_limit() const {
+    return op_kind_ == OpKind::kAsync ? 1 : concurrency_;
+  }
+  bool take_unit_locked(Unit* u, long* popped) REQUIRES(mu_);
+  bool take_unit_inner_locked(Unit* u, long* popped) REQUIRES(mu_);
+  Outcome execute(Unit& u);
+  void start_async(Unit& u);
+  void complete_locked(Outcome& o, FailureLog::Line* line, bool* trip)
+      REQUIRES(mu_);
+  // Moves the ready prefix of reorder_ into `out` if no other thread is
+  // delivering; keeps `*deliverer` in step with delivering_.
+  void collect_ordered_locked(std::vector<Entry>* out, bool* deliverer)
+      REQUIRES(mu_);
+  void drop_generators_locked(std::vector<std::unique_ptr<ItemGenerator>>* out)
+      REQUIRES(mu_);
+  // The tail shared by workers and async completions: logs, cancellation,
+  // slot release, ordered delivery.
+  void after_unlock(const FailureLog::Line& line, bool trip, long popped,
+                    std::vector<Entry>* ordered);
+
+  const OpPtr op_;
+  const OpKind op_kind_;
+  const bool stateful_;
+  const bool in_order_;
+
+  int occupied_ GUARDED_BY(mu_) = 0;  // calls in flight + live generators
+  std::vector<std::unique_ptr<Generator>> generators_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t emit_seq_ GUARDED_BY(mu_) = 0;
+  std::deque<ReorderSlot> reorder_ GUARDED_BY(mu_);
+  bool delivering_ GUARDED_BY(mu_) = false;
+  // Whether the last failed take_unit_locked() lacked output room (rather
+  // than input); decides which wait the idle time counts as.
+  bool blocked_on_output_ GUARDED_BY(mu_) = false;
+  std::unordered_map<uint64_t, Clock::time_point> async_started_
+      GUARDED_BY(mu_);
+};
+
+bool PipeRunner::wants_worker_locked() {
+  if (state_ != State::kRunning || active_workers_ >= worker_limit()) {
+    return false;
+  }
+  bool idle_generator = false;
+  for (auto& g : generators_) idle_generator |= !g->busy;
+  if (idle_generator) return true;
+  Channel* in = input();
+  if (in->entries.empty()) {
+    return in->closed && !input_ended_ && active_workers_ == 0;
+  }
+  if (in->entries.front().epoch_end) return active_workers_ == 0;
+  if (occupied_ >= concurrency_) return false;
+  // One more worker only when there is more queued than workers to take it.
+  return static_cast<int>(in->entries.size()) > active_workers_;
+}
+
+bool PipeRunner::take_unit_locked(Unit* u, long* popped) {
+  blocked_on_output_ = true;
+  bool taken = take_unit_inner_locked(u, popped);
+  if (taken) blocked_on_output_ = false;
+  return taken;
+}
+
+bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped) {
+  if (state_ != State::kRunning) return false;
+  for (auto& g : generators_) {
+    if (g->busy) continue;
+    if (!reserve_output(1)) return false;
+    g->busy = true;
+    u->kind = Unit::kPull;
+    u->gen = g.get();
+    return true;
+  }
+  Channel* in = input();
+  bool drained = occupied_ == 0 && generators_.empty() && !delivering_ &&
+                 reorder_.empty();
+  if (in->entries.empty()) {
+    blocked_on_output_ = false;
+    if (!in->closed || input_ended_ || !drained) return false;
+    input_ended_ = true;
+    if (!stateful_) return false;
+    if (!reserve_output(1)) {
+      input_ended_ = false;
+      return false;
+    }
+    u->kind = Unit::kEnd;
+    return true;
+  }
+  if (in->entries.front().epoch_end) {
+    if (!drained || !reserve_output(stateful_ ? 2 : 1)) return false;
+    pop_locked(in);
+    ++*popped;
+    u->kind = Unit::kEpoch;
+    return true;
+  }
+  if (occupied_ >= concurrency_ || !reserve_output(1)) return false;
+  u->input = std::move(pop_locked(in).item);
+  ++*popped;
+  ++stats_.items_in;
+  ++occupied_;
+  u->kind = Unit::kCall;
+  if (in_order_) {
+    u->seq = next_seq_++;
+    reorder_.emplace_back();
+  }
+  if (op_kind_ == OpKind::kGenerator) {
+    generators_.push_back(std::make_unique<Generator>());
+    generators_.back()->busy = true;
+    u->gen = generators_.back().get();
+  } else if (op_kind_ == OpKind::kAsync) {
+    if (!in_order_) u->seq = next_seq_++;
+    async_started_.emplace(u->seq, now());
+    pipeline_->async_started();
+  }
+  return true;
+}
+
+Outcome PipeRunner::execute(Unit& u) {
+  Outcome o;
+  o.valid = true;
+  o.kind = u.kind;
+  o.seq = u.seq;
+  o.gen = u.gen;
+  Clock::time_point t0 = now();
+  Item result;
+  try {
+    switch (u.kind) {
+      case Unit::kCall:
+        o.called = true;
+        if (op_kind_ == OpKind::kMap) {
+          result = static_cast<MapOp&>(*op_).call(std::move(u.input));
+          break;
+        }
+        u.gen->gen = static_cast<GeneratorOp&>(*op_).start(std::move(u.input));
+        [[fallthrough]];
+      case Unit::kPull:
+        o.called = u.gen->gen->next(&result);
+        o.exhausted = !o.called;
+        break;
+      case Unit::kEpoch:
+      case Unit::kEnd:
+        if (stateful_) {
+          o.called = true;
+          result = op_->flush(u.kind == Unit::kEnd ? FlushReason::kEndOfStream
+                                                   : FlushReason::kEpochEnd);
+        }
+        break;
+      case Unit::kNone:
+        break;
+    }
+  } catch (...) {
+    o.error = std::current_exception();
+    o.exhausted = u.gen != nullptr;
+    result.reset();
+  }
+  o.elapsed = now() - t0;
+  if (in_order_ && u.kind == Unit::kCall) {
+    if (!result) output_->unreserve(1);
+    o.result = std::move(result);
+  } else if (result) {
+    emit(Entry{std::move(result), false});
+    o.emitted = true;
+  } else if (u.kind != Unit::kEpoch || stateful_) {
+    output_->unreserve(1);
+  }
+  if (u.kind == Unit::kEpoch) emit(Entry{Item(), true});
+  return o;
+}
+
+void PipeRunner::complete_locked(Outcome& o, FailureLog::Line* line,
+                                 bool* trip) {
+  if (o.called) record_call_locked(o.elapsed);
+  if (o.error) *trip = record_failure_locked(o.error, line);
+  if (o.emitted) ++stats_.items_out;
+  bool flush = o.kind == Unit::kEpoch || o.kind == Unit::kEnd;
+  if (o.called && !flush && !o.error && !o.emitted && !o.result) {
+    ++stats_.items_skipped;
+  }
+  if (o.kind == Unit::kEpoch) ++stats_.epochs;
+  if (o.gen != nullptr) {
+    o.gen->busy = false;
+    if (o.exhausted) {
+      for (auto it = generators_.begin(); it != generators_.end(); ++it) {
+        if (it->get() == o.gen) {
+          generators_.erase(it);
+          break;
+        }
+      }
+      --occupied_;
+    }
+  } else if (o.kind == Unit::kCall) {
+    --occupied_;
+    if (in_order_) {
+      ReorderSlot& slot = reorder_[o.seq - emit_seq_];
+      slot.done = true;
+      slot.item = std::move(o.result);
+    }
+  }
+}
+
+void PipeRunner::collect_ordered_locked(std::vector<Entry>* out,
+                                        bool* deliverer) {
+  if (!in_order_) return;
+  if (delivering_ && !*deliverer) return;
+  while (!reorder_.empty() && reorder_.front().done) {
+    if (reorder_.front().item) {
+      out->push_back(Entry{std::move(reorder_.front().item), false});
+      ++stats_.items_out;
+    }
+    reorder_.pop_front();
+    ++emit_seq_;
+  }
+  *deliverer = !out->empty();
+  delivering_ = *deliverer;
+}
+
+void PipeRunner::drop_generators_locked(
+    std::vector<std::unique_ptr<ItemGenerator>>* out) {
+  if (state_ == State::kRunning) return;
+  for (auto it = generators_.begin(); it != generators_.end();) {
+    if ((*it)->busy) {
+      ++it;
+      continue;
+    }
+    out->push_back(std::move((*it)->gen));
+    it = generators_.erase(it);
+    --occupied_;
+  }
+}
+
+void PipeRunner::after_unlock(const FailureLog::Line& line, bool trip,
+                              long popped, std::vector<Entry>* ordered) {
+  if (line.emit) log(LogLevel::kWarning, line.text);
+  if (trip) cancel_upstream();
+  if (popped > 0) release_popped(input(), popped);
+  for (Entry& e : *ordered) emit(std::move(e));
+  ordered->clear();
+}
+
+void PipeRunner::run_worker() {
+  Outcome done;
+  std::vector<Entry> ordered;
+  bool deliverer = false;
+  for (;;) {
+    Unit u;
+    FailureLog::Line line;
+    bool trip = false;
+    bool exit = false;
+    bool finish_now = false;
+    long popped = 0;
+    std::vector<std::unique_ptr<ItemGenerator>> dropped;
+    {
+      MutexLock lock(mu_);
+      if (done.valid) complete_locked(done, &line, &trip);
+      done = Outcome();
+      collect_ordered_locked(&ordered, &deliverer);
+      drop_generators_locked(&dropped);
+      bool have_unit = take_unit_locked(&u, &popped);
+      if (have_unit) {
+        end_wait_locked(now());
+      } else if (ordered.empty()) {
+        --active_workers_;
+        exit = true;
+        if (occupied_ == 0 && state_ == State::kRunning) {
+          begin_wait_locked(blocked_on_output_);
+        }
+        finish_now = should_finish_locked();
+      }
+    }
+    dropped.clear();
+    after_unlock(line, trip, popped, &ordered);
+    if (exit) {
+      if (finish_now) finish();
+      return;
+    }
+    if (u.kind == Unit::kNone) continue;
+    if (u.kind == Unit::kCall && op_kind_ == OpKind::kAsync) {
+      start_async(u);
+      continue;
+    }
+    done = execute(u);
+  }
+}
+
+void PipeRunner::start_async(Unit& u) {
+  Completion completion(this, u.seq, pipeline_->stop_token());
+  try {
+    static_cast<AsyncOp&>(*op_).start(std::move(u.input), std::move(completion));
+  } catch (...) {
+    completion.fail(std::current_exception());
+  }
+}
+
+void PipeRunner::complete(uint64_t token, Item result,
+                          std::exception_ptr error) noexcept {
+  Outcome o;
+  o.valid = true;
+  o.kind = Unit::kCall;
+  o.seq = token;
+  o.called = true;
+  o.error = std::move(error);
+  if (o.error) result.reset();
+  if (in_order_) {
+    if (!result) output_->unreserve(1);
+    o.result = std::move(result);
+  } else if (result) {
+    emit(Entry{std::move(result), false});
+    o.emitted = true;
+  } else {
+    output_->unreserve(1);
+  }
+  std::vector<Entry> ordered;
+  bool deliverer = false;
+  bool first = true;
+  bool launch = false;
+  bool finish_now = false;
+  for (;;) {
+    FailureLog::Line line;
+    bool trip = false;
+    {
+      MutexLock lock(mu_);
+      if (first) {
+        auto it = async_started_.find(token);
+        if (it != async_started_.end()) {
+          o.elapsed = now() - it->second;
+          async_started_.erase(it);
+        }
+        complete_locked(o, &line, &trip);
+        first = false;
+      }
+      collect_ordered_locked(&ordered, &deliverer);
+      if (ordered.empty()) {
+        launch = claim_worker_locked();
+        if (!launch) finish_now = should_finish_locked();
+      }
+    }
+    bool more = !ordered.empty();
+    after_unlock(line, trip, 0, &ordered);
+    if (!more) break;
+  }
+  if (launch) submit_worker();
+  if (finish_now) finish();
+  pipeline_->async_finished();
+}
+
+}  // namespace
+
+std::unique_ptr<StageRunner> make_pipe_runner(PipelineImpl* pipeline, int index,
+                                              const StageSpec& spec) {
+  return std::make_unique<PipeRunner>(pipeline, index, spec);
+}
+
+}  // namespace feedline::detail

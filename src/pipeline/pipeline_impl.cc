@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "pipeline/pipeline_impl.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "feedline/base/error.h"
+#include "feedline/base/log.h"
+#include "pipeline/sink_runner.h"
+
+namespace feedline::detail {
+
+PipelineImpl::PipelineImpl(BuildOptions options)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : &Clock::steady()) {}
+
+PipelineImpl::~PipelineImpl() { stop(); }
+
+StageRunner* PipelineImpl::add_runner(std::unique_ptr<StageRunner> runner) {
+  runners_.push_back(std::move(runner));
+  return runners_.back().get();
+}
+
+void PipelineImpl::start() {
+  if (started_.exchange(true)) {
+    throw InvalidArgument("pipeline '" + options_.name +
+                          "' was already started");
+  }
+  {
+    MutexLock lock(stop_mu_);
+    if (stopped_) return;
+    pool_ = std::make_unique<ThreadPool>(options_.num_threads);
+  }
+  start_time_ = clock_->now();
+  for (auto& runner : runners_) runner->StageRunner::start(start_time_);
+  for (auto& runner : runners_) {
+    if (runner->inputs().empty()) runner->start(start_time_);
+  }
+  if (options_.stats_hook && options_.report_interval.count() > 0) {
+    reporter_ = std::jthread([this](std::stop_token stop) { run_reporter(stop); });
+  }
+}
+
+NextStatus PipelineImpl::next(Item* out,
+                              std::optional<std::chrono::nanoseconds> timeout) {
+  if (!started_.load()) start();
+  // Counted like an async call: a pop can wake upstream and submit to the
+  // pool, so stop() must not tear the pool down while we are in here.
+  struct Guard {
+    PipelineImpl* self;
+    ~Guard() { self->async_finished(); }
+  };
+  async_started();
+  NextStatus status;
+  {
+    Guard guard{this};
+    status = sink_->next(out, timeout);
+  }
+  if (status != NextStatus::kEnd) return status;
+  report_final_stats();
+  std::exception_ptr failed = failure();
+  if (failed) std::rethrow_exception(failed);
+  return status;
+}
+
+void PipelineImpl::stop() noexcept {
+  {
+    MutexLock lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  stop_source_.request_stop();
+  for (auto& runner : runners_) runner->cancel();
+  if (sink_ != nullptr) sink_->wake_for_stop();
+  {
+    MutexLock lock(async_mu_);
+    async_cv_.wait(lock.native(), [this]() NO_THREAD_SAFETY_ANALYSIS {
+      return async_in_flight_ == 0;
+    });
+  }
+  pool_.reset();  // runs what is left (each task ends at once) and joins
+  if (reporter_.joinable()) {
+    reporter_.request_stop();
+    reporter_.join();
+  }
+  if (started_.load()) report_final_stats();
+}
+
+void PipelineImpl::count_global_call() {
+  if (options_.max_failures.kind == FailureBudget::Kind::kRate) {
+    global_calls_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool PipelineImpl::count_global_failure() {
+  uint64_t failures = global_failures_.fetch_add(1) + 1;
+  return options_.max_failures.exceeded(failures, global_calls_.load());
+}
+
+void PipelineImpl::record_stage_error(StageRunner* stage,
+                                      std::exception_ptr error) {
+  MutexLock lock(failure_mu_);
+  errors_.push_back(StageError{stage->name(), error, describe(error)});
+  std::stable_sort(errors_.begin(), errors_.end(),
+                   [](const StageError& a, const StageError& b) {
+                     return a.stage < b.stage;
+                   });
+  failure_ = std::make_exception_ptr(PipelineFailure(errors_));
+}
+
+void PipelineImpl::cancel_upstream(StageRunner* stage) {
+  for (auto& input : stage->inputs()) {
+    StageRunner* producer = input->producer();
+    if (producer == nullptr) continue;
+    producer->cancel();
+    cancel_upstream(producer);
+  }
+}
+
+std::exception_ptr PipelineImpl::failure() const {
+  MutexLock lock(failure_mu_);
+  return failure_;
+}
+
+void PipelineImpl::async_started() {
+  MutexLock lock(async_mu_);
+  ++async_in_flight_;
+}
+
+void PipelineImpl::async_finished() {
+  MutexLock lock(async_mu_);
+  if (--async_in_flight_ == 0) async_cv_.notify_all();
+}
+
+PipelineStats PipelineImpl::stats() const {
+  PipelineStats s;
+  s.name = options_.name;
+  Clock::time_point t = clock_->now();
+  if (started_.load()) s.elapsed = t - start_time_;
+  for (const auto& runner : runners_) {
+    s.stages.push_back(runner->snapshot(t));
+  }
+  if (sink_ != nullptr) s.items_delivered = s.stages.back().items_out;
+  return s;
+}
+
+void PipelineImpl::report_final_stats() {
+  if (final_reported_.exchange(true)) return;
+  if (!options_.stats_hook && !options_.log_stats_at_end) return;
+  PipelineStats s = stats();
+  if (options_.stats_hook) options_.stats_hook(s);
+  if (options_.log_stats_at_end) log(LogLevel::kInfo, format_table(s));
+}
+
+void PipelineImpl::run_reporter(std::stop_token stop) {
+  Mutex mu;
+  std::condition_variable_any cv;
+  MutexLock lock(mu);
+  while (!stop.stop_requested()) {
+    cv.wait_for(lock.native(), stop, options_.report_interval,
+                [] { return false; });
+    if (stop.stop_requested()) break;
+    options_.stats_hook(stats());
+  }
+}
+
+}  // namespace feedline::detail

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// StageRunner: the non-blocking state machine that drives one stage.
+//
+// A runner owns the channels in front of it (its inputs) and writes to the
+// channel of the next stage (its output). Work happens in "worker" tasks on
+// the pipeline's pool: a worker repeatedly takes a unit of work under the
+// runner's mutex (an input item plus a reserved output slot, an epoch marker,
+// the end of stream), runs it without the mutex, and delivers the results.
+// When no unit is available it exits; the events that make work available
+// again (deliver() from upstream, on_room() from downstream, an async
+// completion) start a new worker. Nothing ever waits on a queue.
+//
+// Lock order: a runner never holds its own mutex while taking another
+// runner's; the pipeline's failure mutex is a leaf taken under it.
+//
+// Thread safety: every public method may be called from any thread.
+
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "feedline/base/clock.h"
+#include "feedline/concurrency/mutex.h"
+#include "feedline/pipeline/spec.h"
+#include "feedline/pipeline/stats.h"
+#include "pipeline/channel.h"
+#include "pipeline/failure_log.h"
+
+namespace feedline::detail {
+
+class PipelineImpl;
+
+class StageRunner {
+ public:
+  StageRunner(PipelineImpl* pipeline, int index, StageKind kind,
+              std::string name, int concurrency);
+  virtual ~StageRunner();
+  StageRunner(const StageRunner&) = delete;
+  StageRunner& operator=(const StageRunner&) = delete;
+
+  // Creates an input channel with `slots` slots, fed by `producer`.
+  Channel* add_input(std::size_t slots, StageRunner* producer);
+  void set_output(Channel* output) { output_ = output; }
+  Channel* output() const { return output_; }
+  const std::vector<std::unique_ptr<Channel>>& inputs() const { return inputs_; }
+
+  // Starts the stage's clocks and, for sources, its first worker.
+  virtual void start(Clock::time_point now);
+
+  // Upstream appended `e` to `channel` (one of ours).
+  virtual void deliver(Channel* channel, Entry e);
+  // Upstream finished: no more entries will come into `channel`.
+  void close_input(Channel* channel);
+  // Downstream freed slots in our output channel.
+  void on_room();
+  // Stops taking work; the stage finishes once in-flight calls are done.
+  void cancel();
+
+  const std::string& name() const { return name_; }
+  int index() const { return index_; }
+  StageStats snapshot(Clock::time_point now);
+
+ protected:
+  enum class State { kRunning, kFailing, kCancelled, kFinished };
+
+  // Whether a new worker should start now (called under mu_).
+  virtual bool wants_worker_locked() REQUIRES(mu_) = 0;
+  // The body of one worker task; returns when there is nothing to do. The
+  // caller has incremented active_workers_.
+  virtual void run_worker() = 0;
+  // True when the stage has nothing in flight and can finish.
+  virtual bool idle_locked() REQUIRES(mu_) = 0;
+
+  // Starts a worker if wants_worker_locked(). Returns true if it did; the
+  // caller must then call submit_worker() after unlocking.
+  bool claim_worker_locked() REQUIRES(mu_);
+  void submit_worker();
+
+  // Reserves `n` output slots, registering for on_room() if there are none.
+  bool reserve_output(long n);
+  // Appends `e` to the output channel (into a slot reserved before).
+  void emit(Entry e);
+  // Pops the head of `channel`; the freed slot is given back by
+  // release_popped() after mu_ is dropped.
+  Entry pop_locked(Channel* channel) REQUIRES(mu_);
+  void release_popped(Channel* channel, long n);
+
+  // Marks the start or end of a period with nothing to do.
+  void begin_wait_locked(bool on_output) REQUIRES(mu_);
+  void end_wait_locked(Clock::time_point now) REQUIRES(mu_);
+
+  // Counts one finished call.
+  void record_call_locked(Clock::duration elapsed) REQUIRES(mu_);
+  // Counts a failed call (after record_call_locked) and logs it through
+  // `*line`. Returns true when this failure exceeds the budget: the stage is
+  // then failing, and the caller must call cancel_upstream() without mu_.
+  bool record_failure_locked(std::exception_ptr error, FailureLog::Line* line)
+      REQUIRES(mu_);
+  // Fails the stage with `error`: it takes no more input and the pipeline
+  // records the error now, before the stage can finish, so the consumer can
+  // never see a normal end first. Takes the pipeline's (leaf) failure mutex.
+  void fail_locked(std::exception_ptr error) REQUIRES(mu_);
+  void cancel_upstream();
+  // If the stage is idle and ending, finishes it exactly once: closes the
+  // output and tells the pipeline. Called at the very end of a worker, with
+  // the decision `finish` taken under mu_ by should_finish_locked().
+  bool should_finish_locked() REQUIRES(mu_);
+  void finish();
+
+  Clock::time_point now() const;
+
+  PipelineImpl* const pipeline_;
+  const int index_;
+  const StageKind kind_;
+  const std::string name_;
+  const int concurrency_;
+
+  Mutex mu_;
+  std::vector<std::unique_ptr<Channel>> inputs_;  // entries GUARDED_BY(mu_)
+  Channel* output_ = nullptr;
+  State state_ GUARDED_BY(mu_) = State::kRunning;
+  bool input_ended_ GUARDED_BY(mu_) = false;  // end of stream handled
+  int active_workers_ GUARDED_BY(mu_) = 0;
+  StageStats stats_ GUARDED_BY(mu_);
+  FailureLog failure_log_ GUARDED_BY(mu_);
+  const FailureBudget* budget_ = nullptr;  // own budget, or null for global
+  FailureBudget own_budget_;
+
+ private:
+  bool waiting_ GUARDED_BY(mu_) = false;
+  bool waiting_on_output_ GUARDED_BY(mu_) = false;
+  Clock::time_point wait_start_ GUARDED_BY(mu_){};
+};
+
+// Creates the runner for one stage of a pipe kind (pipe, aggregate,
+// disaggregate) and for the head and tail stages.
+std::unique_ptr<StageRunner> make_pipe_runner(PipelineImpl* pipeline,
+                                              int index, const StageSpec& spec);
+std::unique_ptr<StageRunner> make_source_runner(PipelineImpl* pipeline,
+                                                int index, SourceFactory factory,
+                                                const SourceOptions& options);
+std::unique_ptr<StageRunner> make_merge_runner(PipelineImpl* pipeline,
+                                               int index, std::string name);
+
+}  // namespace feedline::detail
