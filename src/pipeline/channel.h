@@ -18,6 +18,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -39,7 +40,10 @@ struct Entry {
 class Channel {
  public:
   Channel(std::size_t slots, StageRunner* consumer)
-      : slots_(slots), free_(static_cast<long>(slots)), consumer_(consumer) {}
+      : slots_(slots),
+        wake_threshold_(std::max<long>(1, static_cast<long>(slots) / 2)),
+        free_(static_cast<long>(slots)),
+        consumer_(consumer) {}
 
   std::size_t slots() const { return slots_; }
   StageRunner* consumer() const { return consumer_; }
@@ -59,11 +63,19 @@ class Channel {
   void unreserve(long n) { free_.fetch_add(n, std::memory_order_seq_cst); }
 
   // Consumer side: gives `n` popped slots back. Returns true if the producer
-  // asked to be told (it then must be sent on_room()).
+  // asked to be told (it then must be sent on_room()). The producer is told
+  // only once half the slots are free, so that it refills in one run rather
+  // than waking for every slot (a waiting producer has no call in flight, so
+  // the channel always drains that far).
   bool release(long n) {
-    free_.fetch_add(n, std::memory_order_seq_cst);
+    long f = free_.fetch_add(n, std::memory_order_seq_cst) + n;
+    if (f < wake_threshold_) return false;
     return producer_waiting.exchange(false, std::memory_order_seq_cst);
   }
+
+  // True once at least half the slots hold entries: deferred deliveries
+  // then wake the consumer anyway.
+  bool half_full() const { return entries.size() * 2 >= slots_; }
 
   // Everything below is guarded by the consumer's mutex.
   void push(Entry e, Clock::time_point now) {
@@ -106,6 +118,7 @@ class Channel {
   }
 
   const std::size_t slots_;
+  const long wake_threshold_;
   std::atomic<long> free_;
   StageRunner* const consumer_;
   StageRunner* producer_ = nullptr;

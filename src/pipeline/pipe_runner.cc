@@ -48,6 +48,7 @@ struct Outcome {
   uint64_t seq = 0;
   Generator* gen = nullptr;
   bool emitted = false;    // a result went downstream (completion order)
+  bool deferred = false;   // ... without waking the next stage
   Item result;             // kept for input order
   bool called = false;     // an op call happened (counts in stats)
   bool exhausted = false;  // the generator is done
@@ -94,9 +95,12 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
   int worker_limit() const {
     return op_kind_ == OpKind::kAsync ? 1 : concurrency_;
   }
-  bool take_unit_locked(Unit* u, long* popped) REQUIRES(mu_);
-  bool take_unit_inner_locked(Unit* u, long* popped) REQUIRES(mu_);
-  Outcome execute(Unit& u);
+  bool take_unit_locked(Unit* u, long* popped, Clock::time_point t)
+      REQUIRES(mu_);
+  bool take_unit_inner_locked(Unit* u, long* popped, Clock::time_point t)
+      REQUIRES(mu_);
+  // Runs `u`; `*t` is set to the clock reading at its end.
+  Outcome execute(Unit& u, Clock::time_point* t);
   void start_async(Unit& u);
   void complete_locked(Outcome& o, FailureLog::Line* line, bool* trip)
       REQUIRES(mu_);
@@ -109,7 +113,8 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
   // The tail shared by workers and async completions: logs, cancellation,
   // slot release, ordered delivery.
   void after_unlock(const FailureLog::Line& line, bool trip, long popped,
-                    std::vector<Entry>* ordered);
+                    std::vector<Entry>* ordered, bool defer,
+                    Clock::time_point t);
 
   const OpPtr op_;
   const OpKind op_kind_;
@@ -146,14 +151,15 @@ bool PipeRunner::wants_worker_locked() {
   return static_cast<int>(in->entries.size()) > active_workers_;
 }
 
-bool PipeRunner::take_unit_locked(Unit* u, long* popped) {
+bool PipeRunner::take_unit_locked(Unit* u, long* popped, Clock::time_point t) {
   blocked_on_output_ = true;
-  bool taken = take_unit_inner_locked(u, popped);
+  bool taken = take_unit_inner_locked(u, popped, t);
   if (taken) blocked_on_output_ = false;
   return taken;
 }
 
-bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped) {
+bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped,
+                                        Clock::time_point t) {
   if (state_ != State::kRunning) return false;
   for (auto& g : generators_) {
     if (g->busy) continue;
@@ -180,13 +186,13 @@ bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped) {
   }
   if (in->entries.front().epoch_end) {
     if (!drained || !reserve_output(stateful_ ? 2 : 1)) return false;
-    pop_locked(in);
+    pop_locked(in, t);
     ++*popped;
     u->kind = Unit::kEpoch;
     return true;
   }
   if (occupied_ >= concurrency_ || !reserve_output(1)) return false;
-  u->input = std::move(pop_locked(in).item);
+  u->input = std::move(pop_locked(in, t).item);
   ++*popped;
   ++stats_.items_in;
   ++occupied_;
@@ -201,13 +207,13 @@ bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped) {
     u->gen = generators_.back().get();
   } else if (op_kind_ == OpKind::kAsync) {
     if (!in_order_) u->seq = next_seq_++;
-    async_started_.emplace(u->seq, now());
+    async_started_.emplace(u->seq, t);
     pipeline_->async_started();
   }
   return true;
 }
 
-Outcome PipeRunner::execute(Unit& u) {
+Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
   Outcome o;
   o.valid = true;
   o.kind = u.kind;
@@ -245,17 +251,20 @@ Outcome PipeRunner::execute(Unit& u) {
     o.exhausted = u.gen != nullptr;
     result.reset();
   }
-  o.elapsed = now() - t0;
+  Clock::time_point t1 = now();
+  *t_end = t1;
+  o.elapsed = t1 - t0;
+  o.deferred = o.elapsed < kDeferWakeBelow;
   if (in_order_ && u.kind == Unit::kCall) {
     if (!result) output_->unreserve(1);
     o.result = std::move(result);
   } else if (result) {
-    emit(Entry{std::move(result), false});
+    emit(Entry{std::move(result), false}, o.deferred, t1);
     o.emitted = true;
   } else if (u.kind != Unit::kEpoch || stateful_) {
     output_->unreserve(1);
   }
-  if (u.kind == Unit::kEpoch) emit(Entry{Item(), true});
+  if (u.kind == Unit::kEpoch) emit(Entry{Item(), true}, /*defer=*/false, t1);
   return o;
 }
 
@@ -321,11 +330,12 @@ void PipeRunner::drop_generators_locked(
 }
 
 void PipeRunner::after_unlock(const FailureLog::Line& line, bool trip,
-                              long popped, std::vector<Entry>* ordered) {
+                              long popped, std::vector<Entry>* ordered,
+                              bool defer, Clock::time_point t) {
   if (line.emit) log(LogLevel::kWarning, line.text);
   if (trip) cancel_upstream();
   if (popped > 0) release_popped(input(), popped);
-  for (Entry& e : *ordered) emit(std::move(e));
+  for (Entry& e : *ordered) emit(std::move(e), defer, t);
   ordered->clear();
 }
 
@@ -333,6 +343,9 @@ void PipeRunner::run_worker() {
   Outcome done;
   std::vector<Entry> ordered;
   bool deliverer = false;
+  bool cheap = true;         // the last call was cheap: defer wake-ups
+  bool owe_kick = false;     // deferred deliveries need a kick at the end
+  Clock::time_point t = now();  // refreshed by every call
   for (;;) {
     Unit u;
     FailureLog::Line line;
@@ -343,13 +356,17 @@ void PipeRunner::run_worker() {
     std::vector<std::unique_ptr<ItemGenerator>> dropped;
     {
       MutexLock lock(mu_);
-      if (done.valid) complete_locked(done, &line, &trip);
+      if (done.valid) {
+        cheap = done.deferred;
+        owe_kick |= done.deferred && (done.emitted || in_order_);
+        complete_locked(done, &line, &trip);
+      }
       done = Outcome();
       collect_ordered_locked(&ordered, &deliverer);
       drop_generators_locked(&dropped);
-      bool have_unit = take_unit_locked(&u, &popped);
+      bool have_unit = take_unit_locked(&u, &popped, t);
       if (have_unit) {
-        end_wait_locked(now());
+        end_wait_locked();
       } else if (ordered.empty()) {
         --active_workers_;
         exit = true;
@@ -360,8 +377,9 @@ void PipeRunner::run_worker() {
       }
     }
     dropped.clear();
-    after_unlock(line, trip, popped, &ordered);
+    after_unlock(line, trip, popped, &ordered, cheap, t);
     if (exit) {
+      if (owe_kick && !finish_now) kick_downstream();
       if (finish_now) finish();
       return;
     }
@@ -370,7 +388,7 @@ void PipeRunner::run_worker() {
       start_async(u);
       continue;
     }
-    done = execute(u);
+    done = execute(u, &t);
   }
 }
 
@@ -396,7 +414,7 @@ void PipeRunner::complete(uint64_t token, Item result,
     if (!result) output_->unreserve(1);
     o.result = std::move(result);
   } else if (result) {
-    emit(Entry{std::move(result), false});
+    emit(Entry{std::move(result), false}, /*defer=*/false, now());
     o.emitted = true;
   } else {
     output_->unreserve(1);
@@ -406,6 +424,7 @@ void PipeRunner::complete(uint64_t token, Item result,
   bool first = true;
   bool launch = false;
   bool finish_now = false;
+  Clock::time_point t = now();
   for (;;) {
     FailureLog::Line line;
     bool trip = false;
@@ -414,7 +433,7 @@ void PipeRunner::complete(uint64_t token, Item result,
       if (first) {
         auto it = async_started_.find(token);
         if (it != async_started_.end()) {
-          o.elapsed = now() - it->second;
+          o.elapsed = t - it->second;
           async_started_.erase(it);
         }
         complete_locked(o, &line, &trip);
@@ -427,7 +446,7 @@ void PipeRunner::complete(uint64_t token, Item result,
       }
     }
     bool more = !ordered.empty();
-    after_unlock(line, trip, 0, &ordered);
+    after_unlock(line, trip, 0, &ordered, /*defer=*/false, t);
     if (!more) break;
   }
   if (launch) submit_worker();

@@ -34,7 +34,9 @@ void PipelineImpl::start() {
     pool_ = std::make_unique<ThreadPool>(options_.num_threads);
   }
   start_time_ = clock_->now();
-  for (auto& runner : runners_) runner->StageRunner::start(start_time_);
+  for (auto& runner : runners_) {
+    if (!runner->inputs().empty()) runner->start(start_time_);
+  }
   for (auto& runner : runners_) {
     if (runner->inputs().empty()) runner->start(start_time_);
   }

@@ -9,13 +9,20 @@
 
 namespace feedline::detail {
 
-void SinkRunner::deliver(Channel* channel, Entry e) {
-  Clock::time_point t = now();
+void SinkRunner::start(Clock::time_point t) {
+  MutexLock lock(mu_);
+  inputs_[0]->start_clock(t);
+}
+
+void SinkRunner::deliver(Channel* channel, Entry e, bool defer,
+                         Clock::time_point t) {
+  bool wake;
   {
     MutexLock lock(mu_);
     channel->push(std::move(e), t);
+    wake = !defer || channel->half_full();
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 bool SinkRunner::wants_worker_locked() {

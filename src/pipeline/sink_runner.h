@@ -24,7 +24,10 @@ class SinkRunner final : public StageRunner {
   SinkRunner(PipelineImpl* pipeline, int index)
       : StageRunner(pipeline, index, StageKind::kSink, "sink", 1) {}
 
-  void deliver(Channel* channel, Entry e) override;
+  void deliver(Channel* channel, Entry e, bool defer,
+               Clock::time_point t) override;
+  void kick() override { cv_.notify_one(); }
+  void start(Clock::time_point now) override;
 
   // Blocks for the next entry. Returns kEnd once the input is closed and
   // drained or the pipeline is stopped. Throws: Timeout.

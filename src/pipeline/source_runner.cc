@@ -52,6 +52,7 @@ class SourceRunner final : public StageRunner {
 
 void SourceRunner::run_worker() {
   Pulled last = Pulled::kNone;
+  bool owe_kick = false;
   Clock::duration elapsed{};
   std::exception_ptr error;
   for (;;) {
@@ -85,7 +86,7 @@ void SourceRunner::run_worker() {
         begin_wait_locked(/*on_output=*/true);
         exit = true;
       } else {
-        end_wait_locked(now());
+        end_wait_locked();
       }
       if (exit) {
         --active_workers_;
@@ -93,6 +94,7 @@ void SourceRunner::run_worker() {
       }
     }
     if (exit) {
+      if (owe_kick && !finish_now) kick_downstream();
       if (finish_now) {
         pass_.reset();
         finish();
@@ -115,11 +117,14 @@ void SourceRunner::run_worker() {
       last = Pulled::kError;
       item.reset();
     }
-    elapsed = now() - t0;
+    Clock::time_point t1 = now();
+    elapsed = t1 - t0;
     if (last == Pulled::kItem) {
-      emit(Entry{std::move(item), false});
+      bool defer = elapsed < kDeferWakeBelow;
+      owe_kick |= defer;
+      emit(Entry{std::move(item), false}, defer, t1);
     } else if (last == Pulled::kEpoch) {
-      emit(Entry{Item(), true});
+      emit(Entry{Item(), true}, /*defer=*/false, t1);
     } else {
       output_->unreserve(1);
     }
@@ -141,12 +146,14 @@ class MergeRunner final : public StageRunner {
  private:
   // Takes the next entry to forward; fills `popped` with the slots to give
   // back per input.
-  bool take_locked(Entry* e, std::vector<Channel*>* popped) REQUIRES(mu_);
+  bool take_locked(Entry* e, std::vector<Channel*>* popped,
+                   Clock::time_point t) REQUIRES(mu_);
 
   std::size_t next_input_ GUARDED_BY(mu_) = 0;  // round-robin start
 };
 
-bool MergeRunner::take_locked(Entry* e, std::vector<Channel*>* popped) {
+bool MergeRunner::take_locked(Entry* e, std::vector<Channel*>* popped,
+                              Clock::time_point t) {
   if (state_ != State::kRunning) return false;
   // Epoch barrier: forward one marker once every live input has one first.
   bool any_marker = false;
@@ -172,7 +179,7 @@ bool MergeRunner::take_locked(Entry* e, std::vector<Channel*>* popped) {
     if (!reserve_output(1)) return false;
     for (auto& in : inputs_) {
       if (in->entries.empty()) continue;
-      pop_locked(in.get());
+      pop_locked(in.get(), t);
       popped->push_back(in.get());
     }
     e->epoch_end = true;
@@ -183,7 +190,7 @@ bool MergeRunner::take_locked(Entry* e, std::vector<Channel*>* popped) {
     Channel* in = inputs_[(next_input_ + k) % inputs_.size()].get();
     if (in->entries.empty() || in->entries.front().epoch_end) continue;
     if (!reserve_output(1)) return false;
-    *e = pop_locked(in);
+    *e = pop_locked(in, t);
     popped->push_back(in);
     next_input_ = (next_input_ + k + 1) % inputs_.size();
     ++stats_.items_in;
@@ -194,16 +201,18 @@ bool MergeRunner::take_locked(Entry* e, std::vector<Channel*>* popped) {
 }
 
 void MergeRunner::run_worker() {
+  bool owe_kick = false;
   for (;;) {
     Entry e;
     std::vector<Channel*> popped;
     bool have = false;
     bool finish_now = false;
+    Clock::time_point t = now();
     {
       MutexLock lock(mu_);
-      have = take_locked(&e, &popped);
+      have = take_locked(&e, &popped, t);
       if (have) {
-        end_wait_locked(now());
+        end_wait_locked();
       } else {
         --active_workers_;
         begin_wait_locked(/*on_output=*/false);
@@ -212,10 +221,12 @@ void MergeRunner::run_worker() {
     }
     for (Channel* in : popped) release_popped(in, 1);
     if (!have) {
+      if (owe_kick && !finish_now) kick_downstream();
       if (finish_now) finish();
       return;
     }
-    emit(std::move(e));
+    owe_kick = true;
+    emit(std::move(e), /*defer=*/true, t);
   }
 }
 

@@ -46,16 +46,20 @@ void StageRunner::start(Clock::time_point now) {
   begin_wait_locked(/*on_output=*/false);
 }
 
-void StageRunner::deliver(Channel* channel, Entry e) {
-  Clock::time_point t = now();
+void StageRunner::deliver(Channel* channel, Entry e, bool defer,
+                          Clock::time_point t) {
   bool launch = false;
   {
     MutexLock lock(mu_);
     channel->push(std::move(e), t);
-    if (state_ == State::kRunning) launch = claim_worker_locked();
+    if (state_ == State::kRunning && (!defer || channel->half_full())) {
+      launch = claim_worker_locked();
+    }
   }
   if (launch) submit_worker();
 }
+
+void StageRunner::kick() { on_room(); }
 
 void StageRunner::close_input(Channel* channel) {
   bool launch = false;
@@ -105,12 +109,12 @@ bool StageRunner::reserve_output(long n) {
   return output_->try_reserve(n);
 }
 
-void StageRunner::emit(Entry e) {
-  output_->consumer()->deliver(output_, std::move(e));
+void StageRunner::emit(Entry e, bool defer, Clock::time_point t) {
+  output_->consumer()->deliver(output_, std::move(e), defer, t);
 }
 
-Entry StageRunner::pop_locked(Channel* channel) {
-  return channel->pop(now());
+Entry StageRunner::pop_locked(Channel* channel, Clock::time_point t) {
+  return channel->pop(t);
 }
 
 void StageRunner::release_popped(Channel* channel, long n) {
@@ -126,9 +130,10 @@ void StageRunner::begin_wait_locked(bool on_output) {
   wait_start_ = now();
 }
 
-void StageRunner::end_wait_locked(Clock::time_point t) {
+void StageRunner::end_wait_locked() {
   if (!waiting_) return;
   waiting_ = false;
+  Clock::time_point t = now();
   if (t > wait_start_) {
     (waiting_on_output_ ? stats_.wait_output : stats_.wait_input) +=
         t - wait_start_;
@@ -177,7 +182,7 @@ bool StageRunner::should_finish_locked() {
   bool ending = state_ != State::kRunning || input_ended_;
   if (!ending) return false;
   state_ = State::kFinished;
-  end_wait_locked(now());
+  end_wait_locked();
   stats_.finished = true;
   return true;
 }

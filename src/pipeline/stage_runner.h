@@ -35,6 +35,10 @@ namespace feedline::detail {
 
 class PipelineImpl;
 
+// Calls shorter than this defer waking the next stage (see deliver()): for
+// them a thread wake-up would cost more than the work.
+inline constexpr std::chrono::microseconds kDeferWakeBelow{20};
+
 class StageRunner {
  public:
   StageRunner(PipelineImpl* pipeline, int index, StageKind kind,
@@ -52,8 +56,15 @@ class StageRunner {
   // Starts the stage's clocks and, for sources, its first worker.
   virtual void start(Clock::time_point now);
 
-  // Upstream appended `e` to `channel` (one of ours).
-  virtual void deliver(Channel* channel, Entry e);
+  // Upstream appended `e` to `channel` (one of ours). With `defer`, no
+  // worker is started for it until the channel is half full or kick() is
+  // called: a producer of cheap items defers, then kicks when its worker run
+  // ends, so that one wake-up covers a run of items instead of each one.
+  // `t` is the caller's recent clock reading (clock reads are not free).
+  virtual void deliver(Channel* channel, Entry e, bool defer,
+                       Clock::time_point t);
+  // Starts a worker if there is work (after deferred deliveries).
+  virtual void kick();
   // Upstream finished: no more entries will come into `channel`.
   void close_input(Channel* channel);
   // Downstream freed slots in our output channel.
@@ -84,15 +95,16 @@ class StageRunner {
   // Reserves `n` output slots, registering for on_room() if there are none.
   bool reserve_output(long n);
   // Appends `e` to the output channel (into a slot reserved before).
-  void emit(Entry e);
+  void emit(Entry e, bool defer, Clock::time_point t);
+  void kick_downstream() { output_->consumer()->kick(); }
   // Pops the head of `channel`; the freed slot is given back by
   // release_popped() after mu_ is dropped.
-  Entry pop_locked(Channel* channel) REQUIRES(mu_);
+  Entry pop_locked(Channel* channel, Clock::time_point t) REQUIRES(mu_);
   void release_popped(Channel* channel, long n);
 
   // Marks the start or end of a period with nothing to do.
   void begin_wait_locked(bool on_output) REQUIRES(mu_);
-  void end_wait_locked(Clock::time_point now) REQUIRES(mu_);
+  void end_wait_locked() REQUIRES(mu_);
 
   // Counts one finished call.
   void record_call_locked(Clock::duration elapsed) REQUIRES(mu_);

@@ -1,0 +1,77 @@
+# Everyday commands. `make test` is what CI runs (.ci/run).
+#
+#   make deps      install missing system and Python packages
+#   make build     configure and build the C++ release tree (build/release)
+#   make python    build and install the Python package with its extension
+#   make demo      run the C++ example pipeline
+#   make test      C++ tests, the engine tests under TSan, then Python tests
+#   make tsan      engine tests under ThreadSanitizer (build/tsan)
+#   make asan      C++ tests and fuzzer build under ASan+UBSan (build/asan)
+#   make bench     C++ microbenchmarks
+#   make format    clang-format the C++ sources in place
+#   make clean     remove build/
+
+PYTHON ?= python3
+JOBS ?= 2
+
+RELEASE_DIR := build/release
+TSAN_DIR := build/tsan
+ASAN_DIR := build/asan
+
+# gcc 12's TSan runtime aborts with "unexpected memory mapping" on kernels
+# that randomise mmap addresses with more bits than it expects
+# (vm.mmap_rnd_bits > 28, e.g. 32 on recent Ubuntu kernels). Running with
+# ASLR disabled avoids it. Where personality() is not permitted (some
+# container sandboxes), setarch -R fails and the tests run as they are.
+ARCH := $(shell uname -m)
+NO_ASLR := $(shell setarch $(ARCH) -R true >/dev/null 2>&1 && echo setarch $(ARCH) -R)
+
+TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
+            UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+.PHONY: deps build python demo test tsan asan bench format clean
+
+deps:
+	scripts/install_deps.sh
+
+build: deps
+	test -f $(RELEASE_DIR)/CMakeCache.txt || cmake --preset release
+	cmake --build --preset release -j$(JOBS)
+
+# --no-build-isolation: build against the nanobind and scikit-build-core that
+# `make deps` installed, instead of fetching fresh copies into a temporary
+# environment; this works offline and reuses build/<wheel tag> between runs.
+python: deps
+	$(PYTHON) -m pip install --no-build-isolation -q .
+
+demo: build
+	$(RELEASE_DIR)/examples/cpp/pipeline_demo
+
+test: deps build
+	ctest --test-dir $(RELEASE_DIR) --output-on-failure --no-tests=error -j$(JOBS)
+	$(MAKE) tsan
+	$(MAKE) python
+	$(PYTHON) -m pytest -q tests/python
+
+tsan:
+	test -f $(TSAN_DIR)/CMakeCache.txt || cmake --preset tsan
+	cmake --build --preset tsan -j$(JOBS)
+	$(TSAN_ENV) $(NO_ASLR) ctest --test-dir $(TSAN_DIR) --output-on-failure \
+	  --no-tests=error -L engine -j$(JOBS)
+
+asan:
+	test -f $(ASAN_DIR)/CMakeCache.txt || cmake --preset asan
+	cmake --build --preset asan -j$(JOBS)
+	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure \
+	  --no-tests=error -j$(JOBS)
+
+bench: build
+	$(RELEASE_DIR)/bench/cpp/pipeline_benchmark
+
+format:
+	find $(wildcard include src tests/cpp bench/cpp fuzz examples python/bindings) \
+	  -name '*.h' -o -name '*.cc' | xargs -r clang-format -i
+
+clean:
+	rm -rf build

@@ -1,0 +1,53 @@
+"""feedline: a data-loading engine for machine learning.
+
+feedline runs input pipelines (read, decode, transform, batch) on a C++
+engine with its own thread pools and bounded queues, and hands the results to
+Python as NumPy arrays. The native core lives in the private extension module
+``feedline._feedline_ext``; this package is the public API.
+
+Errors raised by the engine are subclasses of :class:`feedline.Error` (itself
+a :class:`RuntimeError`). Invalid arguments raise :class:`ValueError` and
+out-of-range indices :class:`IndexError`.
+"""
+
+from ._feedline_ext import (
+    Cancelled,
+    DecodeError,
+    Error,
+    FormatError,
+    Internal,
+    IoError,
+    PipelineFailure,
+    Timeout,
+    TooManyFailures,
+    __version__,
+)
+
+__all__ = [
+    "Cancelled",
+    "DecodeError",
+    "Error",
+    "FormatError",
+    "Internal",
+    "IoError",
+    "PipelineFailure",
+    "Timeout",
+    "TooManyFailures",
+    "__version__",
+]
+
+# Show the public home of the exception classes in tracebacks and reprs
+# (feedline.DecodeError, not feedline._feedline_ext.DecodeError).
+for _cls in (
+    Cancelled,
+    DecodeError,
+    Error,
+    FormatError,
+    Internal,
+    IoError,
+    PipelineFailure,
+    Timeout,
+    TooManyFailures,
+):
+    _cls.__module__ = __name__
+del _cls

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Installs what feedline needs to build and test: Debian packages through apt
+# and Python packages through pip. Only missing packages are installed, so a
+# second run does nothing and finishes in a few seconds.
+set -euo pipefail
+
+readonly MIN_CMAKE_VERSION="3.25"
+
+readonly DEB_PACKAGES=(
+  build-essential pkg-config ninja-build git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev clang-format
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
+  libswresample-dev libavfilter-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  ffmpeg
+)
+
+# PyPI distribution name:module to import.
+readonly PY_PACKAGES=(
+  nanobind:nanobind
+  scikit-build-core:scikit_build_core
+  numpy:numpy
+  pytest:pytest
+)
+
+PYTHON="${PYTHON:-python3}"
+changed=0
+
+# Succeeds when the cmake first on PATH is at least MIN_CMAKE_VERSION.
+cmake_is_recent() {
+  command -v cmake >/dev/null 2>&1 || return 1
+  local have
+  have="$(cmake --version | sed -n 's/^cmake version \([0-9.]*\).*/\1/p')"
+  [[ -n "${have}" ]] || return 1
+  # sort -V puts the smaller version first.
+  [[ "$(printf '%s\n%s\n' "${MIN_CMAKE_VERSION}" "${have}" | sort -V | head -n1)" \
+      == "${MIN_CMAKE_VERSION}" ]]
+}
+
+as_root() {
+  if [[ "$(id -u)" -eq 0 ]]; then
+    "$@"
+  else
+    sudo "$@"
+  fi
+}
+
+# --- Debian packages -------------------------------------------------------
+missing_deb=()
+for pkg in "${DEB_PACKAGES[@]}"; do
+  dpkg -s "${pkg}" >/dev/null 2>&1 || missing_deb+=("${pkg}")
+done
+# Any cmake >= 3.25 on PATH will do (for example one installed from PyPI);
+# the distribution's cmake is only a fallback.
+if ! cmake_is_recent && ! dpkg -s cmake >/dev/null 2>&1; then
+  missing_deb+=(cmake)
+fi
+
+if ((${#missing_deb[@]} > 0)); then
+  echo "install_deps: apt-get install ${missing_deb[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+  as_root env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing_deb[@]}"
+  changed=1
+fi
+
+# --- Python packages -------------------------------------------------------
+# One interpreter start for all checks; prints the distributions that are
+# missing or cannot be imported.
+check_py='
+import importlib, importlib.metadata, sys
+for spec in sys.argv[1:]:
+    dist, module = spec.split(":")
+    try:
+        importlib.metadata.version(dist)
+        importlib.import_module(module)
+    except Exception:
+        print(dist)
+'
+missing_py_out="$("${PYTHON}" -c "${check_py}" "${PY_PACKAGES[@]}")"
+missing_py=()
+if [[ -n "${missing_py_out}" ]]; then
+  mapfile -t missing_py <<<"${missing_py_out}"
+fi
+# The distribution's cmake may be older than 3.25; then take it from PyPI.
+if ! cmake_is_recent; then
+  missing_py+=("cmake>=${MIN_CMAKE_VERSION}")
+fi
+
+if ((${#missing_py[@]} > 0)); then
+  echo "install_deps: pip install ${missing_py[*]}"
+  "${PYTHON}" -m pip install "${missing_py[@]}"
+  changed=1
+fi
+
+if ! cmake_is_recent; then
+  echo "install_deps: cmake >= ${MIN_CMAKE_VERSION} is still not first on PATH" >&2
+  exit 1
+fi
+
+if ((changed == 0)); then
+  echo "install_deps: all present"
+fi

@@ -1,0 +1,109 @@
+"""Package metadata and the C++ -> Python exception mapping."""
+
+import pathlib
+import pickle
+import re
+
+import pytest
+
+import feedline
+from feedline import _feedline_ext
+
+PYPROJECT = pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+# C++ exception classes that map to a feedline.Error subclass of the same name.
+ERROR_KINDS = [
+    "Error",
+    "IoError",
+    "FormatError",
+    "DecodeError",
+    "Cancelled",
+    "Internal",
+    "Timeout",
+    "TooManyFailures",
+    "PipelineFailure",
+]
+
+# C++ exception classes that derive from a standard exception and therefore
+# map to the corresponding built-in Python exception.
+BUILTIN_KINDS = {
+    "InvalidArgument": ValueError,
+    "OutOfRange": IndexError,
+}
+
+
+def assert_test_message(error, kind):
+    """Checks the message that _raise_for_test(kind) gives its exception."""
+    message = str(error)
+    if kind == "PipelineFailure":
+        # Built from the failed stages: one stage named "test" here.
+        assert message.startswith("pipeline stages failed:")
+        assert message.endswith("[test] test: PipelineFailure")
+    else:
+        assert message == f"test: {kind}"
+
+
+def test_version_matches_pyproject():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with PYPROJECT.open("rb") as f:
+        expected = tomllib.load(f)["project"]["version"]
+    assert isinstance(feedline.__version__, str)
+    assert re.fullmatch(r"\d+\.\d+\.\d+", feedline.__version__)
+    assert feedline.__version__ == expected
+
+
+def test_error_is_runtime_error():
+    assert issubclass(feedline.Error, RuntimeError)
+
+
+@pytest.mark.parametrize("kind", ERROR_KINDS)
+def test_error_class_is_exported_and_derives_from_error(kind):
+    cls = getattr(feedline, kind)
+    assert cls is getattr(_feedline_ext, kind)
+    assert issubclass(cls, feedline.Error)
+    assert cls.__name__ == kind
+    assert cls.__module__ == "feedline"
+    assert kind in feedline.__all__
+
+
+def test_timeout_is_also_builtin_timeout_error():
+    assert issubclass(feedline.Timeout, TimeoutError)
+
+
+@pytest.mark.parametrize("kind", ERROR_KINDS)
+def test_cpp_error_raises_its_python_class(kind):
+    cls = getattr(feedline, kind)
+    with pytest.raises(cls) as info:
+        _feedline_ext._raise_for_test(kind)
+    assert type(info.value) is cls
+    assert_test_message(info.value, kind)
+
+
+@pytest.mark.parametrize("kind", ERROR_KINDS)
+def test_cpp_error_is_caught_as_feedline_error(kind):
+    with pytest.raises(feedline.Error) as info:
+        _feedline_ext._raise_for_test(kind)
+    assert_test_message(info.value, kind)
+
+
+@pytest.mark.parametrize(("kind", "builtin"), sorted(BUILTIN_KINDS.items()))
+def test_cpp_std_derived_error_raises_builtin(kind, builtin):
+    with pytest.raises(builtin) as info:
+        _feedline_ext._raise_for_test(kind)
+    assert type(info.value) is builtin
+    assert not isinstance(info.value, feedline.Error)
+    assert str(info.value) == f"test: {kind}"
+
+
+def test_unknown_kind_raises_value_error():
+    with pytest.raises(ValueError, match="unknown kind 'NoSuchError'"):
+        _feedline_ext._raise_for_test("NoSuchError")
+
+
+@pytest.mark.parametrize("kind", ERROR_KINDS)
+def test_error_survives_pickling(kind):
+    with pytest.raises(feedline.Error) as info:
+        _feedline_ext._raise_for_test(kind)
+    clone = pickle.loads(pickle.dumps(info.value))
+    assert type(clone) is type(info.value)
+    assert_test_message(clone, kind)
