@@ -110,6 +110,10 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
       REQUIRES(mu_);
   void drop_generators_locked(std::vector<std::unique_ptr<ItemGenerator>>* out)
       REQUIRES(mu_);
+  void on_cancel_locked(std::vector<std::unique_ptr<ItemGenerator>>* graveyard)
+      override REQUIRES(mu_) {
+    drop_generators_locked(graveyard);
+  }
   // The tail shared by workers and async completions: logs, cancellation,
   // slot release, ordered delivery.
   void after_unlock(const FailureLog::Line& line, bool trip, long popped,
@@ -273,8 +277,10 @@ void PipeRunner::complete_locked(Outcome& o, FailureLog::Line* line,
   if (o.called) record_call_locked(o.elapsed);
   if (o.error) *trip = record_failure_locked(o.error, line);
   if (o.emitted) ++stats_.items_out;
+  // A stateful op (aggregate) that holds an item back is not skipping it.
   bool flush = o.kind == Unit::kEpoch || o.kind == Unit::kEnd;
-  if (o.called && !flush && !o.error && !o.emitted && !o.result) {
+  if (o.called && !flush && !stateful_ && !o.error && !o.emitted &&
+      !o.result) {
     ++stats_.items_skipped;
   }
   if (o.kind == Unit::kEpoch) ++stats_.epochs;

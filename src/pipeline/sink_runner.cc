@@ -71,7 +71,12 @@ NextStatus SinkRunner::next(Item* out,
         stats_.wait_input += now() - t0;
       }
     }
-    if (stopped_ || in->entries.empty()) return NextStatus::kEnd;
+    if (stopped_) return NextStatus::kEnd;
+    if (in->entries.empty()) {
+      input_ended_ = true;
+      if (should_finish_locked()) stats_.finished = true;
+      return NextStatus::kEnd;
+    }
     e = in->pop(now());
     if (e.epoch_end) {
       ++stats_.epochs;

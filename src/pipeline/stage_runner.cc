@@ -85,11 +85,14 @@ void StageRunner::on_room() {
 
 void StageRunner::cancel() {
   bool finish_now = false;
+  std::vector<std::unique_ptr<ItemGenerator>> graveyard;
   {
     MutexLock lock(mu_);
     if (state_ == State::kRunning) state_ = State::kCancelled;
+    on_cancel_locked(&graveyard);
     finish_now = should_finish_locked();
   }
+  graveyard.clear();
   if (finish_now) finish();
 }
 

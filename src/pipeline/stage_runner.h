@@ -86,6 +86,10 @@ class StageRunner {
   virtual void run_worker() = 0;
   // True when the stage has nothing in flight and can finish.
   virtual bool idle_locked() REQUIRES(mu_) = 0;
+  // Called by cancel() under mu_: releases idle in-progress state (such as
+  // generators nobody is pulling) into `*graveyard`, destroyed after mu_.
+  virtual void on_cancel_locked(std::vector<std::unique_ptr<ItemGenerator>>*
+                                /*graveyard*/) REQUIRES(mu_) {}
 
   // Starts a worker if wants_worker_locked(). Returns true if it did; the
   // caller must then call submit_worker() after unlocking.
