@@ -28,21 +28,41 @@ ThreadPool::ThreadPool(int num_threads, std::string name_prefix)
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { shutdown(); }
+
+void ThreadPool::shutdown() {
+  MutexLock join_lock(join_mu_);
   {
     MutexLock lock(mu_);
+    if (joined_) return;
     shutting_down_ = true;
   }
   work_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  // A thread outside the pool may have queued a task after the last worker
+  // left; run such stragglers here.
+  std::deque<Task> left;
+  {
+    MutexLock lock(mu_);
+    joined_ = true;
+    left.swap(tasks_);
+  }
+  for (Task& task : left) task();
 }
 
 void ThreadPool::submit(Task task) {
   bool wake = false;
   {
     MutexLock lock(mu_);
-    tasks_.push_back(std::move(task));
-    wake = idle_ > 0;
+    if (!joined_) {
+      tasks_.push_back(std::move(task));
+      wake = idle_ > 0;
+      task = nullptr;
+    }
+  }
+  if (task) {
+    task();  // every thread has exited: run it here rather than lose it
+    return;
   }
   if (wake) work_cv_.notify_one();
 }

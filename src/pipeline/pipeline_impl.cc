@@ -82,7 +82,10 @@ void PipelineImpl::stop() noexcept {
       return async_in_flight_ == 0;
     });
   }
-  pool_.reset();  // runs what is left (each task ends at once) and joins
+  // Runs what is left (each task ends at once: every stage is cancelled) and
+  // joins. The pool object itself lives on until the destructor, since a
+  // worker may still submit a follow-up task while the queue drains.
+  if (pool_) pool_->shutdown();
   if (reporter_.joinable()) {
     reporter_.request_stop();
     reporter_.join();

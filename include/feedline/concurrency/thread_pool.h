@@ -12,7 +12,10 @@
 // user ops that block (on I/O, say) hold a thread for that long.
 //
 // Thread safety: submit() may be called from any thread, including pool
-// threads. The destructor runs every task already submitted, then joins.
+// threads. shutdown() (and the destructor) runs every task submitted, including
+// tasks that running tasks submit while it drains, then joins. A task
+// submitted after the threads are gone runs inline on the submitting thread,
+// so no task is ever lost.
 
 #pragma once
 
@@ -40,9 +43,12 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   // Queues `task` to run on a pool thread. A task must not throw; one that
-  // does terminates the process (FEEDLINE tasks catch everything).
-  // Requires: the destructor has not started.
+  // does terminates the process (the engine's tasks catch everything).
   void submit(Task task);
+
+  // Drains the queue, then joins every thread. Idempotent. Must not be called
+  // from a pool thread.
+  void shutdown();
 
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
@@ -57,6 +63,8 @@ class ThreadPool {
   std::deque<Task> tasks_ GUARDED_BY(mu_);
   int idle_ GUARDED_BY(mu_) = 0;
   bool shutting_down_ GUARDED_BY(mu_) = false;
+  bool joined_ GUARDED_BY(mu_) = false;
+  Mutex join_mu_;  // serialises shutdown()
   const std::string name_prefix_;
   // Declared last: threads start after every other member is constructed and
   // are joined in the destructor before any member is destroyed.
