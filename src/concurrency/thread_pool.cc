@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -13,6 +14,7 @@ namespace feedline {
 namespace {
 
 thread_local const ThreadPool* t_current_pool = nullptr;
+std::atomic<int> g_live_threads{0};
 
 }  // namespace
 
@@ -69,7 +71,13 @@ void ThreadPool::submit(Task task) {
 
 bool ThreadPool::in_pool_thread() const { return t_current_pool == this; }
 
+int ThreadPool::live_threads() { return g_live_threads.load(); }
+
 void ThreadPool::run_worker(int index) {
+  g_live_threads.fetch_add(1);
+  struct Exit {
+    ~Exit() { g_live_threads.fetch_sub(1); }
+  } on_exit;
   t_current_pool = this;
   std::string name = name_prefix_ + std::to_string(index);
   if (name.size() > 15) name.resize(15);  // the kernel's limit

@@ -110,6 +110,7 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
   }
   for (std::size_t i = 0; i < spec.stages.size(); ++i) {
     StageSpec& stage = spec.stages[i];
+    if (stage.options.name.empty()) stage.options.name = to_string(stage.kind);
     validate_stage(stage, path + ".stage[" + std::to_string(i) + "] '" +
                               stage.options.name + "'");
     StageRunner* runner = impl->add_runner(

@@ -87,7 +87,7 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
   void run_worker() override;
   bool idle_locked() override REQUIRES(mu_) {
     return occupied_ == 0 && generators_.empty() && !delivering_ &&
-           reorder_.empty();
+           reorder_.empty() && !barrier_;
   }
 
  private:
@@ -131,6 +131,10 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
   uint64_t emit_seq_ GUARDED_BY(mu_) = 0;
   std::deque<ReorderSlot> reorder_ GUARDED_BY(mu_);
   bool delivering_ GUARDED_BY(mu_) = false;
+  // An epoch marker or end-of-stream flush is running: nothing else may start
+  // until it has been emitted, or an item of the next epoch could overtake
+  // the marker.
+  bool barrier_ GUARDED_BY(mu_) = false;
   // Whether the last failed take_unit_locked() lacked output room (rather
   // than input); decides which wait the idle time counts as.
   bool blocked_on_output_ GUARDED_BY(mu_) = false;
@@ -164,7 +168,7 @@ bool PipeRunner::take_unit_locked(Unit* u, long* popped, Clock::time_point t) {
 
 bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped,
                                         Clock::time_point t) {
-  if (state_ != State::kRunning) return false;
+  if (state_ != State::kRunning || barrier_) return false;
   for (auto& g : generators_) {
     if (g->busy) continue;
     if (!reserve_output(1)) return false;
@@ -186,6 +190,7 @@ bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped,
       return false;
     }
     u->kind = Unit::kEnd;
+    barrier_ = true;
     return true;
   }
   if (in->entries.front().epoch_end) {
@@ -193,6 +198,7 @@ bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped,
     pop_locked(in, t);
     ++*popped;
     u->kind = Unit::kEpoch;
+    barrier_ = true;
     return true;
   }
   if (occupied_ >= concurrency_ || !reserve_output(1)) return false;
@@ -284,6 +290,7 @@ void PipeRunner::complete_locked(Outcome& o, FailureLog::Line* line,
     ++stats_.items_skipped;
   }
   if (o.kind == Unit::kEpoch) ++stats_.epochs;
+  if (o.kind == Unit::kEpoch || o.kind == Unit::kEnd) barrier_ = false;
   if (o.gen != nullptr) {
     o.gen->busy = false;
     if (o.exhausted) {

@@ -74,8 +74,11 @@ void PipelineImpl::stop() noexcept {
     stopped_ = true;
   }
   stop_source_.request_stop();
-  for (auto& runner : runners_) runner->cancel();
   if (sink_ != nullptr) sink_->wake_for_stop();
+  if (!pool_) return;  // never started: no stage ever ran
+  // Downstream first, so that a stage finishing on cancellation never wakes
+  // a stage that is still running.
+  for (auto it = runners_.rbegin(); it != runners_.rend(); ++it) (*it)->cancel();
   {
     MutexLock lock(async_mu_);
     async_cv_.wait(lock.native(), [this]() NO_THREAD_SAFETY_ANALYSIS {

@@ -55,6 +55,10 @@ class ThreadPool {
   // True when called from one of this pool's threads.
   bool in_pool_thread() const;
 
+  // Pool threads alive in the process, over all pools (a thread counts until
+  // its last instruction before exiting). For leak checks and diagnostics.
+  static int live_threads();
+
  private:
   void run_worker(int index);
 

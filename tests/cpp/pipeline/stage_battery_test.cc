@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/spec.h"
 #include "testing/pipeline_testing.h"
@@ -244,7 +245,7 @@ TEST_P(Battery, StatsInvariantsHoldOnceDrained) {
 }
 
 TEST_P(Battery, DestroyWithFullQueuesAndNoConsumer) {
-  int threads_before = testing::count_threads();
+  int threads_before = ThreadPool::live_threads();
   for (int read : {0, 1, 10}) {
     Pipeline p = build(make_spec(100000, 0, /*capacity=*/2));
     Item item;
@@ -253,7 +254,7 @@ TEST_P(Battery, DestroyWithFullQueuesAndNoConsumer) {
     // Destroyed here with every queue full (or filling): must not hang.
   }
   completer_.reset();
-  EXPECT_EQ(testing::count_threads(), threads_before);
+  EXPECT_EQ(ThreadPool::live_threads(), threads_before);
 }
 
 TEST_P(Battery, StopMidStreamThenNextReturnsEnd) {
