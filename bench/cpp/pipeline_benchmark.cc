@@ -2,11 +2,14 @@
 //
 // Microbenchmarks of the native pipeline engine's fixed costs.
 //
-//   BM_Chain/<stages>/<concurrency>
+//   BM_Chain/<stages>/<concurrency>/<queue>
 //       Per-item overhead of the engine itself: a source over 200,000 ints,
 //       `stages` no-op pipe stages of the given concurrency, a sink, on a
 //       2-thread pool, drained with next(). The ops do nothing, so the time
-//       is queueing, scheduling, Item boxing and stats bookkeeping.
+//       is queueing, scheduling, Item boxing and stats bookkeeping. queue=0
+//       uses the defaults (16-item stage queues, a 3-item sink as in
+//       add_sink()); queue=64 sets every queue and the sink to 64 items, the
+//       setting for cheap, small items.
 //   BM_ChainAggregate
 //       The same with 3 no-op stages followed by aggregate(32): the cost of
 //       batching on top of the chain.
@@ -66,14 +69,17 @@ void report_items(benchmark::State& state, int64_t items,
 // (spec, stages, pool threads) and teardown are inside the timed region on
 // purpose: they are part of what a user pays per pipeline, though at 200,000
 // items they are a small share.
-int64_t run_chain(int num_stages, int concurrency) {
-  auto builder =
-      feedline::PipelineBuilder().add_source(std::views::iota(0, kChainItems));
+int64_t run_chain(int num_stages, int concurrency, std::size_t queue) {
+  auto builder = feedline::PipelineBuilder().add_source(
+      std::views::iota(0, kChainItems), {.output_capacity = queue});
   for (int i = 0; i < num_stages; ++i) {
-    builder = std::move(builder).pipe([](int x) { return x; },
-                                      {.concurrency = concurrency});
+    builder = std::move(builder).pipe(
+        [](int x) { return x; },
+        {.concurrency = concurrency, .output_capacity = queue});
   }
-  auto pipeline = std::move(builder).add_sink().build(kPoolThreads);
+  auto pipeline = std::move(builder)
+                      .add_sink(queue == 0 ? 3 : queue)
+                      .build(kPoolThreads);
   int64_t count = 0;
   while (auto item = pipeline.next()) {
     benchmark::DoNotOptimize(*item);
@@ -85,11 +91,12 @@ int64_t run_chain(int num_stages, int concurrency) {
 void BM_Chain(benchmark::State& state) {
   const int num_stages = static_cast<int>(state.range(0));
   const int concurrency = static_cast<int>(state.range(1));
+  const auto queue = static_cast<std::size_t>(state.range(2));
   int64_t items = 0;
   Clock::duration elapsed{};
   for (auto _ : state) {
     const auto start = Clock::now();
-    const int64_t n = run_chain(num_stages, concurrency);
+    const int64_t n = run_chain(num_stages, concurrency, queue);
     elapsed += Clock::now() - start;
     if (n != kChainItems) state.SkipWithError("pipeline lost items");
     items += n;
@@ -97,8 +104,8 @@ void BM_Chain(benchmark::State& state) {
   report_items(state, items, elapsed);
 }
 BENCHMARK(BM_Chain)
-    ->ArgNames({"stages", "concurrency"})
-    ->ArgsProduct({{1, 3, 5}, {1, 4}})
+    ->ArgNames({"stages", "concurrency", "queue"})
+    ->ArgsProduct({{1, 3, 5}, {1, 4}, {0, 64}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

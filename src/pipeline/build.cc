@@ -117,8 +117,11 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
         detail::make_pipe_runner(impl, impl->next_index(), stage));
     runner->add_input(chain.tail_slots, chain.tail);
     chain.tail = runner;
-    chain.tail_slots =
-        slots_for(stage.options.output_capacity, stage.options.concurrency);
+    std::size_t capacity = stage.options.output_capacity;
+    if (capacity == 0 && stage.kind == StageKind::kAggregate) {
+      capacity = kDefaultBatchQueueCapacity;
+    }
+    chain.tail_slots = slots_for(capacity, stage.options.concurrency);
     chain.tail_concurrency = stage.options.concurrency;
   }
   return chain;

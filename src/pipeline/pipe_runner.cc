@@ -359,6 +359,7 @@ void PipeRunner::run_worker() {
   bool cheap = true;         // the last call was cheap: defer wake-ups
   bool owe_kick = false;     // deferred deliveries need a kick at the end
   Clock::time_point t = now();  // refreshed by every call
+  Clock::time_point deferred_since{};
   for (;;) {
     Unit u;
     FailureLog::Line line;
@@ -366,12 +367,16 @@ void PipeRunner::run_worker() {
     bool exit = false;
     bool finish_now = false;
     long popped = 0;
+    bool spawn = false;
     std::vector<std::unique_ptr<ItemGenerator>> dropped;
     {
       MutexLock lock(mu_);
       if (done.valid) {
         cheap = done.deferred;
-        owe_kick |= done.deferred && (done.emitted || in_order_);
+        if (!owe_kick && done.deferred && (done.emitted || in_order_)) {
+          owe_kick = true;
+          deferred_since = t;
+        }
         complete_locked(done, &line, &trip);
       }
       done = Outcome();
@@ -380,6 +385,9 @@ void PipeRunner::run_worker() {
       bool have_unit = take_unit_locked(&u, &popped, t);
       if (have_unit) {
         end_wait_locked();
+        // More queued than workers to take it: bring in another worker now,
+        // rather than waiting for the next delivery (which may never come).
+        spawn = claim_worker_locked();
       } else if (ordered.empty()) {
         --active_workers_;
         exit = true;
@@ -390,6 +398,7 @@ void PipeRunner::run_worker() {
       }
     }
     dropped.clear();
+    if (spawn) submit_worker();
     after_unlock(line, trip, popped, &ordered, cheap, t);
     if (exit) {
       if (owe_kick && !finish_now) kick_downstream();
@@ -397,6 +406,13 @@ void PipeRunner::run_worker() {
       return;
     }
     if (u.kind == Unit::kNone) continue;
+    // Deferred results must not wait behind a call that turns out slow (or
+    // never returns): once they are kDeferWakeMaxAge old, wake downstream
+    // before starting the next call.
+    if (owe_kick && t - deferred_since >= kDeferWakeMaxAge) {
+      kick_downstream();
+      owe_kick = false;
+    }
     if (u.kind == Unit::kCall && op_kind_ == OpKind::kAsync) {
       start_async(u);
       continue;

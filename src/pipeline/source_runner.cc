@@ -120,9 +120,9 @@ void SourceRunner::run_worker() {
     Clock::time_point t1 = now();
     elapsed = t1 - t0;
     if (last == Pulled::kItem) {
-      bool defer = elapsed < kDeferWakeBelow;
-      owe_kick |= defer;
-      emit(Entry{std::move(item), false}, defer, t1);
+      // No deferral here: the next pull may block (a source over a stream
+      // waits for data), and an item must not wait behind it.
+      emit(Entry{std::move(item), false}, /*defer=*/false, t1);
     } else if (last == Pulled::kEpoch) {
       emit(Entry{Item(), true}, /*defer=*/false, t1);
     } else {

@@ -38,6 +38,9 @@ class PipelineImpl;
 // Calls shorter than this defer waking the next stage (see deliver()): for
 // them a thread wake-up would cost more than the work.
 inline constexpr std::chrono::microseconds kDeferWakeBelow{20};
+// Deferred results are never held back longer than this before the producer
+// starts another call (see PipeRunner::run_worker).
+inline constexpr std::chrono::microseconds kDeferWakeMaxAge{100};
 
 class StageRunner {
  public:
