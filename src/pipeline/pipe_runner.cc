@@ -155,8 +155,10 @@ bool PipeRunner::wants_worker_locked() {
   }
   if (in->entries.front().epoch_end) return active_workers_ == 0;
   if (occupied_ >= concurrency_) return false;
-  // One more worker only when there is more queued than workers to take it.
-  return static_cast<int>(in->entries.size()) > active_workers_;
+  // One more worker only when more is queued than workers free to take it
+  // (a worker inside a call is not free: it may be in there for long).
+  int free_workers = active_workers_ - (op_kind_ == OpKind::kMap ? occupied_ : 0);
+  return static_cast<int>(in->entries.size()) > free_workers;
 }
 
 bool PipeRunner::take_unit_locked(Unit* u, long* popped, Clock::time_point t) {
