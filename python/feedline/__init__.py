@@ -1,9 +1,10 @@
 """feedline: a data-loading engine for machine learning.
 
 feedline runs input pipelines (read, decode, transform, batch) on a C++
-engine with its own thread pools and bounded queues, and hands the results to
-Python as NumPy arrays. The native core lives in the private extension module
-``feedline._feedline_ext``; this package is the public API.
+engine with a shared thread pool and bounded queues. The native core lives in
+the private extension module ``feedline._feedline_ext``; this package is the
+public API. Today it exposes the version and the exception hierarchy; the
+pipeline API (``feedline.pipeline``) builds on the same engine.
 
 Errors raised by the engine are subclasses of :class:`feedline.Error` (itself
 a :class:`RuntimeError`). Invalid arguments raise :class:`ValueError` and

@@ -244,6 +244,7 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
         u.gen->gen = static_cast<GeneratorOp&>(*op_).start(std::move(u.input));
         [[fallthrough]];
       case Unit::kPull:
+        o.called = true;  // a pull that throws is a failed call
         o.called = u.gen->gen->next(&result);
         o.exhausted = !o.called;
         break;

@@ -110,12 +110,15 @@ bool PipelineImpl::count_global_failure() {
 void PipelineImpl::record_stage_error(StageRunner* stage,
                                       std::exception_ptr error) {
   MutexLock lock(failure_mu_);
-  errors_.push_back(StageError{stage->name(), error, describe(error)});
-  std::stable_sort(errors_.begin(), errors_.end(),
-                   [](const StageError& a, const StageError& b) {
-                     return a.stage < b.stage;
-                   });
-  failure_ = std::make_exception_ptr(PipelineFailure(errors_));
+  // Kept in stage order (source first), whatever order they failed in.
+  auto at = std::upper_bound(
+      errors_.begin(), errors_.end(), stage->index(),
+      [](int index, const auto& e) { return index < e.first; });
+  errors_.insert(at, {stage->index(), StageError{stage->name(), error,
+                                                 describe(error)}});
+  std::vector<StageError> ordered;
+  for (const auto& e : errors_) ordered.push_back(e.second);
+  failure_ = std::make_exception_ptr(PipelineFailure(std::move(ordered)));
 }
 
 void PipelineImpl::cancel_upstream(StageRunner* stage) {

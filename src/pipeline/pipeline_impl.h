@@ -19,6 +19,7 @@
 #include <optional>
 #include <stop_token>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "feedline/base/clock.h"
@@ -78,7 +79,7 @@ class PipelineImpl {
   std::atomic<uint64_t> global_failures_{0};
 
   mutable Mutex failure_mu_;
-  std::vector<StageError> errors_ GUARDED_BY(failure_mu_);
+  std::vector<std::pair<int, StageError>> errors_ GUARDED_BY(failure_mu_);
   std::exception_ptr failure_ GUARDED_BY(failure_mu_);
 
   Mutex async_mu_;

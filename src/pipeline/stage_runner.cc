@@ -162,9 +162,15 @@ bool StageRunner::record_failure_locked(std::exception_ptr error,
       budget_ != nullptr ? *budget_ : pipeline_->options().max_failures;
   std::string what = "stage " + name_ + " failed " +
                      std::to_string(stats_.failures) + " of " +
-                     std::to_string(stats_.calls) +
-                     " calls, which exceeds max_failures (" +
-                     budget.to_string() + "); last error: " + message;
+                     std::to_string(stats_.calls) + " calls, which exceeds " +
+                     (budget_ != nullptr ? "its" : "the pipeline-wide") +
+                     " max_failures (" + budget.to_string() +
+                     "); last error: " + message;
+  const auto& recent = failure_log_.recent();
+  if (recent.size() > 1) {
+    what += "; earlier errors:";
+    for (std::size_t i = recent.size() - 1; i-- > 0;) what += " [" + recent[i] + "]";
+  }
   fail_locked(std::make_exception_ptr(TooManyFailures(what)));
   return true;
 }

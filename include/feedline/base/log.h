@@ -4,7 +4,7 @@
 //
 // feedline logs rarely: failure reports (rate-limited), periodic statistics
 // and warnings. The default sink writes one line per message to stderr; the
-// Python bindings replace it with one that forwards to `logging`.
+// Python layer can install one that forwards to `logging`.
 //
 // Thread safety: log() and set_log_sink() may be called from any thread. The
 // sink is called with no feedline lock held; it must not call back into the

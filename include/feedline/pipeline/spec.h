@@ -5,8 +5,9 @@
 // A spec is a list of stages after a head, where the head is either a source
 // or a merge of several sub-pipelines (each a spec without a sink). The typed
 // C++ builder (builder.h) and the Python builder both produce a spec; build()
-// turns it into a running Pipeline. Specs are plain values: building does not
-// consume the ops (they are shared), but it does call each source factory.
+// turns it into a Pipeline. Specs are plain values and ops are shared, not
+// copied. A source factory is called on a pool thread when the source is first
+// pulled (and again at each epoch of a continuous source), not at build time.
 
 #pragma once
 

@@ -97,7 +97,8 @@ struct BuildOptions {
   std::chrono::nanoseconds failure_log_interval = std::chrono::seconds(10);
   // Source of time for stats and log rate limiting. Default: steady clock.
   const Clock* clock = nullptr;
-  // Name used in stage display names and thread names. Default: "pipeline".
+  // The pipeline's name in stats (PipelineStats::name) and errors.
+  // Default: "pipeline".
   std::string name = "pipeline";
 };
 
