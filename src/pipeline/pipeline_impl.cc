@@ -153,6 +153,17 @@ PipelineStats PipelineImpl::stats() const {
   for (const auto& runner : runners_) {
     s.stages.push_back(runner->snapshot(t));
   }
+  // Queue waits: each side's wait, seen from the queue between them.
+  for (std::size_t i = 0; i < runners_.size(); ++i) {
+    StageStats& stage = s.stages[i];
+    stage.input_queue.get_wait = stage.wait_input;
+    for (const auto& input : runners_[i]->inputs()) {
+      StageRunner* producer = input->producer();
+      if (producer == nullptr) continue;
+      stage.input_queue.put_wait +=
+          s.stages[static_cast<std::size_t>(producer->index())].wait_output;
+    }
+  }
   if (sink_ != nullptr) s.items_delivered = s.stages.back().items_out;
   return s;
 }

@@ -80,6 +80,8 @@ void append_queue(std::string* out, const QueueStats& q) {
   o.add_seconds("time_empty_s", q.time_empty);
   o.add_seconds("time_full_s", q.time_full);
   o.add_seconds("elapsed_s", q.elapsed);
+  o.add_seconds("put_wait_s", q.put_wait);
+  o.add_seconds("get_wait_s", q.get_wait);
 }
 
 void append_stage(std::string* out, const StageStats& s) {

@@ -32,6 +32,10 @@ struct QueueStats {
   std::chrono::nanoseconds time_empty{0};  // while holding nothing
   std::chrono::nanoseconds time_full{0};   // while at capacity
   std::chrono::nanoseconds elapsed{0};     // span the above are measured over
+  // How long the producer waited for room to put (its wait_output) and the
+  // consumer waited for something to get (its wait_input).
+  std::chrono::nanoseconds put_wait{0};
+  std::chrono::nanoseconds get_wait{0};
 
   // Mean depth / capacity over `elapsed`, in [0, 1].
   double occupancy() const;

@@ -67,16 +67,21 @@ TEST(LifecycleTest, StartTwiceIsAnError) {
   EXPECT_EQ(drain(p), iota(3));
 }
 
+// 0, 1, 2 through a stage whose calls wait until `gate` opens.
+TypedPipeline<int> gated_pipeline(std::shared_ptr<testing::Gate> gate) {
+  return PipelineBuilder()
+      .add_source(iota(3))
+      .pipe([gate](int x) {
+        gate->wait();
+        return x;
+      })
+      .add_sink()
+      .build(2);
+}
+
 TEST(LifecycleTest, NextTimesOutWhileTheSourceIsHeld) {
   auto gate = std::make_shared<testing::Gate>();
-  auto p = PipelineBuilder()
-               .add_source(iota(3))
-               .pipe([gate](int x) {
-                 gate->wait();
-                 return x;
-               })
-               .add_sink()
-               .build(2);
+  auto p = gated_pipeline(gate);
   Item item;
   EXPECT_THROW(p.untyped().next(&item, std::chrono::milliseconds(20)), Timeout);
   gate->open();
@@ -85,14 +90,7 @@ TEST(LifecycleTest, NextTimesOutWhileTheSourceIsHeld) {
 
 TEST(LifecycleTest, StopFromAnotherThreadWakesABlockedConsumer) {
   auto gate = std::make_shared<testing::Gate>();
-  auto p = PipelineBuilder()
-               .add_source(iota(3))
-               .pipe([gate](int x) {
-                 gate->wait();
-                 return x;
-               })
-               .add_sink()
-               .build(2);
+  auto p = gated_pipeline(gate);
   p.untyped().start();
   std::jthread consumer([&] {
     // Items that made it out before the stop may still arrive; then kEnd.
