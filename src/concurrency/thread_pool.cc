@@ -58,6 +58,7 @@ void ThreadPool::submit(Task task) {
     MutexLock lock(mu_);
     if (!joined_) {
       tasks_.push_back(std::move(task));
+      queued_.store(static_cast<int>(tasks_.size()), std::memory_order_relaxed);
       wake = idle_ > 0;
       task = nullptr;
     }
@@ -96,6 +97,7 @@ void ThreadPool::run_worker(int index) {
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      queued_.store(static_cast<int>(tasks_.size()), std::memory_order_relaxed);
     }
     task();
   }

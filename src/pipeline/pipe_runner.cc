@@ -363,10 +363,12 @@ void PipeRunner::run_worker() {
   bool owe_kick = false;     // deferred deliveries need a kick at the end
   Clock::time_point t = now();  // refreshed by every call
   Clock::time_point deferred_since{};
+  const Clock::time_point run_start = t;
   for (;;) {
     Unit u;
     FailureLog::Line line;
     bool trip = false;
+    bool yield = false;
     bool exit = false;
     bool finish_now = false;
     long popped = 0;
@@ -385,12 +387,23 @@ void PipeRunner::run_worker() {
       done = Outcome();
       collect_ordered_locked(&ordered, &deliverer);
       drop_generators_locked(&dropped);
-      bool have_unit = take_unit_locked(&u, &popped, t);
+      // Fairness: a worker that has run for a while hands its thread to the
+      // tasks queued behind it (other stages' workers) and continues as a new
+      // task at the back of the pool's queue. Without this, a stage with
+      // long calls and a full input keeps every thread and starves the
+      // cheap stages that feed it.
+      if (!deliverer && t - run_start >= kWorkerTimeSlice &&
+          pipeline_->pool().has_queued_tasks()) {
+        yield = true;
+      }
+      bool have_unit = !yield && take_unit_locked(&u, &popped, t);
       if (have_unit) {
         end_wait_locked();
         // More queued than workers to take it: bring in another worker now,
         // rather than waiting for the next delivery (which may never come).
         spawn = claim_worker_locked();
+      } else if (yield) {
+        // active_workers_ stays: the requeued task is this worker.
       } else if (ordered.empty()) {
         --active_workers_;
         exit = true;
@@ -403,6 +416,11 @@ void PipeRunner::run_worker() {
     dropped.clear();
     if (spawn) submit_worker();
     after_unlock(line, trip, popped, &ordered, cheap, t);
+    if (yield) {
+      if (owe_kick) kick_downstream();
+      submit_worker();
+      return;
+    }
     if (exit) {
       if (owe_kick && !finish_now) kick_downstream();
       if (finish_now) finish();

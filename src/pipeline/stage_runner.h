@@ -41,6 +41,8 @@ inline constexpr std::chrono::microseconds kDeferWakeBelow{20};
 // Deferred results are never held back longer than this before the producer
 // starts another call (see PipeRunner::run_worker).
 inline constexpr std::chrono::microseconds kDeferWakeMaxAge{100};
+// A worker that has run this long yields its thread when other tasks wait.
+inline constexpr std::chrono::milliseconds kWorkerTimeSlice{2};
 
 class StageRunner {
  public:

@@ -19,6 +19,7 @@
 
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -52,6 +53,11 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
+  // True when tasks are waiting for a thread (a hint: may change at once).
+  bool has_queued_tasks() const {
+    return queued_.load(std::memory_order_relaxed) > 0;
+  }
+
   // True when called from one of this pool's threads.
   bool in_pool_thread() const;
 
@@ -66,6 +72,7 @@ class ThreadPool {
   std::condition_variable work_cv_;
   std::deque<Task> tasks_ GUARDED_BY(mu_);
   int idle_ GUARDED_BY(mu_) = 0;
+  std::atomic<int> queued_{0};  // tasks_.size(), readable without mu_
   bool shutting_down_ GUARDED_BY(mu_) = false;
   bool joined_ GUARDED_BY(mu_) = false;
   Mutex join_mu_;  // serialises shutdown()
