@@ -90,7 +90,7 @@ TEST(OrderingTest, EmptyOptionalSkipsTheItem) {
                .add_sink()
                .build(2);
   EXPECT_EQ(drain(p), (std::vector<int>{0, 2, 4, 6, 8}));
-  const StageStats& pipe = p.stats().stages[1];
+  const StageStats pipe = p.stats().stages[1];
   EXPECT_EQ(pipe.items_in, 10u);
   EXPECT_EQ(pipe.items_out, 5u);
   EXPECT_EQ(pipe.items_skipped, 5u);
@@ -135,7 +135,7 @@ TEST(OrderingTest, FlatMapLargeOutputsAreBoundedByTheQueue) {
                .build(2);
   std::vector<int> got = drain(p);
   EXPECT_EQ(got.size(), 30000u);
-  const StageStats& gen = p.stats().stages[1];
+  const StageStats gen = p.stats().stages[1];
   EXPECT_EQ(gen.items_in, 3u);
   EXPECT_EQ(gen.items_out, 30000u);
   EXPECT_LE(p.stats().stages[2].input_queue.max_depth,

@@ -35,7 +35,7 @@ TEST(StatsTest, OpTimeIsMeasuredAroundEachCall) {
                .add_sink()
                .build(BuildOptions{.num_threads = 1, .clock = &clock});
   drain(p);
-  const StageStats& s = p.stats().stages[1];
+  const StageStats s = p.stats().stages[1];
   EXPECT_EQ(s.name, "1:work");
   EXPECT_EQ(s.calls, 10u);
   EXPECT_EQ(s.op_time.count(), 10u);
