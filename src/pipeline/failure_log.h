@@ -43,7 +43,6 @@ class FailureLog {
   void flush(Line* line);
 
   const std::deque<std::string>& recent() const { return recent_; }
-  uint64_t total() const { return total_; }
 
  private:
   std::string stage_;

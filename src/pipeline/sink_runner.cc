@@ -40,11 +40,6 @@ void SinkRunner::wake_for_stop() {
   cv_.notify_all();
 }
 
-uint64_t SinkRunner::delivered() {
-  MutexLock lock(mu_);
-  return stats_.items_out;
-}
-
 NextStatus SinkRunner::next(Item* out,
                             std::optional<std::chrono::nanoseconds> timeout) {
   Channel* in = inputs_[0].get();

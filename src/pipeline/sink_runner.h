@@ -35,7 +35,6 @@ class SinkRunner final : public StageRunner {
 
   // Wakes the consumer and makes next() return kEnd.
   void wake_for_stop();
-  uint64_t delivered();
 
  protected:
   bool wants_worker_locked() override REQUIRES(mu_);
