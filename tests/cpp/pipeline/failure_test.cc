@@ -157,7 +157,7 @@ TEST(FailureTest, SourceExceptionDeliversEarlierItemsThenFails) {
 }
 
 TEST(FailureTest, DownstreamFailureCancelsUpstreamOfAnEndlessSource) {
-  // Without upstream cancellation an endless source would run forever.
+  // The source never ends; the failure must still reach the consumer.
   auto p = PipelineBuilder()
                .add_source(iota(100), {.continuous = true})
                .pipe(fail_on_odd, {.max_failures = FailureBudget::max_count(2)})
@@ -171,7 +171,12 @@ TEST(FailureTest, DownstreamFailureCancelsUpstreamOfAnEndlessSource) {
         }
       },
       PipelineFailure);
+  // The failed stage closed its output, so the consumer saw the failure even
+  // though the source never ends. The cancelled source may still be leaving
+  // its last pull; stop() waits for that.
+  p.stop();
   for (const StageStats& s : p.stats().stages) EXPECT_TRUE(s.finished) << s.name;
+  EXPECT_TRUE(p.stats().stages[1].failed);
 }
 
 TEST(FailureTest, LogsTheFirstFailuresThenSummariesNotOneLinePerItem) {
