@@ -25,11 +25,14 @@ void SinkRunner::deliver(Channel* channel, Entry e, bool defer,
   if (wake) cv_.notify_one();
 }
 
-bool SinkRunner::wants_worker_locked() {
-  // No workers; used as the hook that wakes the consumer when the input
-  // closes (close_input() asks whether to start one).
-  cv_.notify_all();
-  return false;
+bool SinkRunner::wants_worker_locked() { return false; }
+
+void SinkRunner::close_input(Channel* channel) {
+  {
+    MutexLock lock(mu_);
+    channel->closed = true;
+  }
+  cv_.notify_all();  // the consumer may be waiting for this end
 }
 
 void SinkRunner::wake_for_stop() {

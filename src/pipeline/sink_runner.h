@@ -26,6 +26,7 @@ class SinkRunner final : public StageRunner {
 
   void deliver(Channel* channel, Entry e, bool defer,
                Clock::time_point t) override;
+  void close_input(Channel* channel) override;
   void kick() override { cv_.notify_one(); }
   void start(Clock::time_point now) override;
 

@@ -71,7 +71,7 @@ class StageRunner {
   // Starts a worker if there is work (after deferred deliveries).
   virtual void kick();
   // Upstream finished: no more entries will come into `channel`.
-  void close_input(Channel* channel);
+  virtual void close_input(Channel* channel);
   // Downstream freed slots in our output channel.
   void on_room();
   // Stops taking work; the stage finishes once in-flight calls are done.

@@ -3,6 +3,7 @@
 // Failure budgets, rate-limited failure logs, and how a failed stage ends the
 // pipeline: upstream cancelled, downstream drained, PipelineFailure last.
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +22,18 @@ namespace {
 using testing::drain;
 using testing::iota;
 
+// Reads items into `*got` until the pipeline throws; returns the failure,
+// or nothing if it ended normally.
+std::optional<PipelineFailure> read_until_failure(TypedPipeline<int>& p,
+                                                  std::vector<int>* got) {
+  try {
+    while (auto x = p.next()) got->push_back(*x);
+  } catch (const PipelineFailure& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
 int fail_on_odd(int x) {
   if (x % 2) throw std::runtime_error("odd item " + std::to_string(x));
   return x;
@@ -34,10 +47,10 @@ TEST(FailureTest, CountBudgetFailsThePipelineAfterTheDrainedItems) {
                .add_sink()
                .build(BuildOptions{.num_threads = 1, .failure_log_burst = 0});
   std::vector<int> got;
-  try {
-    while (auto x = p.next()) got.push_back(*x);
-    FAIL() << "expected PipelineFailure";
-  } catch (const PipelineFailure& e) {
+  std::optional<PipelineFailure> failure = read_until_failure(p, &got);
+  ASSERT_TRUE(failure);
+  {
+    const PipelineFailure& e = *failure;
     ASSERT_EQ(e.errors().size(), 1u);
     EXPECT_EQ(e.errors()[0].stage, "1:check");
     EXPECT_NE(e.errors()[0].message.find("failed 4 of"), std::string::npos)
@@ -144,10 +157,10 @@ TEST(FailureTest, SourceExceptionDeliversEarlierItemsThenFails) {
                .add_sink()
                .build(2);
   std::vector<int> got;
-  try {
-    while (auto x = p.next()) got.push_back(*x);
-    FAIL() << "expected PipelineFailure";
-  } catch (const PipelineFailure& e) {
+  std::optional<PipelineFailure> failure = read_until_failure(p, &got);
+  ASSERT_TRUE(failure);
+  {
+    const PipelineFailure& e = *failure;
     ASSERT_EQ(e.errors().size(), 1u);
     EXPECT_EQ(e.errors()[0].stage, "0:source");
     EXPECT_THROW(std::rethrow_exception(e.errors()[0].error), IoError);
