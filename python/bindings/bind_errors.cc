@@ -16,9 +16,11 @@
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
 #include "bindings.h"
+#include "convert.h"
 #include "feedline/base/error.h"
 
 namespace nb = nanobind;
@@ -63,6 +65,27 @@ void raise_for_test(std::string_view kind) {
                         "'");
 }
 
+// Sets the Python error indicator to a feedline.PipelineFailure holding the
+// Python exception of every failed stage, each with a note naming its stage.
+void raise_pipeline_failure(const PipelineFailure& failure) {
+  try {
+    nb::list causes;
+    for (const StageError& e : failure.errors()) {
+      nb::object exc = to_python_exception(e.error);
+      std::string note = "Pipeline stage: " + e.stage;
+      if (nb::hasattr(exc, "add_note")) exc.attr("add_note")(note);
+      causes.append(exc);
+    }
+    nb::object cls = nb::module_::import_("feedline._errors").attr("PipelineFailure");
+    nb::object group = cls(failure.what(), causes);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(group.ptr())), group.ptr());
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
 }  // namespace
 
 void bind_errors(nb::module_& m) {
@@ -77,7 +100,17 @@ void bind_errors(nb::module_& m) {
   nb::exception<Timeout>(m, "Timeout",
                          nb::make_tuple(error, nb::handle(PyExc_TimeoutError)));
   nb::exception<TooManyFailures>(m, "TooManyFailures", error);
-  nb::exception<PipelineFailure>(m, "PipelineFailure", error);
+  // PipelineFailure is an ExceptionGroup of each failed stage's exception,
+  // defined in Python (feedline/_errors.py) so that except* and split() keep
+  // the class; raise_pipeline_failure() builds it.
+  nb::register_exception_translator(
+      [](const std::exception_ptr& p, void* /*payload*/) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const PipelineFailure& e) {
+          raise_pipeline_failure(e);
+        }
+      });
 
   m.def("_raise_for_test", &raise_for_test, nb::arg("kind"),
         "Throws the C++ exception class named `kind` (for tests only).");

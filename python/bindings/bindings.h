@@ -12,7 +12,21 @@
 
 namespace feedline::bindings {
 
-// Adds feedline.Error and its subclasses, and the test hook _raise_for_test.
+// Adds feedline.Error and its subclasses, the translation of PipelineFailure
+// to feedline.PipelineFailure (an ExceptionGroup), and the test hook
+// _raise_for_test.
 void bind_errors(nanobind::module_& m);
+
+// Adds the statistics snapshot classes (PipelineStats, StageStats, ...).
+void bind_stats(nanobind::module_& m);
+
+// Adds NativeOp and NativeSource (native_op.h).
+void bind_native_op(nanobind::module_& m);
+
+// Adds the private pipeline API (_PipelineSpec, _NativePipeline, ...).
+void bind_pipeline(nanobind::module_& m);
+
+// Adds the submodule `testing` of native ops for tests.
+void bind_testing(nanobind::module_& m);
 
 }  // namespace feedline::bindings

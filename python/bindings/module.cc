@@ -6,6 +6,7 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings.h"
+#include "convert.h"
 
 #ifndef FEEDLINE_VERSION
 #error "FEEDLINE_VERSION is set by python/bindings/CMakeLists.txt"
@@ -15,5 +16,10 @@ NB_MODULE(_feedline_ext, m) {
   m.doc() = "Native core of feedline (private; import feedline instead).";
   m.attr("__version__") = FEEDLINE_VERSION;
 
+  feedline::bindings::register_basic_converters();
   feedline::bindings::bind_errors(m);
+  feedline::bindings::bind_stats(m);
+  feedline::bindings::bind_native_op(m);
+  feedline::bindings::bind_pipeline(m);
+  feedline::bindings::bind_testing(m);
 }

@@ -3,8 +3,8 @@
 feedline runs input pipelines (read, decode, transform, batch) on a C++
 engine with a shared thread pool and bounded queues. The native core lives in
 the private extension module ``feedline._feedline_ext``; this package is the
-public API. Today it exposes the version and the exception hierarchy; the
-pipeline API (``feedline.pipeline``) builds on the same engine.
+public API: ``feedline.pipeline`` builds pipelines on that engine with the
+names and semantics of ``spdl.pipeline``.
 
 Errors raised by the engine are subclasses of :class:`feedline.Error` (itself
 a :class:`RuntimeError`). Invalid arguments raise :class:`ValueError` and
@@ -18,11 +18,11 @@ from ._feedline_ext import (
     FormatError,
     Internal,
     IoError,
-    PipelineFailure,
     Timeout,
     TooManyFailures,
     __version__,
 )
+from ._errors import PipelineFailure
 
 __all__ = [
     "Cancelled",
@@ -46,9 +46,13 @@ for _cls in (
     FormatError,
     Internal,
     IoError,
-    PipelineFailure,
     Timeout,
     TooManyFailures,
 ):
     _cls.__module__ = __name__
 del _cls
+
+from . import _logging  # noqa: E402
+
+_logging.install()
+del _logging

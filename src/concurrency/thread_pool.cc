@@ -72,6 +72,8 @@ void ThreadPool::submit(Task task) {
 
 bool ThreadPool::in_pool_thread() const { return t_current_pool == this; }
 
+bool ThreadPool::in_any_pool_thread() { return t_current_pool != nullptr; }
+
 int ThreadPool::live_threads() { return g_live_threads.load(); }
 
 void ThreadPool::run_worker(int index) {

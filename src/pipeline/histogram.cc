@@ -44,6 +44,16 @@ void LatencyHistogram::merge(const LatencyHistogram& other) {
   max_ = std::max(max_, other.max_);
 }
 
+LatencyHistogram LatencyHistogram::since(const LatencyHistogram& earlier) const {
+  LatencyHistogram d = *this;
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    d.buckets_[i] -= std::min(d.buckets_[i], earlier.buckets_[i]);
+  }
+  d.count_ -= std::min(d.count_, earlier.count_);
+  d.sum_ -= std::min(d.sum_, earlier.sum_);
+  return d;
+}
+
 std::chrono::nanoseconds LatencyHistogram::mean() const {
   return std::chrono::nanoseconds(count_ == 0 ? 0 : sum_ / count_);
 }

@@ -171,7 +171,7 @@ bool StageRunner::record_failure_locked(std::exception_ptr error,
     what += "; earlier errors:";
     for (std::size_t i = recent.size() - 1; i-- > 0;) what += " [" + recent[i] + "]";
   }
-  fail_locked(std::make_exception_ptr(TooManyFailures(what)));
+  fail_locked(std::make_exception_ptr(TooManyFailures(what, std::move(error))));
   return true;
 }
 

@@ -36,9 +36,15 @@ def assert_test_message(error, kind):
     """Checks the message that _raise_for_test(kind) gives its exception."""
     message = str(error)
     if kind == "PipelineFailure":
-        # Built from the failed stages: one stage named "test" here.
-        assert message.startswith("pipeline stages failed:")
-        assert message.endswith("[test] test: PipelineFailure")
+        # An ExceptionGroup whose message is built from the failed stages: one
+        # stage named "test" here, whose cause became a feedline.Error.
+        assert error.message.startswith("pipeline stages failed:")
+        assert error.message.endswith("[test] test: PipelineFailure")
+        assert isinstance(error, ExceptionGroup)  # noqa: F821 (3.11+)
+        (cause,) = error.exceptions
+        assert type(cause) is feedline.Error
+        assert str(cause) == "test: PipelineFailure"
+        assert "Pipeline stage: test" in cause.__notes__
     else:
         assert message == f"test: {kind}"
 
@@ -59,7 +65,11 @@ def test_error_is_runtime_error():
 @pytest.mark.parametrize("kind", ERROR_KINDS)
 def test_error_class_is_exported_and_derives_from_error(kind):
     cls = getattr(feedline, kind)
-    assert cls is getattr(_feedline_ext, kind)
+    if kind == "PipelineFailure":
+        # Defined in Python so that it can be an ExceptionGroup.
+        assert issubclass(cls, ExceptionGroup)  # noqa: F821 (3.11+)
+    else:
+        assert cls is getattr(_feedline_ext, kind)
     assert issubclass(cls, feedline.Error)
     assert cls.__name__ == kind
     assert cls.__module__ == "feedline"

@@ -13,6 +13,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace feedline {
@@ -72,9 +73,18 @@ class Timeout : public Error {
 };
 
 // A pipeline stage failed more often than its `max_failures` budget allows.
+// Carries the error of the call that exceeded the budget, so that callers
+// (and the Python layer, as __cause__) can see the original exception.
 class TooManyFailures : public Error {
  public:
-  using Error::Error;
+  explicit TooManyFailures(const std::string& what,
+                           std::exception_ptr last_error = nullptr)
+      : Error(what), last_error_(std::move(last_error)) {}
+  // The failure that exceeded the budget; may be null.
+  const std::exception_ptr& last_error() const { return last_error_; }
+
+ private:
+  std::exception_ptr last_error_;
 };
 
 // One stage's reason for failing a pipeline.

@@ -60,6 +60,9 @@ class ThreadPool {
 
   // True when called from one of this pool's threads.
   bool in_pool_thread() const;
+  // True when called from a thread of any ThreadPool. Code that must not
+  // join a pool from inside it (a finalizer, say) checks this first.
+  static bool in_any_pool_thread();
 
   // Pool threads alive in the process, over all pools (a thread counts until
   // its last instruction before exiting). For leak checks and diagnostics.

@@ -25,6 +25,11 @@ class LatencyHistogram {
 
   void record(std::chrono::nanoseconds value);
   void merge(const LatencyHistogram& other);
+  // Returns what was recorded after `earlier`, a snapshot of this same
+  // histogram taken before (interval statistics from two totals). max() of
+  // the result is the overall maximum, which cannot be un-merged.
+  // Requires: every bucket of `earlier` <= the same bucket here.
+  LatencyHistogram since(const LatencyHistogram& earlier) const;
 
   uint64_t count() const { return count_; }
   std::chrono::nanoseconds sum() const { return std::chrono::nanoseconds(sum_); }

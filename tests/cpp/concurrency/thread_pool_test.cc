@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #include <atomic>
+#include <future>
 #include <latch>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -46,6 +48,16 @@ TEST(ThreadPoolTest, SubmitAfterShutdownRunsInline) {
   pool.submit([&] { ran = true; });
   EXPECT_TRUE(ran);
   EXPECT_FALSE(pool.in_pool_thread());
+}
+
+TEST(ThreadPoolTest, KnowsWhetherTheCallerIsAnyPoolsThread) {
+  ThreadPool a(1), b(1);
+  EXPECT_FALSE(ThreadPool::in_any_pool_thread());
+  std::promise<std::pair<bool, bool>> seen;
+  b.submit([&] { seen.set_value({ThreadPool::in_any_pool_thread(), a.in_pool_thread()}); });
+  auto [any, in_a] = seen.get_future().get();
+  EXPECT_TRUE(any);
+  EXPECT_FALSE(in_a);
 }
 
 TEST(ThreadPoolTest, RejectsZeroThreads) {

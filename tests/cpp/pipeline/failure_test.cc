@@ -57,6 +57,13 @@ TEST(FailureTest, CountBudgetFailsThePipelineAfterTheDrainedItems) {
         << e.errors()[0].message;
     EXPECT_NE(e.errors()[0].message.find("odd item 7"), std::string::npos);
     EXPECT_THROW(std::rethrow_exception(e.errors()[0].error), TooManyFailures);
+    // The call that tripped the budget is kept as the cause.
+    try {
+      std::rethrow_exception(e.errors()[0].error);
+    } catch (const TooManyFailures& tmf) {
+      ASSERT_TRUE(tmf.last_error());
+      EXPECT_EQ(describe(tmf.last_error()), "odd item 7");
+    }
   }
   EXPECT_EQ(got, (std::vector<int>{0, 2, 4, 6}));
   // Every later read fails the same way; stop() does not throw.

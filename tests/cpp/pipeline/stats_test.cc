@@ -20,6 +20,7 @@ namespace {
 
 using testing::drain;
 using testing::iota;
+using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
@@ -177,6 +178,21 @@ TEST(HistogramTest, MergeEqualsRecordingEverythingInOne) {
   for (double q : {0.0, 0.5, 0.9, 0.99, 1.0}) EXPECT_EQ(a.quantile(q), all.quantile(q));
   EXPECT_NEAR(static_cast<double>(all.quantile(0.99).count()), 990e3, 990e3 * 0.125);
   EXPECT_EQ(LatencyHistogram().quantile(0.5), nanoseconds(0));
+}
+
+TEST(HistogramTest, SinceEqualsRecordingOnlyTheLaterValues) {
+  LatencyHistogram total, later;
+  for (int i = 1; i <= 500; ++i) total.record(nanoseconds(i));
+  LatencyHistogram earlier = total;
+  for (int i = 1; i <= 300; ++i) {
+    total.record(microseconds(i));
+    later.record(microseconds(i));
+  }
+  LatencyHistogram lap = total.since(earlier);
+  EXPECT_EQ(lap.count(), later.count());
+  EXPECT_EQ(lap.sum(), later.sum());
+  for (double q : {0.0, 0.5, 0.9, 0.99, 1.0}) EXPECT_EQ(lap.quantile(q), later.quantile(q));
+  EXPECT_EQ(total.since(total).count(), 0u);
 }
 
 }  // namespace

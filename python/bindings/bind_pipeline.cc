@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The private pipeline API that feedline.pipeline builds on:
+//   _PipelineSpec     collects stages (Python ops, native ops, aggregate, ...)
+//                     and builds an engine pipeline;
+//   _NativePipeline   the consumer's end: get(), epoch iterators, stop();
+//   NativeOp / NativeSource   handles of native ops and sources.
+// Statistics classes are bound in bind_stats.cc.
+//
+// GIL policy (py_ref.h): every call into the engine runs with the GIL
+// released; waits are cut into slices so that Ctrl-C reaches the consumer.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "feedline/base/error.h"
+#include "feedline/base/log.h"
+#include "feedline/concurrency/thread_pool.h"
+#include "feedline/pipeline/pipeline.h"
+#include "feedline/pipeline/spec.h"
+#include "feedline/pipeline/stats.h"
+#include "native_op.h"
+#include "py_ops.h"
+#include "py_ref.h"
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+using std::chrono::duration;
+using std::chrono::duration_cast;
+using std::chrono::nanoseconds;
+using std::chrono::steady_clock;
+
+// How long the consumer waits between checks for signals (Ctrl-C).
+constexpr auto kSignalCheckInterval = std::chrono::milliseconds(50);
+
+nanoseconds seconds_to_ns(double s) {
+  if (!(s >= 0)) throw InvalidArgument("timeout must be >= 0 (got " + std::to_string(s) + ")");
+  return duration_cast<nanoseconds>(duration<double>(std::min(s, 1e9)));
+}
+
+// ---------------------------------------------------------------------------
+// Failure budgets from Python: None, ("unlimited",), ("count", n) or
+// ("rate", numerator, denominator).
+
+std::optional<FailureBudget> to_budget(nb::handle spec) {
+  if (spec.is_none()) return std::nullopt;
+  nb::tuple t = nb::cast<nb::tuple>(spec);
+  std::string kind = nb::cast<std::string>(t[0]);
+  if (kind == "unlimited") return FailureBudget::unlimited();
+  if (kind == "count") return FailureBudget::max_count(nb::cast<uint64_t>(t[1]));
+  if (kind == "rate") {
+    return FailureBudget::max_rate(nb::cast<uint64_t>(t[1]), nb::cast<uint64_t>(t[2]));
+  }
+  throw InvalidArgument("unknown failure budget kind '" + kind + "'");
+}
+
+// ---------------------------------------------------------------------------
+// Ownership of an engine pipeline from Python.
+//
+// Stopping joins the pool threads, which may be waiting for the GIL, so it
+// must happen with the GIL released, and never on one of the pool's own
+// threads (a finalizer can run there): then a helper thread does it.
+
+void dispose(Pipeline* p) {
+  if (ThreadPool::in_any_pool_thread()) {
+    std::thread([p] { delete p; }).detach();
+    return;
+  }
+  if (holds_gil()) {
+    {
+      nb::gil_scoped_release release;
+      p->stop();
+    }
+    // Stopped: destroying it joins nothing, and with the GIL held the Python
+    // objects its stages hold are released right here.
+    delete p;
+  } else {
+    delete p;
+  }
+}
+
+using PipelinePtr = std::shared_ptr<Pipeline>;
+
+// The shared state of stopping: the first stop() starts it, later calls wait
+// for the same completion.
+struct StopState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+class NativePipeline;
+
+// One epoch of the pipeline as a Python iterator.
+class EpochIterator {
+ public:
+  EpochIterator(std::shared_ptr<NativePipeline> owner, std::optional<double> timeout)
+      : owner_(std::move(owner)), timeout_(timeout) {}
+  nb::object next();
+
+ private:
+  std::shared_ptr<NativePipeline> owner_;
+  std::optional<double> timeout_;
+  bool ended_ = false;
+};
+
+class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
+ public:
+  explicit NativePipeline(Pipeline p) : pipeline_(new Pipeline(std::move(p)), &dispose) {}
+
+  void start() {
+    nb::gil_scoped_release release;
+    pipeline_->start();
+  }
+  bool started() const { return pipeline_->started(); }
+
+  // Blocks (GIL released) for the next entry. Returns kItem with `*out`.
+  NextStatus wait_next(Item* out, std::optional<double> timeout) {
+    std::optional<steady_clock::time_point> deadline;
+    if (timeout) deadline = steady_clock::now() + seconds_to_ns(*timeout);
+    // One consumer at a time (the engine's contract); wait for the lock
+    // without the GIL so that the other consumer can proceed.
+    std::unique_lock<std::mutex> consumer;
+    {
+      nb::gil_scoped_release release;
+      consumer = std::unique_lock<std::mutex>(consumer_mu_);
+    }
+    for (;;) {
+      nanoseconds slice = kSignalCheckInterval;
+      if (deadline) {
+        auto left = duration_cast<nanoseconds>(*deadline - steady_clock::now());
+        slice = std::max(nanoseconds(0), std::min(slice, left));
+      }
+      try {
+        nb::gil_scoped_release release;
+        return pipeline_->next(out, slice);
+      } catch (const Timeout&) {
+      }
+      if (PyErr_CheckSignals() != 0) {
+        // Ctrl-C in the consumer stops the pipeline: nobody is left to read
+        // it, and its threads must not outlive the interrupted program. The
+        // stop runs in the background so that the interrupt is raised now,
+        // even if an op is in the middle of a long call.
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
+          consumer.unlock();
+          nb::python_error interrupt;
+          stop(0.0);
+          throw interrupt;
+        }
+        throw nb::python_error();
+      }
+      if (deadline && steady_clock::now() >= *deadline) {
+        throw Timeout("the next item is not available after " + std::to_string(*timeout) +
+                      " s");
+      }
+    }
+  }
+
+  // Stops the pipeline; waits at most `timeout` seconds (None: until done).
+  // Returns false if the stop was still running when the time ran out.
+  bool stop(std::optional<double> timeout) {
+    std::shared_ptr<StopState> state;
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      if (!stop_state_) {
+        stop_state_ = std::make_shared<StopState>();
+        first = true;
+      }
+      state = stop_state_;
+    }
+    if (first) {
+      bool inline_stop = !timeout && !ThreadPool::in_any_pool_thread();
+      PipelinePtr p = pipeline_;
+      auto run = [p, state] {
+        p->stop();
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->done = true;
+        state->cv.notify_all();
+      };
+      if (inline_stop) {
+        nb::gil_scoped_release release;
+        run();
+        return true;
+      }
+      std::thread(run).detach();
+    }
+    if (ThreadPool::in_any_pool_thread()) return false;  // never wait there
+    nb::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(state->mu);
+    if (!timeout) {
+      state->cv.wait(lock, [&] { return state->done; });
+      return true;
+    }
+    return state->cv.wait_for(lock, seconds_to_ns(*timeout), [&] { return state->done; });
+  }
+
+  bool stopping() {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    return stop_state_ != nullptr;
+  }
+
+  PipelineStats stats() {
+    nb::gil_scoped_release release;
+    return pipeline_->stats();
+  }
+
+  // Raises the PipelineFailure if a stage failed.
+  void raise_if_failed() {
+    std::exception_ptr failure = pipeline_->failure();
+    if (failure) std::rethrow_exception(failure);
+  }
+  bool failed() const { return static_cast<bool>(pipeline_->failure()); }
+
+ private:
+  PipelinePtr pipeline_;
+  std::mutex consumer_mu_;
+  std::mutex stop_mu_;
+  std::shared_ptr<StopState> stop_state_;
+};
+
+nb::object EpochIterator::next() {
+  if (ended_) throw nb::stop_iteration();
+  Item item;
+  NextStatus status = owner_->wait_next(&item, timeout_);
+  if (status == NextStatus::kItem) return to_python(std::move(item));
+  ended_ = true;
+  throw nb::stop_iteration();
+}
+
+// ---------------------------------------------------------------------------
+// The spec builder.
+
+class PipelineSpecBuilder {
+ public:
+  // The source: a NativeSource, or any Python iterable.
+  void set_source(nb::handle source, const std::string& name, bool continuous) {
+    check_head_unset();
+    spec_.source_options.name = name;
+    spec_.source_options.continuous = continuous;
+    if (nb::isinstance<NativeSource>(source)) {
+      NativeSource& s = nb::cast<NativeSource&>(source);
+      spec_.source = s.factory;
+      produced_ = s.output;
+    } else {
+      spec_.source = make_python_source(nb::borrow(source));
+      produced_ = &typeid(PyObj);
+    }
+    has_head_ = true;
+    last_stage_ = name;
+  }
+
+  void set_merge(std::vector<PipelineSpecBuilder*> inputs, const std::string& name) {
+    check_head_unset();
+    if (inputs.empty()) throw InvalidArgument("merge needs at least one input pipeline");
+    const std::type_info* produced = inputs.front()->produced_;
+    for (PipelineSpecBuilder* input : inputs) {
+      if (!input->has_head_) throw InvalidArgument("a merged pipeline has no source");
+      if (input->spec_.sink_capacity) throw InvalidArgument("a merged pipeline must not have a sink");
+      if (input->produced_ != produced) produced = nullptr;
+      spec_.merge_inputs.push_back(input->spec_);
+    }
+    spec_.merge_name = name;
+    produced_ = produced;
+    has_head_ = true;
+    last_stage_ = name;
+  }
+
+  void add_map(nb::object fn, const std::string& name, int concurrency, bool input_order,
+               nb::handle budget) {
+    add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name, concurrency,
+              input_order, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_generator(nb::object fn, const std::string& name, int concurrency, bool input_order,
+                     nb::handle budget) {
+    add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name, concurrency,
+              input_order, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_async(nb::object submit, const std::string& name, int concurrency, bool input_order,
+                 nb::handle budget) {
+    add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name, concurrency,
+              input_order, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_native(const NativeOp& op, const std::string& name, int concurrency, bool input_order,
+                  nb::handle budget) {
+    check_input_type(op, name);
+    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input), name, concurrency, input_order,
+              budget);
+    if (op.output != nullptr) produced_ = op.output;
+  }
+
+  void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
+    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1, false,
+              nb::none());
+    produced_ = &typeid(ItemBatch);
+  }
+
+  void add_aggregator(nb::object aggregator, bool drop_last, const std::string& name,
+                      nb::handle budget) {
+    add_stage(StageKind::kAggregate, make_python_aggregator_op(std::move(aggregator), drop_last),
+              name, 1, false, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_disaggregate(const std::string& name) {
+    add_stage(StageKind::kDisaggregate, make_disaggregate_any_op(), name, 1, false, nb::none());
+    produced_ = nullptr;
+  }
+
+  void set_sink(std::size_t capacity) {
+    if (capacity < 1) throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
+    spec_.sink_capacity = capacity;
+  }
+
+  std::shared_ptr<NativePipeline> build(int num_threads, nb::handle max_failures,
+                                        double report_interval, nb::object stats_callback,
+                                        int failure_log_burst, double failure_log_interval,
+                                        const std::string& name) {
+    BuildOptions options;
+    options.num_threads = num_threads;
+    if (auto budget = to_budget(max_failures)) options.max_failures = *budget;
+    options.name = name;
+    options.failure_log_burst = failure_log_burst;
+    options.failure_log_interval = seconds_to_ns(failure_log_interval);
+    if (!stats_callback.is_none()) {
+      auto callback = std::make_shared<PyObj>(PyObj::steal(stats_callback.release().ptr()));
+      options.stats_hook = [callback](const PipelineStats& stats) {
+        try {
+          GilScope gil;
+          PyObject* r = PyObject_CallOneArg(callback->get(), nb::cast(stats).ptr());
+          if (r == nullptr) {
+            std::string what = "pipeline stats callback failed";
+            try {
+              throw_python_error();
+            } catch (const std::exception& e) {
+              what += ": " + std::string(e.what());
+            }
+            log(LogLevel::kWarning, what);
+          }
+          Py_XDECREF(r);
+        } catch (const std::exception& e) {
+          log(LogLevel::kWarning, std::string("pipeline stats callback failed: ") + e.what());
+        }
+      };
+      if (report_interval > 0) options.report_interval = seconds_to_ns(report_interval);
+    }
+    Pipeline p = build_pipeline(spec_, std::move(options));
+    return std::make_shared<NativePipeline>(std::move(p));
+  }
+
+ private:
+  void check_head_unset() const {
+    if (has_head_) throw InvalidArgument("the pipeline already has a source");
+  }
+
+  void add_stage(StageKind kind, OpPtr op, const std::string& name, int concurrency,
+                 bool input_order, nb::handle budget) {
+    if (!has_head_) throw InvalidArgument("add a source before stage '" + name + "'");
+    StageSpec stage;
+    stage.kind = kind;
+    stage.op = std::move(op);
+    stage.options.name = name;
+    stage.options.concurrency = concurrency;
+    stage.options.output_order = input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
+    stage.options.max_failures = to_budget(budget);
+    spec_.stages.push_back(std::move(stage));
+    last_stage_ = name;
+  }
+
+  // A native op after a stage whose output it cannot take fails here, at
+  // build time, naming both stages.
+  void check_input_type(const NativeOp& op, const std::string& name) const {
+    if (op.input == nullptr || produced_ == nullptr || *produced_ == *op.input) return;
+    if (*produced_ == typeid(PyObj)) {
+      if (!can_convert_from_python(*op.input)) {
+        throw InvalidArgument("stage '" + name + "' (native op " + op.name + ") takes native " +
+                              python_type_name(*op.input) +
+                              " items, which cannot be made from the Python values that stage '" +
+                              last_stage_ + "' produces");
+      }
+      return;
+    }
+    throw InvalidArgument("stage '" + name + "' (native op " + op.name + ") takes " +
+                          python_type_name(*op.input) + " items, but stage '" + last_stage_ +
+                          "' produces " + python_type_name(*produced_));
+  }
+
+  PipelineSpec spec_;
+  bool has_head_ = false;
+  // What the last stage produces: PyObj for Python values, a native type,
+  // or null when unknown.
+  const std::type_info* produced_ = nullptr;
+  std::string last_stage_;
+};
+
+// The log sink that forwards engine messages to a Python callable
+// handler(level: int, message: str); None restores stderr.
+void set_log_handler(nb::object handler) {
+  if (handler.is_none()) {
+    set_log_sink({});
+    return;
+  }
+  auto shared = std::make_shared<PyObj>(PyObj::steal(handler.release().ptr()));
+  set_log_sink([shared](LogLevel level, std::string_view message) {
+    if (interpreter_finalizing()) return;
+    try {
+      GilScope gil;
+      nb::object text = nb::str(message.data(), message.size());
+      PyObject* r = PyObject_CallFunction(shared->get(), "iO", static_cast<int>(level), text.ptr());
+      if (r == nullptr) PyErr_Clear();
+      Py_XDECREF(r);
+    } catch (...) {
+      // Logging must never fail the caller.
+    }
+  });
+}
+
+void set_log_level_int(int level) { set_log_level(static_cast<LogLevel>(level)); }
+
+}  // namespace
+
+void bind_native_op(nb::module_& m) {
+  nb::class_<NativeOp>(m, "NativeOp",
+                       "A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): it\n"
+                       "runs without the GIL and passes native items on without converting\n"
+                       "them to Python objects.")
+      .def_ro("name", &NativeOp::name)
+      .def_prop_ro("kind",
+                   [](const NativeOp& op) {
+                     switch (op.op->kind()) {
+                       case OpKind::kMap:
+                         return "map";
+                       case OpKind::kGenerator:
+                         return "generator";
+                       case OpKind::kAsync:
+                         return "async";
+                     }
+                     return "map";
+                   })
+      .def_prop_ro("input_type",
+                   [](const NativeOp& op) -> std::optional<std::string> {
+                     if (op.input == nullptr) return std::nullopt;
+                     return python_type_name(*op.input);
+                   },
+                   "Name of the native type the op takes; None: any item.")
+      .def_prop_ro("output_type",
+                   [](const NativeOp& op) -> std::optional<std::string> {
+                     if (op.output == nullptr) return std::nullopt;
+                     return python_type_name(*op.output);
+                   },
+                   "Name of the native type the op produces; None: what it was given.")
+      .def("__repr__", [](const NativeOp& op) {
+        std::string in = op.input ? python_type_name(*op.input) : "any";
+        std::string out = op.output ? python_type_name(*op.output) : in;
+        return "NativeOp(" + op.name + ": " + in + " -> " + out + ")";
+      });
+  nb::class_<NativeSource>(m, "NativeSource",
+                           "A pipeline source implemented in C++; pass it to add_source().")
+      .def_ro("name", &NativeSource::name)
+      .def("__repr__", [](const NativeSource& s) { return "NativeSource(" + s.name + ")"; });
+}
+
+void bind_pipeline(nb::module_& m) {
+  bind_completion(m);
+
+  nb::class_<EpochIterator>(m, "_EpochIterator")
+      .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__next__", &EpochIterator::next);
+
+  nb::class_<NativePipeline>(m, "_NativePipeline")
+      .def("start", &NativePipeline::start)
+      .def_prop_ro("started", &NativePipeline::started)
+      .def("get",
+           [](NativePipeline& p, std::optional<double> timeout) -> nb::object {
+             Item item;
+             NextStatus status = p.wait_next(&item, timeout);
+             if (status == NextStatus::kItem) return to_python(std::move(item));
+             PyErr_SetString(PyExc_EOFError, status == NextStatus::kEpochEnd
+                                                 ? "Reached the end of the epoch."
+                                                 : "Reached the end of the pipeline.");
+             throw nb::python_error();
+           },
+           nb::arg("timeout").none())
+      .def("epoch",
+           [](NativePipeline& p, std::optional<double> timeout) {
+             return EpochIterator(p.shared_from_this(), timeout);
+           },
+           nb::arg("timeout").none())
+      .def("stop", &NativePipeline::stop, nb::arg("timeout").none())
+      .def_prop_ro("stopping", &NativePipeline::stopping)
+      .def("stats", &NativePipeline::stats)
+      .def_prop_ro("failed", &NativePipeline::failed)
+      .def("raise_if_failed", &NativePipeline::raise_if_failed);
+
+  nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")
+      .def(nb::init<>())
+      .def("set_source", &PipelineSpecBuilder::set_source, nb::arg("source"), nb::arg("name"),
+           nb::arg("continuous"))
+      .def("set_merge", &PipelineSpecBuilder::set_merge, nb::arg("inputs"), nb::arg("name"))
+      .def("add_map", &PipelineSpecBuilder::add_map, nb::arg("fn"), nb::arg("name"),
+           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
+      .def("add_generator", &PipelineSpecBuilder::add_generator, nb::arg("fn"), nb::arg("name"),
+           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
+      .def("add_async", &PipelineSpecBuilder::add_async, nb::arg("fn"), nb::arg("name"),
+           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
+      .def("add_native", &PipelineSpecBuilder::add_native, nb::arg("op"), nb::arg("name"),
+           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
+      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate)
+      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator, nb::arg("aggregator"),
+           nb::arg("drop_last"), nb::arg("name"), nb::arg("budget").none())
+      .def("add_disaggregate", &PipelineSpecBuilder::add_disaggregate)
+      .def("set_sink", &PipelineSpecBuilder::set_sink)
+      .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),
+           nb::arg("max_failures").none(), nb::arg("report_interval"),
+           nb::arg("stats_callback").none(), nb::arg("failure_log_burst"),
+           nb::arg("failure_log_interval"), nb::arg("name"));
+
+  m.def("_set_log_handler", &set_log_handler, nb::arg("handler").none(),
+        "Routes engine log messages to handler(level, message); None: stderr.");
+  m.def("_set_log_level", &set_log_level_int, nb::arg("level"));
+  m.def("_drain_released", [] { drain_released(); },
+        "Releases Python references dropped by native threads.");
+  m.def("_live_pool_threads", [] { return ThreadPool::live_threads(); },
+        "Worker threads of all pipelines alive in the process.");
+}
+
+}  // namespace feedline::bindings

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "convert.h"
+
+#include <cstdint>
+#include <new>
+#include <string>
+#include <typeindex>
+#include <unordered_map>
+#include <utility>
+
+#include <nanobind/stl/string.h>
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+struct Registry {
+  std::unordered_map<std::type_index, ToPythonFn> to_python;
+  std::unordered_map<std::type_index, FromPythonFn> from_python;
+  std::unordered_map<std::type_index, std::string> names;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry();  // leaked: used until process exit
+  return *r;
+}
+
+// "file.py:12 in fn" for the innermost frame of `exc`'s traceback, or "".
+std::string innermost_location(nb::handle exc) {
+  try {
+    nb::object tb = nb::borrow(PyException_GetTraceback(exc.ptr()));
+    if (!tb.is_valid() || tb.is_none()) return "";
+    // PyException_GetTraceback returns a new reference; borrow() added one.
+    Py_DECREF(tb.ptr());
+    while (!tb.attr("tb_next").is_none()) tb = tb.attr("tb_next");
+    nb::object code = tb.attr("tb_frame").attr("f_code");
+    return nb::cast<std::string>(code.attr("co_filename")) + ":" +
+           std::to_string(nb::cast<long>(tb.attr("tb_lineno"))) + " in " +
+           nb::cast<std::string>(code.attr("co_name"));
+  } catch (...) {
+    PyErr_Clear();
+    return "";
+  }
+}
+
+std::string describe_python_exception(nb::handle exc) {
+  std::string what = nb::cast<std::string>(nb::handle(Py_TYPE(exc.ptr())).attr("__name__"));
+  nb::object text = nb::steal(PyObject_Str(exc.ptr()));
+  if (text.is_valid()) {
+    std::string message = nb::cast<std::string>(text);
+    if (!message.empty()) what += ": " + message;
+  } else {
+    PyErr_Clear();
+  }
+  std::string where = innermost_location(exc);
+  if (!where.empty()) what += " (at " + where + ")";
+  return what;
+}
+
+nb::object make_exception(const char* feedline_class, const std::string& message) {
+  nb::object cls = nb::module_::import_("feedline._feedline_ext").attr(feedline_class);
+  return cls(message);
+}
+
+nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
+  return nb::handle(cls)(message);
+}
+
+// Item converters of the basic types.
+nb::object int_to_python(Item& item) { return nb::int_(item.as<int64_t>()); }
+nb::object float_to_python(Item& item) { return nb::float_(item.as<double>()); }
+nb::object bool_to_python(Item& item) { return nb::bool_(item.as<bool>()); }
+nb::object str_to_python(Item& item) { return nb::str(item.as<std::string>().c_str(), item.as<std::string>().size()); }
+nb::object batch_to_python(Item& item) {
+  ItemBatch& batch = item.as<ItemBatch>();
+  nb::object list = nb::steal(PyList_New(static_cast<Py_ssize_t>(batch.size())));
+  if (!list.is_valid()) throw nb::python_error();
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i),
+                    to_python(std::move(batch[i])).release().ptr());
+  }
+  return list;
+}
+
+Item int_from_python(nb::handle obj) {
+  if (!PyLong_Check(obj.ptr()) || PyBool_Check(obj.ptr())) {
+    throw InvalidArgument("expected an int");
+  }
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow != 0) throw InvalidArgument("int does not fit in 64 bits");
+  if (v == -1 && PyErr_Occurred()) throw_python_error();
+  return Item(static_cast<int64_t>(v));
+}
+Item float_from_python(nb::handle obj) {
+  if (!PyFloat_Check(obj.ptr()) && !PyLong_Check(obj.ptr())) {
+    throw InvalidArgument("expected a float");
+  }
+  double v = PyFloat_AsDouble(obj.ptr());
+  if (v == -1.0 && PyErr_Occurred()) throw_python_error();
+  return Item(v);
+}
+Item bool_from_python(nb::handle obj) {
+  if (!PyBool_Check(obj.ptr())) throw InvalidArgument("expected a bool");
+  return Item(obj.ptr() == Py_True);
+}
+Item str_from_python(nb::handle obj) {
+  // Paths are strings to native ops: str and os.PathLike both work.
+  nb::object text = nb::borrow(obj);
+  if (!PyUnicode_Check(obj.ptr())) {
+    PyObject* fs = PyOS_FSPath(obj.ptr());
+    if (fs == nullptr) {
+      PyErr_Clear();
+      throw InvalidArgument("expected a str or os.PathLike");
+    }
+    text = nb::steal(fs);
+    if (!PyUnicode_Check(text.ptr())) throw InvalidArgument("expected a str path, got bytes");
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (data == nullptr) throw_python_error();
+  return Item(std::string(data, static_cast<std::size_t>(size)));
+}
+
+}  // namespace
+
+[[noreturn]] void throw_python_error() {
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  if (type == nullptr) throw Internal("throw_python_error() without a Python error");
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr) {
+    PyException_SetTraceback(value, tb);
+    Py_DECREF(tb);
+  }
+  Py_DECREF(type);
+  PyObj exc = PyObj::steal(value);
+  throw python_error_from(exc.get());
+}
+
+PythonError python_error_from(nb::handle exc) {
+  return PythonError(PyObj::borrow(exc.ptr()), describe_python_exception(exc));
+}
+
+nb::object to_python_exception(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const PythonError& e) {
+    return nb::borrow(e.exception());
+  } catch (const TooManyFailures& e) {
+    nb::object exc = make_exception("TooManyFailures", e.what());
+    if (e.last_error()) {
+      nb::object cause = to_python_exception(e.last_error());
+      PyException_SetCause(exc.ptr(), cause.release().ptr());
+    }
+    return exc;
+  } catch (const Timeout& e) {
+    return make_exception("Timeout", e.what());
+  } catch (const Cancelled& e) {
+    return make_exception("Cancelled", e.what());
+  } catch (const Internal& e) {
+    return make_exception("Internal", e.what());
+  } catch (const DecodeError& e) {
+    return make_exception("DecodeError", e.what());
+  } catch (const FormatError& e) {
+    return make_exception("FormatError", e.what());
+  } catch (const IoError& e) {
+    return make_exception("IoError", e.what());
+  } catch (const Error& e) {
+    return make_exception("Error", e.what());
+  } catch (const InvalidArgument& e) {
+    return make_builtin_exception(PyExc_ValueError, e.what());
+  } catch (const OutOfRange& e) {
+    return make_builtin_exception(PyExc_IndexError, e.what());
+  } catch (const std::bad_alloc&) {
+    return make_builtin_exception(PyExc_MemoryError, "out of memory");
+  } catch (const std::exception& e) {
+    return make_builtin_exception(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    return make_builtin_exception(PyExc_RuntimeError, "unknown C++ exception");
+  }
+}
+
+void register_to_python(const std::type_info& type, ToPythonFn fn) {
+  registry().to_python[std::type_index(type)] = fn;
+}
+
+void register_from_python(const std::type_info& type, FromPythonFn fn) {
+  registry().from_python[std::type_index(type)] = fn;
+}
+
+void register_type_name(const std::type_info& type, const char* name) {
+  registry().names[std::type_index(type)] = name;
+}
+
+bool can_convert_from_python(const std::type_info& type) {
+  return type == typeid(PyObj) ||
+         registry().from_python.count(std::type_index(type)) > 0;
+}
+
+std::string python_type_name(const std::type_info& type) {
+  auto it = registry().names.find(std::type_index(type));
+  return it != registry().names.end() ? it->second : type_name(type);
+}
+
+nb::object to_python(Item&& item) {
+  if (PyObj* obj = item.get_if<PyObj>()) {
+    return nb::steal(obj->release());
+  }
+  if (!item.has_value()) return nb::none();
+  conversion_counts().to_python.fetch_add(1, std::memory_order_relaxed);
+  auto it = registry().to_python.find(std::type_index(item.type()));
+  if (it == registry().to_python.end()) {
+    throw InvalidArgument("no conversion of native " + type_name(item.type()) +
+                          " items to Python");
+  }
+  nb::object result = it->second(item);
+  item.reset();
+  return result;
+}
+
+Item from_python(nb::handle obj, const std::type_info& wanted) {
+  if (wanted == typeid(PyObj)) return Item(PyObj::borrow(obj.ptr()));
+  conversion_counts().from_python.fetch_add(1, std::memory_order_relaxed);
+  auto it = registry().from_python.find(std::type_index(wanted));
+  if (it == registry().from_python.end()) {
+    throw InvalidArgument("no conversion from Python to native " +
+                          python_type_name(wanted));
+  }
+  try {
+    return it->second(obj);
+  } catch (const InvalidArgument& e) {
+    std::string got = nb::cast<std::string>(nb::handle(Py_TYPE(obj.ptr())).attr("__name__"));
+    throw InvalidArgument(std::string(e.what()) + " for a native " +
+                          python_type_name(wanted) + " input, got a Python " + got);
+  }
+}
+
+ConversionCounts& conversion_counts() {
+  static ConversionCounts counts;
+  return counts;
+}
+
+void register_basic_converters() {
+  register_to_python(typeid(int64_t), &int_to_python);
+  register_to_python(typeid(double), &float_to_python);
+  register_to_python(typeid(bool), &bool_to_python);
+  register_to_python(typeid(std::string), &str_to_python);
+  register_to_python(typeid(ItemBatch), &batch_to_python);
+  register_from_python(typeid(int64_t), &int_from_python);
+  register_from_python(typeid(double), &float_from_python);
+  register_from_python(typeid(bool), &bool_from_python);
+  register_from_python(typeid(std::string), &str_from_python);
+  register_type_name(typeid(int64_t), "int");
+  register_type_name(typeid(double), "float");
+  register_type_name(typeid(bool), "bool");
+  register_type_name(typeid(std::string), "str");
+  register_type_name(typeid(ItemBatch), "list");
+  register_type_name(typeid(PyObj), "object");
+}
+
+}  // namespace feedline::bindings

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The seam between Python values and native Items, in both directions.
+//
+// One registry maps native item types to converters: to_python() turns an
+// Item into a Python object when it reaches a Python op or the consumer, and
+// from_python() turns a Python object into the native type a native op asks
+// for. A Python value travels as a PyObj item and is never converted between
+// Python stages; a native value is never converted between native stages.
+// Binding areas register converters for their types at module import, before
+// any pipeline runs; the registry is read-only afterwards, so lookups need no
+// lock.
+//
+// Also here: PythonError, the C++ form of an exception raised by Python code
+// that ran inside the engine, and the conversion of any engine failure back to
+// a Python exception object.
+
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <typeinfo>
+
+#include <nanobind/nanobind.h>
+
+#include "feedline/base/error.h"
+#include "feedline/pipeline/item.h"
+#include "py_ref.h"
+
+namespace feedline::bindings {
+
+// A Python exception raised by user code (an op, a source, a hook) inside the
+// engine. It keeps the exception object, traceback included, so that the
+// consumer gets exactly what the op raised. what() is "Type: message (at
+// file:line in function)", computed once when it is caught.
+class PythonError : public Error {
+ public:
+  PythonError(PyObj exception, const std::string& what)
+      : Error(what), exception_(std::make_shared<PyObj>(std::move(exception))) {}
+  // The exception object (borrowed).
+  PyObject* exception() const { return exception_->get(); }
+
+ private:
+  std::shared_ptr<PyObj> exception_;  // shared: exceptions are copied
+};
+
+// Returns the PythonError for exception object `exc`. Requires: the GIL.
+PythonError python_error_from(nanobind::handle exc);
+
+// Takes the Python exception that is set and throws it as a PythonError.
+// Requires: the GIL, and a Python error indicator that is set.
+[[noreturn]] void throw_python_error();
+
+// Returns a Python exception object for `error`: the original object for a
+// PythonError, else an instance of the class the C++ type maps to
+// (feedline.DecodeError, ValueError, ...). A TooManyFailures gets the error
+// that exceeded the budget as __cause__. Requires: the GIL.
+nanobind::object to_python_exception(const std::exception_ptr& error);
+
+// Converters. `name` is the Python-facing name of the native type, used in
+// messages ("int", "str", "feedline.Buffer").
+using ToPythonFn = nanobind::object (*)(Item& item);
+using FromPythonFn = Item (*)(nanobind::handle obj);
+void register_to_python(const std::type_info& type, ToPythonFn fn);
+void register_from_python(const std::type_info& type, FromPythonFn fn);
+void register_type_name(const std::type_info& type, const char* name);
+bool can_convert_from_python(const std::type_info& type);
+
+// The name of a native item type for messages ("int", "list", or the C++
+// name when none is registered).
+std::string python_type_name(const std::type_info& type);
+
+// Converts `item` (consumed) to a Python object; an empty item is None.
+// Throws: InvalidArgument if no converter knows the type. Requires: the GIL.
+nanobind::object to_python(Item&& item);
+
+// Converts `obj` to a native item of type `wanted` (which may also be PyObj:
+// then the object itself). Throws: InvalidArgument naming both types when the
+// object does not convert. Requires: the GIL.
+Item from_python(nanobind::handle obj, const std::type_info& wanted);
+
+// Conversions done so far, for tests that check where the seam is crossed.
+struct ConversionCounts {
+  std::atomic<uint64_t> to_python{0};
+  std::atomic<uint64_t> from_python{0};
+};
+ConversionCounts& conversion_counts();
+
+// Registers the converters of the basic types: int (int64_t), float
+// (double), bool, str (std::string), and list (ItemBatch, converted element by
+// element). Called once at module import.
+void register_basic_converters();
+
+}  // namespace feedline::bindings

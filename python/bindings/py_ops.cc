@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "py_ops.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "convert.h"
+#include "feedline/base/error.h"
+#include "py_ref.h"
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+// Calls `fn(arg)`; returns a new reference. Throws: PythonError.
+PyObject* call1(PyObject* fn, PyObject* arg) {
+  PyObject* r = PyObject_CallOneArg(fn, arg);
+  if (r == nullptr) throw_python_error();
+  return r;
+}
+
+// A result as an Item: None is the empty Item (skip).
+Item result_item(PyObject* r) {
+  if (r == Py_None) {
+    Py_DECREF(r);
+    return Item();
+  }
+  return Item(PyObj::steal(r));
+}
+
+class PyMapOp final : public MapOp {
+ public:
+  explicit PyMapOp(nb::object fn) : fn_(PyObj::steal(fn.release().ptr())) {}
+  Item call(Item input) override {
+    GilScope gil;
+    nb::object arg = to_python(std::move(input));
+    return result_item(call1(fn_.get(), arg.ptr()));
+  }
+
+ private:
+  PyObj fn_;
+};
+
+// Pulls a Python iterator; None results skip.
+class PyIterGenerator final : public ItemGenerator {
+ public:
+  explicit PyIterGenerator(PyObj it) : it_(std::move(it)) {}
+  bool next(Item* out) override {
+    GilScope gil;
+    PyObject* r = PyIter_Next(it_.get());
+    if (r == nullptr) {
+      if (PyErr_Occurred() != nullptr) throw_python_error();
+      return false;
+    }
+    *out = result_item(r);
+    return true;
+  }
+
+ private:
+  PyObj it_;
+};
+
+// iter(obj) as a generator. Requires: the GIL.
+std::unique_ptr<ItemGenerator> iterate(PyObject* obj) {
+  PyObject* it = PyObject_GetIter(obj);
+  if (it == nullptr) throw_python_error();
+  return std::make_unique<PyIterGenerator>(PyObj::steal(it));
+}
+
+class PyGeneratorOp final : public GeneratorOp {
+ public:
+  explicit PyGeneratorOp(nb::object fn) : fn_(PyObj::steal(fn.release().ptr())) {}
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    GilScope gil;
+    nb::object arg = to_python(std::move(input));
+    nb::object gen = nb::steal(call1(fn_.get(), arg.ptr()));
+    return iterate(gen.ptr());
+  }
+
+ private:
+  PyObj fn_;
+};
+
+// The Completion of one async call, as a Python object.
+class PyCompletion {
+ public:
+  explicit PyCompletion(Completion&& done) : done_(std::move(done)) {}
+  PyCompletion(PyCompletion&&) = default;
+  // A completion dropped unfinished reports a failure to the engine; do it
+  // without the GIL, like every call into the engine.
+  ~PyCompletion() {
+    if (!done_) return;
+    if (holds_gil()) {
+      nb::gil_scoped_release release;
+      done_.reset();
+    } else {
+      done_.reset();
+    }
+  }
+
+  bool pending() const { return done_.has_value(); }
+  bool stop_requested() const {
+    return done_.has_value() && done_->stop_token().stop_requested();
+  }
+
+  void emit(nb::handle result) {
+    Item item;
+    if (!result.is_none()) item = Item(PyObj::borrow(result.ptr()));
+    Completion done = take();
+    nb::gil_scoped_release release;
+    done.emit(std::move(item));
+  }
+
+  void fail(nb::handle exc) {
+    if (!PyExceptionInstance_Check(exc.ptr())) {
+      throw nb::type_error("Completion.fail() takes an exception instance");
+    }
+    fail_with(std::make_exception_ptr(python_error_from(exc)));
+  }
+
+  void fail_with(std::exception_ptr error) {
+    Completion done = take();
+    nb::gil_scoped_release release;
+    done.fail(std::move(error));
+  }
+
+ private:
+  Completion take() {
+    if (!done_) throw InvalidArgument("this completion was already finished");
+    Completion done = std::move(*done_);
+    done_.reset();
+    return done;
+  }
+
+  std::optional<Completion> done_;
+};
+
+class PyAsyncOp final : public AsyncOp {
+ public:
+  explicit PyAsyncOp(nb::object submit) : submit_(PyObj::steal(submit.release().ptr())) {}
+  void start(Item input, Completion&& done) override {
+    GilScope gil;
+    nb::object arg = to_python(std::move(input));
+    nb::object completion = nb::cast(PyCompletion(std::move(done)));
+    PyCompletion* handle = nb::inst_ptr<PyCompletion>(completion);
+    PyObject* r = PyObject_CallFunctionObjArgs(submit_.get(), arg.ptr(),
+                                               completion.ptr(), nullptr);
+    if (r != nullptr) {
+      Py_DECREF(r);
+      return;
+    }
+    // The submit function failed. If it did not finish the completion, fail
+    // the call now rather than when the completion is garbage-collected; if
+    // it did, the call has its outcome and the late error is dropped.
+    std::exception_ptr error;
+    try {
+      throw_python_error();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (handle->pending()) handle->fail_with(std::move(error));
+  }
+
+ private:
+  PyObj submit_;
+};
+
+class PyAggregatorOp final : public MapOp {
+ public:
+  PyAggregatorOp(nb::object aggregator, bool drop_last)
+      : aggregator_(PyObj::steal(aggregator.release().ptr())), drop_last_(drop_last) {}
+  bool stateful() const override { return true; }
+  Item call(Item input) override {
+    GilScope gil;
+    nb::object arg = to_python(std::move(input));
+    nb::object r = nb::handle(aggregator_.get()).attr("accumulate")(arg);
+    return result_item(r.release().ptr());
+  }
+  Item flush(FlushReason /*reason*/) override {
+    GilScope gil;
+    nb::object r = nb::handle(aggregator_.get()).attr("flush")();
+    if (drop_last_) return Item();
+    return result_item(r.release().ptr());
+  }
+
+ private:
+  PyObj aggregator_;
+  const bool drop_last_;
+};
+
+class BatchGenerator final : public ItemGenerator {
+ public:
+  explicit BatchGenerator(ItemBatch batch) : batch_(std::move(batch)) {}
+  bool next(Item* out) override {
+    if (next_ == batch_.size()) return false;
+    *out = std::move(batch_[next_++]);
+    return true;
+  }
+
+ private:
+  ItemBatch batch_;
+  std::size_t next_ = 0;
+};
+
+class DisaggregateAnyOp final : public GeneratorOp {
+ public:
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    if (ItemBatch* batch = input.get_if<ItemBatch>()) {
+      return std::make_unique<BatchGenerator>(std::move(*batch));
+    }
+    if (input.holds<PyObj>()) {
+      GilScope gil;
+      PyObj obj = input.take_as<PyObj>();
+      return iterate(obj.get());
+    }
+    throw InvalidArgument("disaggregate takes a batch (a list or other iterable), got native " +
+                          python_type_name(input.type()));
+  }
+};
+
+// Converts a Python value to the native type the wrapped op takes.
+void convert_input(Item& input, const std::type_info& wanted) {
+  if (!input.holds<PyObj>()) return;
+  GilScope gil;
+  PyObj obj = input.take_as<PyObj>();
+  input = from_python(obj.get(), wanted);
+}
+
+class ConvertingMapOp final : public MapOp {
+ public:
+  ConvertingMapOp(OpPtr op, const std::type_info& input)
+      : op_(std::move(op)), inner_(static_cast<MapOp&>(*op_)), input_(input) {}
+  bool stateful() const override { return op_->stateful(); }
+  Item flush(FlushReason reason) override { return op_->flush(reason); }
+  Item call(Item input) override {
+    convert_input(input, input_);
+    return inner_.call(std::move(input));
+  }
+
+ private:
+  OpPtr op_;
+  MapOp& inner_;
+  const std::type_info& input_;
+};
+
+class ConvertingGeneratorOp final : public GeneratorOp {
+ public:
+  ConvertingGeneratorOp(OpPtr op, const std::type_info& input)
+      : op_(std::move(op)), inner_(static_cast<GeneratorOp&>(*op_)), input_(input) {}
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    convert_input(input, input_);
+    return inner_.start(std::move(input));
+  }
+
+ private:
+  OpPtr op_;
+  GeneratorOp& inner_;
+  const std::type_info& input_;
+};
+
+class ConvertingAsyncOp final : public AsyncOp {
+ public:
+  ConvertingAsyncOp(OpPtr op, const std::type_info& input)
+      : op_(std::move(op)), inner_(static_cast<AsyncOp&>(*op_)), input_(input) {}
+  void start(Item input, Completion&& done) override {
+    convert_input(input, input_);
+    inner_.start(std::move(input), std::move(done));
+  }
+
+ private:
+  OpPtr op_;
+  AsyncOp& inner_;
+  const std::type_info& input_;
+};
+
+class PyIterSource final : public ItemSource {
+ public:
+  explicit PyIterSource(PyObj it) : it_(std::move(it)) {}
+  bool next(Item* out) override {
+    GilScope gil;
+    PyObject* r = PyIter_Next(it_.get());
+    if (r == nullptr) {
+      if (PyErr_Occurred() != nullptr) throw_python_error();
+      return false;
+    }
+    *out = Item(PyObj::steal(r));
+    return true;
+  }
+
+ private:
+  PyObj it_;
+};
+
+}  // namespace
+
+OpPtr make_python_map_op(nb::object fn) { return std::make_shared<PyMapOp>(std::move(fn)); }
+
+OpPtr make_python_generator_op(nb::object fn) {
+  return std::make_shared<PyGeneratorOp>(std::move(fn));
+}
+
+OpPtr make_python_async_op(nb::object submit) {
+  return std::make_shared<PyAsyncOp>(std::move(submit));
+}
+
+OpPtr make_python_aggregator_op(nb::object aggregator, bool drop_last) {
+  return std::make_shared<PyAggregatorOp>(std::move(aggregator), drop_last);
+}
+
+OpPtr make_disaggregate_any_op() { return std::make_shared<DisaggregateAnyOp>(); }
+
+OpPtr adapt_native_op(OpPtr op, const std::type_info* input) {
+  if (input == nullptr || *input == typeid(PyObj)) return op;
+  switch (op->kind()) {
+    case OpKind::kMap:
+      return std::make_shared<ConvertingMapOp>(std::move(op), *input);
+    case OpKind::kGenerator:
+      return std::make_shared<ConvertingGeneratorOp>(std::move(op), *input);
+    case OpKind::kAsync:
+      return std::make_shared<ConvertingAsyncOp>(std::move(op), *input);
+  }
+  return op;
+}
+
+SourceFactory make_python_source(nb::object iterable) {
+  auto shared = std::make_shared<PyObj>(PyObj::steal(iterable.release().ptr()));
+  return [shared]() -> std::unique_ptr<ItemSource> {
+    GilScope gil;
+    PyObject* it = PyObject_GetIter(shared->get());
+    if (it == nullptr) throw_python_error();
+    return std::make_unique<PyIterSource>(PyObj::steal(it));
+  };
+}
+
+void bind_completion(nb::module_& m) {
+  nb::class_<PyCompletion>(m, "_Completion",
+                           "Finishes one asynchronous call of a pipeline stage.")
+      .def("emit", &PyCompletion::emit, nb::arg("result").none(),
+           "Delivers the call's result (None skips the item).")
+      .def("fail", &PyCompletion::fail, nb::arg("exception"),
+           "Reports the call as failed with `exception`.")
+      .def_prop_ro("pending", &PyCompletion::pending,
+                   "True until emit() or fail() is called.")
+      .def_prop_ro("stop_requested", &PyCompletion::stop_requested,
+                   "True once the pipeline is stopping; long work may give up.");
+}
+
+}  // namespace feedline::bindings

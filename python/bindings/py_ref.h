@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Python references held by native code, and the GIL policy of the engine's
+// threads.
+//
+// Rules every binding follows (docs/python.md explains why):
+//   1. Engine code never holds the GIL: a binding releases it before calling
+//      into the engine (next(), stop(), stats(), a Completion), and takes it
+//      only around Python calls, never while holding an engine lock.
+//   2. Native threads (the worker pool, the stats reporter) take the GIL
+//      through GilScope, which keeps one Python thread state per native thread
+//      for the thread's whole life, so `threading.local` in user ops works and
+//      no thread state is created per call.
+//   3. A reference dropped by a thread without the GIL is not released there:
+//      it is queued and released by the next thread that takes the GIL through
+//      GilScope (or by drain_released()). Dropping an item therefore never
+//      blocks on the GIL, so no engine lock can end up waiting for it.
+// None of this assumes that a GIL exists: on a free-threaded build "holding
+// the GIL" means "having an attached thread state", which is what the Python C
+// API requires there as well.
+
+#pragma once
+
+#include <Python.h>
+
+#include <utility>
+
+namespace feedline::bindings {
+
+// True once the interpreter has begun to shut down. Native threads must not
+// touch Python objects from then on; references they hold are leaked.
+bool interpreter_finalizing();
+
+// True when this thread holds the GIL (has an attached thread state).
+inline bool holds_gil() { return PyGILState_Check() != 0; }
+
+// Releases one reference to `obj` now if this thread holds the GIL, else
+// queues it for the next GilScope. Safe on any thread, at any time.
+void release_reference(PyObject* obj) noexcept;
+
+// Releases the queued references. Requires: the GIL.
+void drain_released() noexcept;
+
+// Holds the GIL for its lifetime, on any thread. Nests: a thread that already
+// holds the GIL keeps it and the scope does nothing.
+// Throws: feedline::Cancelled if the interpreter is shutting down.
+class GilScope {
+ public:
+  GilScope();
+  ~GilScope();
+  GilScope(const GilScope&) = delete;
+  GilScope& operator=(const GilScope&) = delete;
+
+ private:
+  PyThreadState* saved_ = nullptr;  // set when this scope took the GIL
+  bool borrowed_ = false;           // took it through PyGILState_Ensure
+  PyGILState_STATE gstate_{};
+};
+
+// An owning reference to a Python object; the Item type of Python values.
+// Moving it never touches the GIL; destroying it follows release_reference().
+class PyObj {
+ public:
+  PyObj() = default;
+  // Takes over the reference the caller owns (a "new reference").
+  static PyObj steal(PyObject* obj) { return PyObj(obj); }
+  // Adds a reference of its own. Requires: the GIL.
+  static PyObj borrow(PyObject* obj) {
+    Py_XINCREF(obj);
+    return PyObj(obj);
+  }
+  PyObj(PyObj&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
+  PyObj& operator=(PyObj&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+    }
+    return *this;
+  }
+  PyObj(const PyObj&) = delete;
+  PyObj& operator=(const PyObj&) = delete;
+  ~PyObj() { reset(); }
+
+  PyObject* get() const { return ptr_; }
+  // Gives up ownership: the caller now owns the reference.
+  PyObject* release() { return std::exchange(ptr_, nullptr); }
+  void reset() noexcept {
+    if (ptr_ != nullptr) release_reference(std::exchange(ptr_, nullptr));
+  }
+  explicit operator bool() const { return ptr_ != nullptr; }
+
+ private:
+  explicit PyObj(PyObject* obj) : ptr_(obj) {}
+  PyObject* ptr_ = nullptr;
+};
+
+}  // namespace feedline::bindings

@@ -1,0 +1,62 @@
+"""feedline.PipelineFailure: the exception a failed pipeline raises."""
+
+import sys
+
+from ._feedline_ext import Error
+
+__all__ = ["PipelineFailure"]
+
+
+def _as_exception(exc):
+    # An ExceptionGroup holds Exceptions only; a BaseException raised by an op
+    # (SystemExit, say) is carried as the cause of a RuntimeError.
+    if isinstance(exc, Exception):
+        return exc
+    wrapper = RuntimeError(f"{type(exc).__name__}: {exc}")
+    wrapper.__cause__ = exc
+    return wrapper
+
+
+if sys.version_info >= (3, 11):
+
+    class PipelineFailure(ExceptionGroup, Error):  # noqa: F821 (builtin since 3.11)
+        """One or more pipeline stages failed.
+
+        An :class:`ExceptionGroup` (and a :class:`feedline.Error`) holding the
+        exception of every failed stage, in stage order. Each carries a note
+        ``"Pipeline stage: <index>:<name>"``; the exception of a Python op is
+        the very object the op raised, with its traceback. A stage that failed
+        by exceeding ``max_failures`` contributes a
+        :class:`feedline.TooManyFailures` whose ``__cause__`` is the error
+        that exceeded the budget. Use ``except*`` to handle one kind.
+
+        The consumer receives it after every item that made it through the
+        pipeline, from ``get_item()`` or the iterator, and then again on every
+        later read.
+        """
+
+        def __new__(cls, message, exceptions):
+            return super().__new__(cls, message, [_as_exception(e) for e in exceptions])
+
+        def __init__(self, message, exceptions):
+            super().__init__(message, [_as_exception(e) for e in exceptions])
+
+        def derive(self, excs):
+            return PipelineFailure(self.message, excs)
+
+else:
+
+    class PipelineFailure(Error):
+        """One or more pipeline stages failed (Python 3.10 form).
+
+        ``exceptions`` holds the exception of every failed stage, in stage
+        order; ``message`` the summary.
+        """
+
+        def __init__(self, message, exceptions):
+            super().__init__(message)
+            self.message = message
+            self.exceptions = tuple(_as_exception(e) for e in exceptions)
+
+
+PipelineFailure.__module__ = "feedline"

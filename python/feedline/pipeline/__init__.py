@@ -1,0 +1,60 @@
+"""Data-loading pipelines on feedline's native engine.
+
+The API of ``spdl.pipeline``, so that migrating is an import change: build a
+pipeline with :class:`PipelineBuilder` (or :func:`build_pipeline` and the
+config classes of :mod:`feedline.pipeline.defs`) and iterate it. Every stage
+runs in the C++ engine; Python ops hold the GIL only during their call, and
+native ops (:class:`NativeOp`, e.g. from ``feedline.io.ops``) never take it.
+
+Statistics are always on: :meth:`Pipeline.stats` returns a snapshot at any
+time, ``report_stats_interval`` reports them periodically to
+:class:`TaskStatsHook` callbacks and the ``feedline.pipeline`` logger, and
+:class:`JsonLinesWriter` exports them. See docs/python.md for what differs
+from SPDL and why.
+"""
+
+from .._errors import PipelineFailure
+from .._feedline_ext import (
+    LatencyHistogram,
+    NativeOp,
+    NativeSource,
+    PipelineStats,
+    QueueStats,
+    StageStats,
+)
+from . import defs
+from ._build import build_pipeline
+from ._builder import PipelineBuilder
+from ._hooks import (
+    JsonLinesWriter,
+    QueuePerfStats,
+    StageInfo,
+    TaskHook,
+    TaskPerfStats,
+    TaskStatsHook,
+)
+from ._pipeline import Pipeline
+
+__all__ = [
+    "JsonLinesWriter",
+    "LatencyHistogram",
+    "NativeOp",
+    "NativeSource",
+    "Pipeline",
+    "PipelineBuilder",
+    "PipelineFailure",
+    "PipelineStats",
+    "QueuePerfStats",
+    "QueueStats",
+    "StageInfo",
+    "StageStats",
+    "TaskHook",
+    "TaskPerfStats",
+    "TaskStatsHook",
+    "build_pipeline",
+    "defs",
+]
+
+for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, StageStats):
+    _cls.__module__ = __name__
+del _cls

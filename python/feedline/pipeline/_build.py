@@ -1,0 +1,257 @@
+"""build_pipeline(): a PipelineConfig to a running-ready Pipeline.
+
+This module only arranges: it classifies each op, wraps async and executor
+ops, and hands the stages to the native spec builder. Everything that runs
+per item runs in the engine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import threading
+import warnings
+from fractions import Fraction
+
+from .._feedline_ext import NativeOp, NativeSource, _PipelineSpec
+from . import _asyncio
+from ._hooks import (
+    StageHooks,
+    StageInfo,
+    StatsDispatcher,
+    TaskStatsHook,
+    hooked_coroutine,
+    hooked_generator,
+    hooked_map,
+)
+from ._pipeline import Pipeline
+from .defs import (
+    AggregateConfig,
+    Aggregator,
+    DisaggregateConfig,
+    MergeConfig,
+    PipeConfig,
+    PipelineConfig,
+    SourceConfig,
+    _call_target,
+    _check_max_failures,
+)
+
+__all__ = ["build_pipeline"]
+
+_pipeline_ids = itertools.count()
+_pipeline_ids_lock = threading.Lock()
+
+
+def _budget(max_failures):
+    """The native form of a failure budget (None: inherit)."""
+    if max_failures is None:
+        return None
+    if isinstance(max_failures, Fraction):
+        return ("rate", max_failures.numerator, max_failures.denominator)
+    if max_failures < 0:
+        return ("unlimited",)
+    return ("count", max_failures)
+
+
+class _Builder:
+    def __init__(self, pipeline_id, stage_id, task_hook_factory, name):
+        self.pipeline_id = pipeline_id
+        self.stage_id = stage_id
+        self.task_hook_factory = task_hook_factory
+        self.loop_thread = _asyncio.LoopThread(f"feedline_asyncio_{name}")
+        self.needs_loop = False
+        self.infos = []  # StageInfo of every engine stage, in engine order
+        self.stats_hooks = []  # TaskStatsHook instances per engine stage
+        self.stage_hooks = []  # every hook, for stage_hook()
+
+    def _new_stage(self, name, concurrency=None):
+        info = StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
+        hooks = list(self.task_hook_factory(info)) if self.task_hook_factory is not None else []
+        self.infos.append(info)
+        self.stats_hooks.append([h for h in hooks if isinstance(h, TaskStatsHook)])
+        self.stage_hooks.extend(hooks)
+        # Hooks that are not stats hooks run around each call.
+        return [h for h in hooks if not isinstance(h, TaskStatsHook)]
+
+    def spec(self, config: PipelineConfig, with_sink: bool) -> _PipelineSpec:
+        spec = _PipelineSpec()
+        src = config.src
+        if isinstance(src, MergeConfig):
+            inputs = [self.spec(c, with_sink=False) for c in src.pipeline_configs]
+            self._new_stage(src.name)
+            spec.set_merge(inputs, src.name)
+        elif isinstance(src, SourceConfig):
+            self._new_stage("src")
+            source = src.source
+            if not isinstance(source, NativeSource) and not hasattr(source, "__iter__"):
+                self.needs_loop = True
+                source = _asyncio.AsyncSource(source, self.loop_thread)
+            spec.set_source(source, "src", src.continuous)
+        else:
+            raise TypeError(f"src must be a SourceConfig or MergeConfig, got {type(src).__name__}")
+        for stage in config.pipes:
+            self._add(spec, stage)
+        if with_sink:
+            if config.sink is None:
+                raise ValueError("the pipeline has no sink (call add_sink())")
+            self._new_stage("sink")
+            spec.set_sink(config.sink.buffer_size)
+        return spec
+
+    def _add(self, spec, stage):
+        if isinstance(stage, PipeConfig):
+            self._add_pipe(spec, stage)
+        elif isinstance(stage, AggregateConfig):
+            task_hooks = self._new_stage(stage.name)
+            if isinstance(stage.op, Aggregator):
+                agg = stage.op
+                if task_hooks:
+                    agg = _HookedAggregator(agg, task_hooks)
+                spec.add_aggregator(agg, stage.drop_last, stage.name, None)
+            else:
+                spec.add_aggregate(stage.op, stage.drop_last, stage.name)
+        elif isinstance(stage, DisaggregateConfig):
+            self._new_stage(stage.name)
+            spec.add_disaggregate(stage.name)
+        else:
+            raise TypeError(f"unknown stage config {type(stage).__name__}")
+
+    def _add_pipe(self, spec, cfg: PipeConfig):
+        task_hooks = self._new_stage(cfg.name, cfg.concurrency)
+        args = (cfg.name, cfg.concurrency, cfg.output_order == "input", _budget(cfg.max_failures))
+        op = cfg.op
+        if isinstance(op, NativeOp):
+            if task_hooks:
+                raise ValueError(
+                    f"stage '{cfg.name}' runs a native op, which runs no per-call task hooks; "
+                    "return only TaskStatsHook instances from task_hook_factory for it"
+                )
+            spec.add_native(op, *args)
+            return
+        target = _call_target(op)
+        if inspect.iscoroutinefunction(target):
+            self.needs_loop = True
+            if task_hooks:
+                op = hooked_coroutine(op, task_hooks)
+            spec.add_async(_asyncio.coroutine_submit(op, self.loop_thread), *args)
+        elif inspect.isasyncgenfunction(target):
+            self.needs_loop = True
+            gen = _asyncio.async_generator(op, self.loop_thread)
+            if task_hooks:
+                gen = hooked_generator(gen, task_hooks)
+            spec.add_generator(gen, *args)
+        elif inspect.isgeneratorfunction(target):
+            gen = op
+            if cfg.executor is not None:
+                gen = _asyncio.executor_generator(gen, cfg.executor)
+            if task_hooks:
+                gen = hooked_generator(gen, task_hooks)
+            spec.add_generator(gen, *args)
+        else:
+            if task_hooks:
+                op = hooked_map(op, task_hooks)
+            if cfg.executor is not None:
+                spec.add_async(_asyncio.executor_submit(op, cfg.executor), *args)
+            else:
+                spec.add_map(op, *args)
+
+
+class _HookedAggregator(Aggregator):
+    def __init__(self, agg, hooks):
+        self._accumulate = hooked_map(agg.accumulate, hooks)
+        self._agg = agg
+
+    def accumulate(self, item):
+        return self._accumulate(item)
+
+    def flush(self):
+        return self._agg.flush()
+
+
+def build_pipeline(
+    config: PipelineConfig,
+    /,
+    *,
+    num_threads: int,
+    max_failures: int | Fraction = -1,
+    report_stats_interval: float = -1,
+    queue_class=None,
+    task_hook_factory=None,
+    stage_id: int = 0,
+    background_tasks=None,
+    use_thread_output_queue: bool = False,
+    stats_callback=None,
+    name: str | None = None,
+    failure_log_burst: int = 5,
+    failure_log_interval: float = 10.0,
+) -> Pipeline:
+    """Builds a :class:`Pipeline` (not started) from ``config``.
+
+    Args:
+        num_threads: threads of the worker pool that runs every op (sync
+            Python ops hold the GIL only during their call; native ops never).
+        max_failures: the budget for stages without their own: an int count
+            of failed calls tolerated (-1: unlimited, 0: none) or a Fraction
+            rate in (0, 1] checked after 100 calls. Counted over all such
+            stages together, as in SPDL.
+        report_stats_interval: seconds between statistics reports (to
+            TaskStatsHook callbacks, ``stats_callback`` and the
+            ``feedline.pipeline`` logger at INFO); <= 0: only the final one.
+        task_hook_factory: ``f(StageInfo) -> list[TaskHook]`` per stage.
+        stage_id: the id of the first stage in StageInfo.
+        stats_callback: called with a :class:`PipelineStats` snapshot at every
+            report and once at the end (e.g. a :class:`JsonLinesWriter`).
+        name: the pipeline's name in stats and logs; default ``pipeline<id>``.
+        failure_log_burst, failure_log_interval: each stage logs its first
+            ``failure_log_burst`` failed calls in full, then at most one
+            summary line per ``failure_log_interval`` seconds.
+        queue_class, use_thread_output_queue: accepted for SPDL
+            compatibility; feedline's queues are native and always measured,
+            so a custom queue class is ignored with a warning.
+        background_tasks: not supported (raises if given).
+    """
+    if not isinstance(config, PipelineConfig):
+        raise TypeError(f"build_pipeline takes a PipelineConfig, got {type(config).__name__}")
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
+    _check_max_failures(max_failures, "build")
+    if queue_class is not None:
+        warnings.warn(
+            "feedline's queues are native and always measured; queue_class is ignored",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    if background_tasks:
+        raise NotImplementedError("background_tasks are not supported by feedline")
+    del use_thread_output_queue  # the native sink is already thread-based
+
+    with _pipeline_ids_lock:
+        pipeline_id = next(_pipeline_ids)
+    name = name or f"pipeline{pipeline_id}"
+    builder = _Builder(pipeline_id, stage_id, task_hook_factory, name)
+    spec = builder.spec(config, with_sink=True)
+    stage_hooks = StageHooks(builder.stage_hooks)
+    dispatcher = StatsDispatcher(
+        infos=builder.infos,
+        hooks=builder.stats_hooks,
+        user_callback=stats_callback,
+        interval=report_stats_interval,
+        on_end=stage_hooks.exit,
+    )
+    native = spec.build(
+        num_threads=num_threads,
+        max_failures=_budget(max_failures),
+        report_interval=float(report_stats_interval),
+        stats_callback=dispatcher,
+        failure_log_burst=failure_log_burst,
+        failure_log_interval=float(failure_log_interval),
+        name=name,
+    )
+    return Pipeline(
+        native,
+        description=repr(config),
+        loop_thread=builder.loop_thread if builder.needs_loop else None,
+        stage_hooks=stage_hooks,
+        infos=builder.infos,
+    )

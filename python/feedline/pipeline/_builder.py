@@ -1,0 +1,110 @@
+"""PipelineBuilder: the fluent way to describe a linear pipeline."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from ._build import build_pipeline
+from ._pipeline import Pipeline
+from .defs import (
+    Aggregate,
+    Aggregator,
+    Disaggregate,
+    Pipe,
+    PipelineConfig,
+    SinkConfig,
+    SourceConfig,
+)
+
+__all__ = ["PipelineBuilder"]
+
+
+class PipelineBuilder:
+    """Describes a pipeline step by step, then builds it.
+
+    Example::
+
+        pipeline = (
+            PipelineBuilder()
+            .add_source(paths)
+            .pipe(read, concurrency=8)
+            .pipe(decode, concurrency=4)
+            .aggregate(32)
+            .add_sink(3)
+            .build(num_threads=8)
+        )
+        with pipeline.auto_stop():
+            for batch in pipeline:
+                ...
+    """
+
+    def __init__(self):
+        self._src = None
+        self._pipes = []
+        self._sink = None
+
+    def add_source(self, source, *, continuous: bool = False) -> PipelineBuilder:
+        """Sets the source: an iterable, an async iterable or a NativeSource.
+        With ``continuous=True`` it is iterated once per epoch, forever."""
+        if self._src is not None:
+            raise ValueError("Source already set.")
+        self._src = SourceConfig(source, continuous=continuous)
+        return self
+
+    def pipe(
+        self,
+        op,
+        /,
+        *,
+        concurrency: int = 1,
+        executor=None,
+        name: str | None = None,
+        output_order: str = "completion",
+        max_failures: int | Fraction | None = None,
+    ) -> PipelineBuilder:
+        """Adds a stage applying ``op`` to every item (see :func:`defs.Pipe`)."""
+        self._pipes.append(
+            Pipe(
+                op,
+                concurrency=concurrency,
+                executor=executor,
+                name=name,
+                output_order=output_order,
+                max_failures=max_failures,
+            )
+        )
+        return self
+
+    def aggregate(self, input: int | Aggregator, /, *, drop_last: bool = False) -> PipelineBuilder:  # noqa: A002
+        """Adds a batching stage (see :func:`defs.Aggregate`)."""
+        self._pipes.append(Aggregate(input, drop_last=drop_last))
+        return self
+
+    def disaggregate(self) -> PipelineBuilder:
+        """Adds a stage that splits batches into items."""
+        self._pipes.append(Disaggregate())
+        return self
+
+    def add_sink(self, buffer_size: int = 3) -> PipelineBuilder:
+        """Sets the output buffer: up to ``buffer_size`` items wait for the
+        consumer."""
+        if self._sink is not None:
+            raise ValueError("Sink is already set.")
+        self._sink = SinkConfig(buffer_size)
+        return self
+
+    def get_config(self) -> PipelineConfig:
+        """The :class:`PipelineConfig` described so far."""
+        if self._src is None:
+            raise RuntimeError("Source is not set.")
+        if self._sink is None:
+            raise RuntimeError("Sink is not set.")
+        return PipelineConfig(src=self._src, pipes=list(self._pipes), sink=self._sink)
+
+    def build(self, *, num_threads: int, **kwargs) -> Pipeline:
+        """Builds the pipeline (not started); keyword arguments as
+        :func:`build_pipeline`."""
+        return build_pipeline(self.get_config(), num_threads=num_threads, **kwargs)
+
+    def __str__(self):
+        return repr(self.get_config())

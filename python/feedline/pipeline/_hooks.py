@@ -1,0 +1,388 @@
+"""Stage identity, hooks and the statistics classes of feedline.pipeline.
+
+The engine counts everything natively and always (see ``docs/stats.md``);
+the classes here present those counters the way ``spdl.pipeline`` does:
+
+- :class:`TaskStatsHook` receives per-interval :class:`TaskPerfStats` of its
+  stage (override :meth:`TaskStatsHook.interval_stats_callback` to export
+  them). It is fed from the engine's counters, so it costs nothing per task.
+- :class:`TaskHook` subclasses with their own ``task_hook`` run around every
+  call of a Python op of their stage.
+- :class:`JsonLinesWriter` appends one JSON object per report to a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+import os
+import threading
+from abc import ABC, abstractmethod
+
+_LG = logging.getLogger("feedline.pipeline")
+
+__all__ = [
+    "JsonLinesWriter",
+    "QueuePerfStats",
+    "StageInfo",
+    "TaskHook",
+    "TaskPerfStats",
+    "TaskStatsHook",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class StageInfo:
+    """Identity of one stage: ``str()`` gives ``"<pipeline>:<stage>:<name>"``,
+    followed by ``"[<concurrency>]"`` for concurrent pipes (``0:1:decode[8]``).
+    """
+
+    pipeline_id: int
+    stage_id: int
+    stage_name: str
+    concurrency: int | None = None
+
+    def __str__(self):
+        s = f"{self.pipeline_id}:{self.stage_id}:{self.stage_name}"
+        if self.concurrency is not None and self.concurrency > 1:
+            s += f"[{self.concurrency}]"
+        return s
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPerfStats:
+    """Calls of one stage over an interval (or its whole run).
+
+    Times are in seconds. ``ave_time`` and the percentiles are over all calls
+    of the interval, failed ones included (the engine times every call);
+    percentiles are within 12.5%.
+    """
+
+    num_tasks: int = 0
+    num_failures: int = 0
+    ave_time: float = 0.0
+    p50_time: float = 0.0
+    p90_time: float = 0.0
+    p99_time: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuePerfStats:
+    """The queue in front of a stage (its input) over an interval.
+
+    ``ave_put_time`` is the mean time the producer waited for room per item
+    and ``ave_get_time`` the mean time the consumer waited for an item.
+    ``occupancy_rate`` is the mean fill level (depth / capacity) over the
+    interval, so 1.0 means the consumer of the queue is the bottleneck and 0.0
+    means it starves.
+    """
+
+    elapsed: float = 0.0
+    num_items: int = 0
+    ave_put_time: float = 0.0
+    ave_get_time: float = 0.0
+    occupancy_rate: float = 0.0
+    capacity: int = 0
+
+    @property
+    def qps(self) -> float:
+        """Items per second through the queue."""
+        return self.num_items / self.elapsed if self.elapsed > 0 else 0.0
+
+
+class TaskHook(ABC):
+    """Code that runs around a stage and around each of its calls.
+
+    ``stage_hook()`` is an async context manager entered when the pipeline
+    starts and exited when it ends. ``task_hook(input_item)`` is an async
+    context manager around every call of a *Python* op of the stage; feedline
+    drives it synchronously on the worker thread (it must not await anything
+    that suspends), except around ``async def`` ops, where it runs on the
+    pipeline's event loop. Stages of native ops run no task hooks: use
+    :class:`TaskStatsHook` to observe them.
+    """
+
+    @contextlib.asynccontextmanager
+    async def stage_hook(self):
+        yield
+
+    @abstractmethod
+    def task_hook(self, input_item=None):
+        """Returns an async context manager that wraps one call."""
+
+
+class TaskStatsHook(TaskHook):
+    """Reports a stage's :class:`TaskPerfStats` every ``interval`` seconds.
+
+    feedline feeds this hook from the engine's counters, so it adds no cost
+    per call. The default :meth:`interval_stats_callback` logs one line;
+    override it to export. ``interval <= 0`` disables interval reports.
+    """
+
+    def __init__(self, info: StageInfo, interval: float = -1):
+        self.info = info
+        self.interval = interval
+
+    @contextlib.asynccontextmanager
+    async def task_hook(self, input_item=None):
+        yield
+
+    def interval_stats_callback(self, stats: TaskPerfStats) -> None:
+        """Called with the stats of the last interval."""
+        _LG.info("[%s]\t%s", self.info, _format_task_stats(stats))
+
+
+def _time_str(t: float) -> str:
+    if t < 1e-4:
+        return f"{t * 1e6:6.1f} [us]"
+    if t < 1:
+        return f"{t * 1e3:6.1f} [ms]"
+    return f"{t:6.1f} [sec]"
+
+
+def _format_task_stats(s: TaskPerfStats) -> str:
+    return (
+        f"Completed {s.num_tasks:5d} tasks ({s.num_failures:3d} failed). "
+        f"Ave task time: {_time_str(s.ave_time)}. P90: {_time_str(s.p90_time)}. "
+        f"P99: {_time_str(s.p99_time)}."
+    )
+
+
+def task_stats(stage, earlier=None) -> TaskPerfStats:
+    """TaskPerfStats of an engine StageStats, since ``earlier`` if given."""
+    hist = stage.op_time if earlier is None else stage.op_time.since(earlier.op_time)
+    failures = stage.failures - (earlier.failures if earlier is not None else 0)
+    return TaskPerfStats(
+        num_tasks=hist.count,
+        num_failures=failures,
+        ave_time=hist.mean,
+        p50_time=hist.quantile(0.5),
+        p90_time=hist.quantile(0.9),
+        p99_time=hist.quantile(0.99),
+    )
+
+
+def queue_stats(stage, earlier=None) -> QueuePerfStats:
+    """QueuePerfStats of the queue in front of an engine StageStats."""
+    q = stage.input_queue
+    e = earlier.input_queue if earlier is not None else None
+    elapsed = q.elapsed - (e.elapsed if e else 0.0)
+    items = q.items_got - (e.items_got if e else 0)
+    put = q.put_wait - (e.put_wait if e else 0.0)
+    get = q.get_wait - (e.get_wait if e else 0.0)
+    if e is None:
+        occupancy = q.occupancy
+    else:
+        # occupancy = depth integral / (capacity * elapsed); recover the lap's.
+        total = q.occupancy * q.elapsed - e.occupancy * e.elapsed
+        occupancy = max(0.0, min(1.0, total / elapsed)) if elapsed > 0 else 0.0
+    return QueuePerfStats(
+        elapsed=elapsed,
+        num_items=items,
+        ave_put_time=put / items if items else 0.0,
+        ave_get_time=get / items if items else 0.0,
+        occupancy_rate=occupancy,
+        capacity=q.capacity,
+    )
+
+
+class JsonLinesWriter:
+    """A stats callback that appends each report as one JSON line.
+
+    Pass it as ``build(stats_callback=JsonLinesWriter("stats.jsonl"))``: the
+    file gets one line every ``report_stats_interval`` seconds and one at the
+    end, each the engine's full snapshot (``PipelineStats.to_json()``; every
+    counter is a total since start, durations in nanoseconds). ``dest`` is a
+    path (appended to) or a text file object (not closed).
+    """
+
+    def __init__(self, dest):
+        self._lock = threading.Lock()
+        if isinstance(dest, (str, os.PathLike)):
+            self._file = open(dest, "a", encoding="utf-8")  # noqa: SIM115
+            self._owned = True
+        elif isinstance(dest, io.TextIOBase) or hasattr(dest, "write"):
+            self._file = dest
+            self._owned = False
+        else:
+            raise TypeError(f"JsonLinesWriter needs a path or a text file, got {type(dest).__name__}")
+
+    def __call__(self, stats) -> None:
+        line = stats.to_json()
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._owned and not self._file.closed:
+                self._file.close()
+
+
+class StatsDispatcher:
+    """Turns the engine's periodic snapshots into hook calls and log lines.
+
+    The engine calls it (with the GIL, on its reporter thread) every
+    ``interval`` seconds and once at the end with a PipelineStats snapshot.
+    """
+
+    def __init__(self, infos, hooks, user_callback, interval, on_end):
+        self._infos = infos  # StageInfo per engine stage, in engine order
+        self._hooks = hooks  # per engine stage: list of TaskStatsHook
+        self._user_callback = user_callback
+        self._interval = interval
+        self._on_end = on_end
+        self._last = None
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def __call__(self, stats) -> None:
+        with self._lock:
+            final = all(s.finished for s in stats.stages)
+            earlier, self._last = self._last, stats
+            if self._user_callback is not None:
+                self._guard(self._user_callback, stats)
+            if not final or not self._ended:
+                for i, stage in enumerate(stats.stages):
+                    hooks = self._hooks[i] if i < len(self._hooks) else ()
+                    if not hooks:
+                        continue
+                    prev = earlier.stages[i] if earlier is not None else None
+                    lap = task_stats(stage, prev)
+                    for hook in hooks:
+                        if hook.interval > 0 or final:
+                            self._guard(hook.interval_stats_callback, lap)
+            if self._interval > 0 and not final and _LG.isEnabledFor(logging.INFO):
+                _LG.info("%s", self._format_lap(stats, earlier))
+            if final and not self._ended:
+                self._ended = True
+                if _LG.isEnabledFor(logging.INFO):
+                    _LG.info("pipeline finished:\n%s", stats.format_table())
+                if self._on_end is not None:
+                    self._guard(self._on_end)
+
+    @staticmethod
+    def _guard(fn, *args):
+        try:
+            fn(*args)
+        except Exception:
+            _LG.exception("a pipeline stats hook failed")
+
+    def _format_lap(self, stats, earlier) -> str:
+        lines = [f"pipeline {stats.name}: last {stats.elapsed - (earlier.elapsed if earlier else 0):.1f} s"]
+        for i, stage in enumerate(stats.stages):
+            prev = earlier.stages[i] if earlier is not None else None
+            info = self._infos[i] if i < len(self._infos) else stage.name
+            t = task_stats(stage, prev)
+            line = f"  [{info}] {_format_task_stats(t)}"
+            if stage.kind != "source":
+                q = queue_stats(stage, prev)
+                line += f" Input queue occupancy: {q.occupancy_rate:.0%}, {q.qps:.1f} items/s."
+            lines.append(line)
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Running TaskHook context managers around Python ops.
+
+_END = object()
+
+
+def run_sync(coro):
+    """Runs a coroutine that never suspends to its end and returns its value."""
+    try:
+        coro.send(None)
+    except StopIteration as e:
+        return e.value
+    coro.close()
+    raise RuntimeError(
+        "a pipeline hook awaited something that suspends; feedline runs the "
+        "hooks of sync ops synchronously on the worker thread"
+    )
+
+
+class _SyncTaskHooks:
+    """Enters each hook's ``task_hook(item)`` around one call, synchronously."""
+
+    __slots__ = ("_hooks", "_item", "_stack")
+
+    def __init__(self, hooks, item):
+        self._hooks = hooks
+        self._item = item
+        self._stack = contextlib.AsyncExitStack()
+
+    def __enter__(self):
+        run_sync(self._stack.__aenter__())
+        try:
+            for hook in self._hooks:
+                run_sync(self._stack.enter_async_context(hook.task_hook(self._item)))
+        except BaseException as e:
+            run_sync(self._stack.__aexit__(type(e), e, e.__traceback__))
+            raise
+
+    def __exit__(self, *exc):
+        return run_sync(self._stack.__aexit__(*exc))
+
+
+def hooked_map(fn, hooks):
+    def call(item):
+        with _SyncTaskHooks(hooks, item):
+            return fn(item)
+
+    return call
+
+
+def hooked_generator(gen_fn, hooks):
+    def gen(item):
+        it = iter(gen_fn(item))
+        while True:
+            with _SyncTaskHooks(hooks, item):
+                value = next(it, _END)
+            if value is _END:
+                return
+            yield value
+
+    return gen
+
+
+def hooked_coroutine(afn, hooks):
+    async def call(item):
+        async with contextlib.AsyncExitStack() as stack:
+            for hook in hooks:
+                await stack.enter_async_context(hook.task_hook(item))
+            return await afn(item)
+
+    return call
+
+
+class StageHooks:
+    """Enters every hook's ``stage_hook()`` at start and exits them at the end."""
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self._stack = None
+        self._lock = threading.Lock()
+
+    def enter(self):
+        if not self._hooks:
+            return
+        stack = contextlib.AsyncExitStack()
+        run_sync(stack.__aenter__())
+        try:
+            for hook in self._hooks:
+                cm = hook.stage_hook()
+                if not hasattr(cm, "__aenter__"):
+                    raise ValueError(f"{type(hook).__name__}.stage_hook() must return an async context manager")
+                run_sync(stack.enter_async_context(cm))
+        except BaseException as e:
+            run_sync(stack.__aexit__(type(e), e, e.__traceback__))
+            raise
+        self._stack = stack
+
+    def exit(self):
+        with self._lock:
+            stack, self._stack = self._stack, None
+        if stack is not None:
+            run_sync(stack.__aexit__(None, None, None))

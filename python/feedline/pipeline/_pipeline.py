@@ -1,0 +1,220 @@
+"""Pipeline: the consumer's handle on a built pipeline.
+
+Lifecycle: ``build`` → ``start()`` (or the first read) → read with
+``for x in pipeline`` / ``get_item()`` → ``stop()``. A pipeline that is
+garbage-collected, or still running when the interpreter exits, is stopped
+for you: its threads never keep the process alive.
+
+Differences from ``spdl.pipeline`` (on purpose):
+
+- A failed stage is reported to the consumer: after the items that made it
+  through, the iterator and ``get_item()`` raise :class:`PipelineFailure`
+  (SPDL ends iteration normally and raises only from ``stop()``).
+  ``stop()`` raises it only if the consumer has not seen it yet.
+- ``stop()`` discards items still buffered; reads after it raise EOFError.
+- Ctrl-C while the consumer waits raises KeyboardInterrupt at once and stops
+  the pipeline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import weakref
+
+from .._errors import PipelineFailure
+from .._feedline_ext import _drain_released
+
+_LG = logging.getLogger("feedline.pipeline")
+
+__all__ = ["Pipeline"]
+
+# Seconds a garbage-collected pipeline, or one alive at exit, may take to stop.
+_CLEANUP_TIMEOUT = 10.0
+
+_live_lock = threading.Lock()
+_live: weakref.WeakSet = weakref.WeakSet()
+_exit_hook_registered = False
+
+
+def _stop_live_pipelines():
+    """Stops every running pipeline before the interpreter shuts down."""
+    with _live_lock:
+        pipelines = list(_live)
+    for p in pipelines:
+        try:
+            p._shutdown(_CLEANUP_TIMEOUT)
+        except Exception:
+            _LG.exception("stopping a pipeline at exit failed")
+
+
+def _register_exit_hook():
+    global _exit_hook_registered
+    with _live_lock:
+        if _exit_hook_registered:
+            return
+        _exit_hook_registered = True
+    # threading._register_atexit runs before the interpreter waits for its
+    # non-daemon threads and before it finalizes, while ops can still run;
+    # plain atexit would run too late for a pipeline that is mid-call.
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(_stop_live_pipelines)
+    else:  # pragma: no cover
+        import atexit
+
+        atexit.register(_stop_live_pipelines)
+
+
+def _finalize(native, loop_thread, stage_hooks):
+    """Cleanup of a pipeline that was garbage-collected without stop()."""
+    try:
+        if loop_thread is not None:
+            loop_thread.begin_close()
+        if not native.stop(_CLEANUP_TIMEOUT):
+            _LG.warning("a garbage-collected pipeline did not stop within %s s", _CLEANUP_TIMEOUT)
+        if loop_thread is not None:
+            loop_thread.close(_CLEANUP_TIMEOUT)
+        stage_hooks.exit()
+    except Exception:
+        _LG.exception("cleaning up a garbage-collected pipeline failed")
+
+
+class Pipeline:
+    """A built pipeline. Made by ``PipelineBuilder.build()`` or
+    :func:`build_pipeline`; not started until :meth:`start` or the first read.
+    """
+
+    def __init__(self, native, *, description, loop_thread, stage_hooks, infos):
+        self._native = native
+        self._description = description
+        self._loop_thread = loop_thread
+        self._stage_hooks = stage_hooks
+        self._infos = infos
+        self._lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+        self._failure_seen = False
+        self._finalizer = weakref.finalize(self, _finalize, native, loop_thread, stage_hooks)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self, *, timeout: float | None = None, **kwargs) -> None:
+        """Starts the stages. Raises RuntimeError if already started.
+
+        ``timeout`` and ``daemon`` are accepted for SPDL compatibility; the
+        engine starts at once and its threads never block interpreter exit.
+        """
+        del timeout, kwargs
+        with self._lock:
+            if self._started:
+                raise RuntimeError("The pipeline was already started.")
+            if self._stopped:
+                raise RuntimeError("The pipeline was stopped; build a new one.")
+            self._started = True
+        _register_exit_hook()
+        with _live_lock:
+            _live.add(self)
+        self._stage_hooks.enter()
+        if self._loop_thread is not None:
+            self._loop_thread.start()
+        self._native.start()
+
+    def _ensure_started(self) -> None:
+        if not self._started:
+            with contextlib.suppress(RuntimeError):  # another thread won the race
+                self.start()
+
+    def stop(self, *, timeout: float | None = None) -> None:
+        """Stops the pipeline: cancels every stage, waits for calls in flight
+        and joins its threads. Items still buffered are discarded.
+
+        Idempotent. Raises TimeoutError if calls in flight did not finish
+        within ``timeout`` seconds (the stop then completes in the
+        background). Raises :class:`PipelineFailure` if a stage failed and the
+        consumer has not received that failure yet.
+        """
+        self._shutdown(timeout)
+        if self._native.failed and not self._failure_seen:
+            self._failure_seen = True
+            self._native.raise_if_failed()
+
+    def _shutdown(self, timeout):
+        with self._lock:
+            self._stopped = True
+        self._finalizer.detach()
+        if self._loop_thread is not None:
+            self._loop_thread.begin_close()
+        done = self._native.stop(timeout)
+        if self._loop_thread is not None:
+            self._loop_thread.close(timeout)
+        self._stage_hooks.exit()
+        with _live_lock:
+            _live.discard(self)
+        _drain_released()
+        if not done:
+            raise TimeoutError(f"The pipeline did not stop within {timeout} s; it stops in the background.")
+
+    @contextlib.contextmanager
+    def auto_stop(self, *, timeout: float | None = None):
+        """Starts the pipeline and stops it when the block exits."""
+        self.start(timeout=timeout)
+        try:
+            yield self
+        finally:
+            self.stop(timeout=timeout)
+
+    # -- reading -------------------------------------------------------------
+
+    def get_item(self, *, timeout: float | None = None):
+        """Returns the next item.
+
+        Raises:
+            EOFError: at the end of an epoch (continuous sources), at the end
+                of the pipeline and after stop().
+            TimeoutError: when no item arrives within ``timeout`` seconds
+                (:class:`feedline.Timeout`, a TimeoutError).
+            PipelineFailure: once the items that made it through are drained,
+                if a stage failed.
+        """
+        self._ensure_started()
+        try:
+            return self._native.get(timeout)
+        except PipelineFailure:
+            self._failure_seen = True
+            raise
+
+    def get_iterator(self, *, timeout: float | None = None):
+        """Returns an iterator over one epoch (the whole stream for a
+        non-continuous source). Each next() waits at most ``timeout`` seconds.
+        A new iterator continues where the previous one stopped.
+        """
+        self._ensure_started()
+        return self._iterate(self._native.epoch(timeout))
+
+    def _iterate(self, epoch):
+        try:
+            yield from epoch
+        except PipelineFailure:
+            self._failure_seen = True
+            raise
+
+    def __iter__(self):
+        return self.get_iterator()
+
+    # -- observability -------------------------------------------------------
+
+    def stats(self):
+        """A :class:`PipelineStats` snapshot of every stage (cheap; callable
+        while running, from any thread)."""
+        return self._native.stats()
+
+    @property
+    def stage_infos(self):
+        """The StageInfo of every stage, in the order of ``stats().stages``."""
+        return list(self._infos)
+
+    def __str__(self):
+        state = "stopped" if self._stopped else ("running" if self._started else "not started")
+        return f"Pipeline ({state})\n{self._description}"
