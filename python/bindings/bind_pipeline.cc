@@ -102,11 +102,14 @@ void dispose(Pipeline* p) {
 using PipelinePtr = std::shared_ptr<Pipeline>;
 
 // The shared state of stopping: the first stop() starts it, later calls wait
-// for the same completion.
+// for the same completion. The stopper leaves the final statistics and the
+// failure here, so that the engine pipeline can be released afterwards.
 struct StopState {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  PipelineStats final_stats;
+  std::exception_ptr failure;
 };
 
 class NativePipeline;
@@ -124,15 +127,25 @@ class EpochIterator {
   bool ended_ = false;
 };
 
+// The consumer's end of an engine pipeline. Once stopped, the engine pipeline
+// (and with it every Python object its stages hold) is released, keeping only
+// the final statistics and the failure: a pipeline whose ops refer back to it
+// (through a module's globals, say) is then no longer a reference cycle that
+// the garbage collector cannot see.
 class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
  public:
   explicit NativePipeline(Pipeline p) : pipeline_(new Pipeline(std::move(p)), &dispose) {}
 
   void start() {
+    PipelinePtr p = engine();
+    if (!p) throw InvalidArgument("the pipeline was stopped; build a new one");
     nb::gil_scoped_release release;
-    pipeline_->start();
+    p->start();
   }
-  bool started() const { return pipeline_->started(); }
+  bool started() const {
+    PipelinePtr p = engine();
+    return !p || p->started();
+  }
 
   // Blocks (GIL released) for the next entry. Returns kItem with `*out`.
   NextStatus wait_next(Item* out, std::optional<double> timeout) {
@@ -145,6 +158,12 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       nb::gil_scoped_release release;
       consumer = std::unique_lock<std::mutex>(consumer_mu_);
     }
+    PipelinePtr p = engine();
+    if (!p) {
+      std::exception_ptr failure = this->failure();
+      if (failure) std::rethrow_exception(failure);
+      return NextStatus::kEnd;
+    }
     for (;;) {
       nanoseconds slice = kSignalCheckInterval;
       if (deadline) {
@@ -153,7 +172,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       }
       try {
         nb::gil_scoped_release release;
-        return pipeline_->next(out, slice);
+        return p->next(out, slice);
       } catch (const Timeout&) {
       }
       if (PyErr_CheckSignals() != 0) {
@@ -182,61 +201,105 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     std::shared_ptr<StopState> state;
     bool first = false;
     {
-      std::lock_guard<std::mutex> lock(stop_mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (!stop_state_) {
         stop_state_ = std::make_shared<StopState>();
         first = true;
       }
       state = stop_state_;
     }
+    bool in_pool = ThreadPool::in_any_pool_thread();
     if (first) {
-      bool inline_stop = !timeout && !ThreadPool::in_any_pool_thread();
-      PipelinePtr p = pipeline_;
-      auto run = [p, state] {
-        p->stop();
+      auto run = [p = engine(), state]() mutable {
+        if (p) {
+          p->stop();
+          state->final_stats = p->stats();
+          state->failure = p->failure();
+        }
+        p.reset();  // may destroy it here, without the GIL: see dispose()
         std::lock_guard<std::mutex> lock(state->mu);
         state->done = true;
         state->cv.notify_all();
       };
-      if (inline_stop) {
+      if (!timeout && !in_pool) {
         nb::gil_scoped_release release;
         run();
-        return true;
+      } else {
+        std::thread(std::move(run)).detach();
       }
-      std::thread(run).detach();
     }
-    if (ThreadPool::in_any_pool_thread()) return false;  // never wait there
-    nb::gil_scoped_release release;
-    std::unique_lock<std::mutex> lock(state->mu);
-    if (!timeout) {
-      state->cv.wait(lock, [&] { return state->done; });
-      return true;
+    if (in_pool) return false;  // never wait on a pool thread
+    bool done = true;
+    {
+      nb::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(state->mu);
+      if (!timeout) {
+        state->cv.wait(lock, [&] { return state->done; });
+      } else {
+        done = state->cv.wait_for(lock, seconds_to_ns(*timeout), [&] { return state->done; });
+      }
     }
-    return state->cv.wait_for(lock, seconds_to_ns(*timeout), [&] { return state->done; });
+    if (done) release_engine(*state);
+    return done;
   }
 
   bool stopping() {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return stop_state_ != nullptr;
   }
 
   PipelineStats stats() {
+    PipelinePtr p = engine();
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return final_stats_;
+    }
     nb::gil_scoped_release release;
-    return pipeline_->stats();
+    return p->stats();
+  }
+
+  std::exception_ptr failure() const {
+    PipelinePtr p = engine();
+    if (p) return p->failure();
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
   }
 
   // Raises the PipelineFailure if a stage failed.
   void raise_if_failed() {
-    std::exception_ptr failure = pipeline_->failure();
+    std::exception_ptr failure = this->failure();
     if (failure) std::rethrow_exception(failure);
   }
-  bool failed() const { return static_cast<bool>(pipeline_->failure()); }
+  bool failed() const { return static_cast<bool>(failure()); }
 
  private:
+  // The engine pipeline; null once released after stop().
+  PipelinePtr engine() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return pipeline_;
+  }
+
+  void release_engine(StopState& state) {
+    PipelinePtr old;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!pipeline_) return;
+      {
+        std::lock_guard<std::mutex> state_lock(state.mu);
+        final_stats_ = state.final_stats;
+        failure_ = state.failure;
+      }
+      old = std::move(pipeline_);
+    }
+    old.reset();  // with the GIL: the stages' Python objects go now
+  }
+
+  mutable std::mutex mu_;
   PipelinePtr pipeline_;
-  std::mutex consumer_mu_;
-  std::mutex stop_mu_;
+  PipelineStats final_stats_;
+  std::exception_ptr failure_;
   std::shared_ptr<StopState> stop_state_;
+  std::mutex consumer_mu_;
 };
 
 nb::object EpochIterator::next() {

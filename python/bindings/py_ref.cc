@@ -21,7 +21,35 @@ struct NativeThreadState {
   ~NativeThreadState() {
     if (tstate == nullptr || interpreter_finalizing()) return;
     PyEval_RestoreThread(tstate);
+    forget_dummy_thread();
     PyGILState_Release(gstate);  // the last release deletes the thread state
+  }
+
+  // Python code that asks for threading.current_thread() on a native thread
+  // (logging does) registers a threading._DummyThread that Python < 3.13
+  // never removes; drop it when the native thread ends, so that
+  // threading.active_count() does not grow with every pipeline.
+  static void forget_dummy_thread() {
+    PyObject* threading = PyImport_ImportModule("threading");
+    if (threading == nullptr) {
+      PyErr_Clear();
+      return;
+    }
+    PyObject* active = PyObject_GetAttrString(threading, "_active");
+    PyObject* dummy_type = PyObject_GetAttrString(threading, "_DummyThread");
+    PyObject* ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (active != nullptr && dummy_type != nullptr && ident != nullptr &&
+        PyDict_Check(active)) {
+      PyObject* entry = PyDict_GetItemWithError(active, ident);  // borrowed
+      if (entry != nullptr && PyObject_IsInstance(entry, dummy_type) == 1) {
+        PyDict_DelItem(active, ident);
+      }
+    }
+    PyErr_Clear();
+    Py_XDECREF(ident);
+    Py_XDECREF(dummy_type);
+    Py_XDECREF(active);
+    Py_DECREF(threading);
   }
 };
 

@@ -73,12 +73,16 @@ void PipelineImpl::stop() noexcept {
     if (stopped_) return;
     stopped_ = true;
   }
-  stop_source_.request_stop();
   if (sink_ != nullptr) sink_->wake_for_stop();
-  if (!pool_) return;  // never started: no stage ever ran
   // Downstream first, so that a stage finishing on cancellation never wakes
-  // a stage that is still running.
-  for (auto it = runners_.rbegin(); it != runners_.rend(); ++it) (*it)->cancel();
+  // a stage that is still running. Stages are cancelled before the stop token
+  // fires, so that calls that give up on it find their stage cancelled (and
+  // their failures are not reported as errors).
+  if (pool_) {
+    for (auto it = runners_.rbegin(); it != runners_.rend(); ++it) (*it)->cancel();
+  }
+  stop_source_.request_stop();
+  if (!pool_) return;  // never started: no stage ever ran
   {
     MutexLock lock(async_mu_);
     async_cv_.wait(lock.native(), [this]() NO_THREAD_SAFETY_ANALYSIS {

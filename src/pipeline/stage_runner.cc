@@ -152,6 +152,10 @@ void StageRunner::record_call_locked(Clock::duration elapsed) {
 bool StageRunner::record_failure_locked(std::exception_ptr error,
                                         FailureLog::Line* line) {
   ++stats_.failures;
+  // A call that fails once its stage is cancelled (the pipeline is stopping,
+  // or downstream failed) most likely failed because of that: it is counted,
+  // but neither logged nor held against the budget.
+  if (state_ == State::kCancelled) return false;
   std::string message = describe(error);
   failure_log_.record(message, now(), line);
   bool exceeded = budget_ != nullptr

@@ -66,11 +66,17 @@ class LoopThread:
 
     def run(self, coro):
         """Runs ``coro`` on the loop and waits for its result (from another
-        thread; the wait releases the GIL)."""
+        thread; the wait releases the GIL). Returns ``_END`` when the loop is
+        closing: the pipeline is stopping and nobody wants the result."""
         if self.loop is None or self._closing:
             coro.close()
-            raise Cancelled("the pipeline is stopping")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+            return _END
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        except (concurrent.futures.CancelledError, RuntimeError):
+            if self._closing:
+                return _END
+            raise
 
     def begin_close(self) -> None:
         """Cancels every task on the loop and refuses new work, so that the
@@ -101,11 +107,14 @@ class LoopThread:
             thread.join(timeout)
 
 
-def _finish_task(completion, task: asyncio.Future) -> None:
+def _finish_task(loop_thread, completion, task: asyncio.Future) -> None:
     if not completion.pending:
         return
     if task.cancelled():
-        completion.fail(Cancelled("the async call was cancelled"))
+        if loop_thread.closing:
+            completion.emit(None)  # cancelled by stop(): not a failure
+        else:
+            completion.fail(Cancelled("the async call was cancelled"))
         return
     exc = task.exception()
     if exc is not None:
@@ -117,22 +126,29 @@ def _finish_task(completion, task: asyncio.Future) -> None:
 def _start_task(loop_thread: LoopThread, coro, completion) -> None:
     if loop_thread.closing:
         coro.close()
-        completion.fail(Cancelled("the pipeline is stopping"))
+        completion.emit(None)  # the pipeline is stopping: drop the item
         return
     task = loop_thread.loop.create_task(coro)
-    task.add_done_callback(functools.partial(_finish_task, completion))
+    task.add_done_callback(functools.partial(_finish_task, loop_thread, completion))
 
 
 def coroutine_submit(afn, loop_thread: LoopThread):
-    """The submit function of an ``async def`` op (see make_python_async_op)."""
+    """The submit function of an ``async def`` op (see make_python_async_op).
+    Calls that the pipeline's stop() cuts short are dropped, not failed."""
 
     def submit(item, completion):
         coro = afn(item)
+        if loop_thread.closing:
+            coro.close()
+            completion.emit(None)
+            return
         try:
             loop_thread.call_soon(_start_task, loop_thread, coro, completion)
         except BaseException:
             coro.close()
-            raise
+            if not loop_thread.closing:
+                raise
+            completion.emit(None)
 
     return submit
 

@@ -97,6 +97,11 @@ class Pipeline:
         self._stopped = False
         self._failure_seen = False
         self._finalizer = weakref.finalize(self, _finalize, native, loop_thread, stage_hooks)
+        # Tracked from the start: at exit even a pipeline that never started
+        # is stopped, which releases the Python objects its stages hold.
+        _register_exit_hook()
+        with _live_lock:
+            _live.add(self)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -113,9 +118,6 @@ class Pipeline:
             if self._stopped:
                 raise RuntimeError("The pipeline was stopped; build a new one.")
             self._started = True
-        _register_exit_hook()
-        with _live_lock:
-            _live.add(self)
         self._stage_hooks.enter()
         if self._loop_thread is not None:
             self._loop_thread.start()

@@ -3,8 +3,12 @@
 // Failure budgets, rate-limited failure logs, and how a failed stage ends the
 // pipeline: upstream cancelled, downstream drained, PipelineFailure last.
 
+#include <functional>
+#include <latch>
+#include <memory>
 #include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -249,6 +253,35 @@ TEST(FailureTest, AsyncOpThatThrowsSynchronouslyReportsItsOwnError) {
   EXPECT_TRUE(drain<int>(p).empty());
   ASSERT_FALSE(logs.lines().empty());
   EXPECT_NE(logs.lines()[0].find("x.jpg: bad"), std::string::npos);
+}
+
+TEST(FailureTest, CallsThatFailBecauseOfStopAreCountedButNotReported) {
+  // The async call gives up when the stop token fires, as a well-behaved op
+  // does; stop() cancels the stages first, so that is not an error to log.
+  struct GivesUpOnStop final : AsyncOp {
+    std::latch started{1};
+    std::optional<Completion> pending;
+    std::optional<std::stop_callback<std::function<void()>>> on_stop;
+    void start(Item, Completion&& done) override {
+      pending.emplace(std::move(done));
+      on_stop.emplace(pending->stop_token(), std::function<void()>([this] {
+                        pending->fail(std::make_exception_ptr(Cancelled("gave up")));
+                      }));
+      started.count_down();
+    }
+  };
+  auto op = std::make_shared<GivesUpOnStop>();
+  testing::LogCapture logs;
+  PipelineSpec spec = PipelineBuilder().add_source(iota(1)).spec();
+  spec.stages.push_back({StageKind::kPipe, op, PipeOptions{}});
+  spec.sink_capacity = 2;
+  Pipeline p = build_pipeline(std::move(spec), BuildOptions{.num_threads = 1});
+  p.start();
+  op->started.wait();
+  p.stop();
+  EXPECT_EQ(p.stats().stages[1].failures, 1u);
+  EXPECT_TRUE(logs.lines().empty()) << logs.lines()[0];
+  EXPECT_FALSE(p.failure());
 }
 
 }  // namespace
