@@ -101,6 +101,10 @@ void bind_testing(nb::module_& parent) {
     return map_op("to_str", kInt, &typeid(std::string),
                   [](Item x) { return Item(std::to_string(x.as<int64_t>())); });
   }, "int -> str.");
+  m.def("str_len", [kInt] {
+    return map_op("str_len", &typeid(std::string), kInt,
+                  [](Item x) { return Item(static_cast<int64_t>(x.as<std::string>().size())); });
+  }, "str (or os.PathLike) -> its length in bytes.");
   m.def("gil_probe", [] {
     return map_op("gil_probe", nullptr, &typeid(bool),
                   [](Item) { return Item(holds_gil()); });

@@ -1,0 +1,248 @@
+"""Statistics in feedline.pipeline: snapshots, TaskStatsHook, interval
+reports, JSON lines, logging, and custom task hooks."""
+
+import contextlib
+import json
+import logging
+import threading
+
+import pytest
+
+from feedline.pipeline import (
+    JsonLinesWriter,
+    PipelineBuilder,
+    PipelineStats,
+    QueuePerfStats,
+    StageInfo,
+    TaskHook,
+    TaskPerfStats,
+    TaskStatsHook,
+)
+
+
+def test_snapshot_counts_every_stage():
+    def odd_only(x):
+        if x % 2 == 0:
+            return None
+        return x
+
+    p = (
+        PipelineBuilder()
+        .add_source(range(100))
+        .pipe(odd_only, concurrency=2, name="odd")
+        .aggregate(10)
+        .add_sink(3)
+        .build(num_threads=2)
+    )
+    with p.auto_stop():
+        assert sum(len(b) for b in p) == 50
+    s = p.stats()
+    assert isinstance(s, PipelineStats)
+    assert [st.name for st in s.stages] == ["0:src", "1:odd[2]", "2:aggregate(op=collate(10), drop_last=False)", "3:sink"]
+    src, odd, agg, sink = s.stages
+    assert src.items_out == 100 and odd.items_in == 100 and odd.items_out == 50 and odd.items_skipped == 50
+    assert odd.calls == 100 and odd.op_time.count == 100 and odd.op_time.quantile(0.5) > 0
+    assert agg.items_out == 5 and s.items_delivered == 5
+    assert all(st.finished for st in s.stages)
+    assert json.loads(s.to_json())["items_delivered"] == 5
+    assert "1:odd[2]" in s.format_table()
+
+
+class RecordingHook(TaskStatsHook):
+    def __init__(self, info, interval, reports):
+        super().__init__(info, interval)
+        self.reports = reports
+
+    def interval_stats_callback(self, stats):
+        self.reports.append((str(self.info), stats))
+
+
+def test_task_stats_hook_gets_the_stage_totals_at_the_end():
+    reports = []
+
+    def factory(info):
+        return [RecordingHook(info, -1, reports)]
+
+    def fail_sometimes(x):
+        if x % 10 == 0:
+            raise ValueError(x)
+        return x
+
+    p = PipelineBuilder().add_source(range(100)).pipe(fail_sometimes, concurrency=2).add_sink(3).build(
+        num_threads=2, task_hook_factory=factory, stage_id=5
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 90
+    by_stage = dict(reports)
+    pid = p.stage_infos[0].pipeline_id
+    stats = by_stage[f"{pid}:6:fail_sometimes[2]"]
+    assert isinstance(stats, TaskPerfStats)
+    assert (stats.num_tasks, stats.num_failures) == (100, 10)
+    assert 0 < stats.p50_time <= stats.p90_time <= stats.p99_time
+
+
+def gated_source(n, first, gate):
+    """Yields `first` items, waits for `gate`, then yields the rest."""
+    for i in range(n):
+        if i == first:
+            assert gate.wait(30)
+        yield i
+
+
+def test_interval_reports_arrive_while_the_pipeline_runs():
+    reports = []
+    reported = threading.Event()
+
+    class Hook(TaskStatsHook):
+        def interval_stats_callback(self, stats):
+            reports.append(stats)
+            if stats.num_tasks > 0:
+                reported.set()
+
+    p = (
+        PipelineBuilder()
+        .add_source(gated_source(40, 20, reported))
+        .pipe(lambda x: x, name="ident")
+        .add_sink(50)
+        .build(
+            num_threads=2,
+            report_stats_interval=0.01,
+            task_hook_factory=lambda info: [Hook(info, 0.01)] if info.stage_name == "ident" else [],
+        )
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 40
+    # Laps add up to the total: interval stats are differences, not totals.
+    assert sum(r.num_tasks for r in reports) == 40
+    # At least one report came mid-run (the source waited for it), and the
+    # final one brought the rest.
+    assert len([r for r in reports if r.num_tasks]) >= 2
+
+
+def test_json_lines_writer_exports_periodic_and_final_snapshots(tmp_path):
+    path = tmp_path / "stats.jsonl"
+    writer = JsonLinesWriter(path)
+    reported = threading.Event()
+
+    def callback(stats):
+        writer(stats)
+        if stats.stages[1].calls >= 10:
+            reported.set()
+
+    p = (
+        PipelineBuilder()
+        .add_source(gated_source(30, 10, reported))
+        .pipe(lambda x: x)
+        .add_sink(50)
+        .build(num_threads=2, report_stats_interval=0.01, stats_callback=callback)
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 30
+    writer.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) >= 2
+    assert lines[-1]["items_delivered"] == 30
+    assert [st["name"] for st in lines[-1]["stages"]] == ["0:src", "1:<lambda>", "2:sink"]
+
+
+def test_reports_go_to_python_logging(caplog):
+    caplog.set_level(logging.INFO, logger="feedline")
+    reported = threading.Event()
+
+    class Hook(TaskStatsHook):
+        def interval_stats_callback(self, stats):
+            if stats.num_tasks:
+                reported.set()
+
+    p = (
+        PipelineBuilder()
+        .add_source(gated_source(20, 10, reported))
+        .pipe(lambda x: x, name="ident")
+        .add_sink(30)
+        .build(
+            num_threads=2,
+            report_stats_interval=0.01,
+            task_hook_factory=lambda info: [Hook(info, 0.01)],
+        )
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 20
+    messages = [r.getMessage() for r in caplog.records if r.name == "feedline.pipeline"]
+    assert any("ident" in m and "Completed" in m and "occupancy" in m for m in messages)
+    assert messages[-1].startswith("pipeline finished:") and "1:ident" in messages[-1]
+
+
+def test_failing_stats_callback_is_logged_not_fatal(caplog):
+    def broken(stats):
+        raise RuntimeError("exporter down")
+
+    p = PipelineBuilder().add_source(range(5)).add_sink(3).build(num_threads=1, stats_callback=broken)
+    with p.auto_stop():
+        assert list(p) == [0, 1, 2, 3, 4]
+    assert any("exporter down" in r.getMessage() or "exporter down" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_custom_task_hooks_wrap_every_python_call():
+    events = []
+
+    class Trace(TaskHook):
+        def __init__(self, info):
+            self.info = info
+
+        @contextlib.asynccontextmanager
+        async def stage_hook(self):
+            events.append(("stage-enter", self.info.stage_name))
+            yield
+            events.append(("stage-exit", self.info.stage_name))
+
+        @contextlib.asynccontextmanager
+        async def task_hook(self, input_item=None):
+            try:
+                yield
+                events.append(("ok", input_item))
+            except ValueError:
+                events.append(("failed", input_item))
+                raise
+
+    def op(x):
+        if x == 2:
+            raise ValueError("two")
+        return x
+
+    p = PipelineBuilder().add_source(range(4)).pipe(op, name="op").add_sink(3).build(
+        num_threads=1, task_hook_factory=lambda info: [Trace(info)] if info.stage_name == "op" else []
+    )
+    with p.auto_stop():
+        assert list(p) == [0, 1, 3]
+    assert events[0] == ("stage-enter", "op")
+    assert events[-1] == ("stage-exit", "op")
+    assert sorted(events[1:-1], key=lambda e: e[1]) == [("ok", 0), ("ok", 1), ("failed", 2), ("ok", 3)]
+
+
+def test_task_hooks_wrap_async_calls_on_the_loop():
+    seen = []
+
+    class Trace(TaskHook):
+        @contextlib.asynccontextmanager
+        async def task_hook(self, input_item=None):
+            seen.append(input_item)
+            yield
+
+    async def op(x):
+        return x
+
+    p = PipelineBuilder().add_source(range(3)).pipe(op).add_sink(3).build(
+        num_threads=1, task_hook_factory=lambda info: [Trace()] if info.stage_id == 1 else []
+    )
+    with p.auto_stop():
+        assert sorted(p) == [0, 1, 2]
+    assert sorted(seen) == [0, 1, 2]
+
+
+def test_stage_info_and_perf_stat_classes():
+    assert str(StageInfo(3, 1, "decode", 8)) == "3:1:decode[8]"
+    assert str(StageInfo(3, 0, "src")) == "3:0:src"
+    q = QueuePerfStats(elapsed=2.0, num_items=10)
+    assert q.qps == 5.0
+    with pytest.raises(TypeError):
+        TaskHook()  # abstract
