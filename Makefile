@@ -7,7 +7,7 @@
 #   make test      C++ tests, the engine tests under TSan, then Python tests
 #   make tsan      engine tests under ThreadSanitizer (build/tsan)
 #   make asan      C++ tests and fuzzer build under ASan+UBSan (build/asan)
-#   make bench     C++ microbenchmarks
+#   make bench     C++ microbenchmarks and Python benchmarks vs baselines
 #   make format    clang-format the C++ sources in place
 #   make clean     remove build/
 
@@ -66,8 +66,10 @@ asan:
 	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure \
 	  --no-tests=error -j$(JOBS)
 
-bench: build
+bench: build python
+	scripts/install_deps.sh --bench
 	$(RELEASE_DIR)/bench/cpp/pipeline_benchmark
+	$(PYTHON) bench/python/pipeline_overhead.py
 
 format:
 	find $(wildcard include src tests/cpp bench/cpp fuzz examples python/bindings) \

@@ -2,6 +2,9 @@
 # Installs what feedline needs to build and test: Debian packages through apt
 # and Python packages through pip. Only missing packages are installed, so a
 # second run does nothing and finishes in a few seconds.
+#
+#   scripts/install_deps.sh           what building and testing need
+#   scripts/install_deps.sh --bench   also the baselines the benchmarks run
 set -euo pipefail
 
 readonly MIN_CMAKE_VERSION="3.25"
@@ -24,8 +27,21 @@ readonly PY_PACKAGES=(
   pytest:pytest
 )
 
+# Baselines of the benchmarks in bench/python (only with --bench).
+readonly BENCH_PY_PACKAGES=(
+  spdl:spdl.pipeline
+)
+
 PYTHON="${PYTHON:-python3}"
 changed=0
+
+py_packages=("${PY_PACKAGES[@]}")
+for arg in "$@"; do
+  case "${arg}" in
+    --bench) py_packages+=("${BENCH_PY_PACKAGES[@]}") ;;
+    *) echo "install_deps: unknown argument ${arg}" >&2; exit 2 ;;
+  esac
+done
 
 # Succeeds when the cmake first on PATH is at least MIN_CMAKE_VERSION.
 cmake_is_recent() {
@@ -78,7 +94,7 @@ for spec in sys.argv[1:]:
     except Exception:
         print(dist)
 '
-missing_py_out="$("${PYTHON}" -c "${check_py}" "${PY_PACKAGES[@]}")"
+missing_py_out="$("${PYTHON}" -c "${check_py}" "${py_packages[@]}")"
 missing_py=()
 if [[ -n "${missing_py_out}" ]]; then
   mapfile -t missing_py <<<"${missing_py_out}"

@@ -38,7 +38,7 @@ def test_snapshot_counts_every_stage():
         assert sum(len(b) for b in p) == 50
     s = p.stats()
     assert isinstance(s, PipelineStats)
-    assert [st.name for st in s.stages] == ["0:src", "1:odd[2]", "2:aggregate(op=collate(10), drop_last=False)", "3:sink"]
+    assert [st.name for st in s.stages] == ["0:src", "1:odd[2]", "2:aggregate(10)", "3:sink"]
     src, odd, agg, sink = s.stages
     assert src.items_out == 100 and odd.items_in == 100 and odd.items_out == 50 and odd.items_skipped == 50
     assert odd.calls == 100 and odd.op_time.count == 100 and odd.op_time.quantile(0.5) > 0

@@ -260,9 +260,9 @@ def Aggregate(input: int | Aggregator, /, *, drop_last: bool = False) -> Aggrega
         raise TypeError(f"Aggregate takes an int or an Aggregator, got {type(input).__name__}")
     if isinstance(input, int) and input < 1:
         raise ValueError(f"the batch size must be >= 1, got {input}")
-    op = input if isinstance(input, int) else input
-    desc = f"collate({input})" if isinstance(input, int) else repr(input)
-    return AggregateConfig(name=f"aggregate(op={desc}, drop_last={drop_last})", op=op, drop_last=drop_last)
+    desc = str(input) if isinstance(input, int) else repr(input)
+    name = f"aggregate({desc}, drop_last=True)" if drop_last else f"aggregate({desc})"
+    return AggregateConfig(name=name, op=input, drop_last=drop_last)
 
 
 @dataclasses.dataclass(frozen=True)

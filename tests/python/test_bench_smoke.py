@@ -1,0 +1,26 @@
+"""Smoke runs of the Python benchmarks: they still work (numbers not read)."""
+
+import pathlib
+import subprocess
+import sys
+
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "python"
+
+
+def test_pipeline_overhead_benchmark_runs():
+    # SPDL is a baseline, installed only by `install_deps.sh --bench`; the
+    # feedline contenders must run and deliver every item without it.
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "pipeline_overhead.py"),
+            "--quick",
+            "--only",
+            "loop,feedline-py,feedline-native,feedline-native-src",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "feedline, native ops" in r.stdout
