@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include <cxxabi.h>
+
 #include "feedline/base/error.h"
 #include "feedline/base/log.h"
 #include "pipeline/pipeline_impl.h"
@@ -157,7 +159,8 @@ bool PipeRunner::wants_worker_locked() {
   if (occupied_ >= concurrency_) return false;
   // One more worker only when more is queued than workers free to take it
   // (a worker inside a call is not free: it may be in there for long).
-  int free_workers = active_workers_ - (op_kind_ == OpKind::kMap ? occupied_ : 0);
+  int free_workers =
+      active_workers_ - (op_kind_ == OpKind::kMap ? occupied_ : 0);
   return static_cast<int>(in->entries.size()) > free_workers;
 }
 
@@ -180,8 +183,8 @@ bool PipeRunner::take_unit_inner_locked(Unit* u, long* popped,
     return true;
   }
   Channel* in = input();
-  bool drained = occupied_ == 0 && generators_.empty() && !delivering_ &&
-                 reorder_.empty();
+  bool drained =
+      occupied_ == 0 && generators_.empty() && !delivering_ && reorder_.empty();
   if (in->entries.empty()) {
     blocked_on_output_ = false;
     if (!in->closed || input_ended_ || !drained) return false;
@@ -259,6 +262,10 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
       case Unit::kNone:
         break;
     }
+  } catch (const abi::__forced_unwind&) {
+    // Thread cancellation (the Python runtime ends threads this way when it
+    // shuts down) must unwind the thread, not count as a failed call.
+    throw;
   } catch (...) {
     o.error = std::current_exception();
     o.exhausted = u.gen != nullptr;
@@ -288,8 +295,7 @@ void PipeRunner::complete_locked(Outcome& o, FailureLog::Line* line,
   if (o.emitted) ++stats_.items_out;
   // A stateful op (aggregate) that holds an item back is not skipping it.
   bool flush = o.kind == Unit::kEpoch || o.kind == Unit::kEnd;
-  if (o.called && !flush && !stateful_ && !o.error && !o.emitted &&
-      !o.result) {
+  if (o.called && !flush && !stateful_ && !o.error && !o.emitted && !o.result) {
     ++stats_.items_skipped;
   }
   if (o.kind == Unit::kEpoch) ++stats_.epochs;
@@ -359,8 +365,8 @@ void PipeRunner::run_worker() {
   Outcome done;
   std::vector<Entry> ordered;
   bool deliverer = false;
-  bool cheap = true;         // the last call was cheap: defer wake-ups
-  bool owe_kick = false;     // deferred deliveries need a kick at the end
+  bool cheap = true;            // the last call was cheap: defer wake-ups
+  bool owe_kick = false;        // deferred deliveries need a kick at the end
   Clock::time_point t = now();  // refreshed by every call
   Clock::time_point deferred_since{};
   const Clock::time_point run_start = t;
@@ -445,7 +451,11 @@ void PipeRunner::run_worker() {
 void PipeRunner::start_async(Unit& u) {
   Completion completion(this, u.seq, pipeline_->stop_token());
   try {
-    static_cast<AsyncOp&>(*op_).start(std::move(u.input), std::move(completion));
+    static_cast<AsyncOp&>(*op_).start(std::move(u.input),
+                                      std::move(completion));
+  } catch (const abi::__forced_unwind&) {
+    // Thread cancellation: see execute().
+    throw;
   } catch (...) {
     completion.fail(std::current_exception());
   }

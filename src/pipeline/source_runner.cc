@@ -10,6 +10,8 @@
 #include <memory>
 #include <utility>
 
+#include <cxxabi.h>
+
 #include "feedline/base/error.h"
 #include "pipeline/pipeline_impl.h"
 #include "pipeline/stage_runner.h"
@@ -112,6 +114,9 @@ void SourceRunner::run_worker() {
         pass_.reset();
         last = continuous_ ? Pulled::kEpoch : Pulled::kEnd;
       }
+    } catch (const abi::__forced_unwind&) {
+      // Thread cancellation: see PipeRunner::execute().
+      throw;
     } catch (...) {
       error = std::current_exception();
       last = Pulled::kError;
@@ -134,7 +139,8 @@ void SourceRunner::run_worker() {
 }  // namespace
 
 std::unique_ptr<StageRunner> make_source_runner(PipelineImpl* pipeline,
-                                                int index, SourceFactory factory,
+                                                int index,
+                                                SourceFactory factory,
                                                 const SourceOptions& options) {
   return std::make_unique<SourceRunner>(pipeline, index, std::move(factory),
                                         options);

@@ -45,6 +45,11 @@ def _stop_live_pipelines():
     for p in pipelines:
         try:
             p._shutdown(_CLEANUP_TIMEOUT)
+        except TimeoutError:
+            _LG.warning(
+                "a pipeline was still running a call %s s after exit began; exiting without it",
+                _CLEANUP_TIMEOUT,
+            )
         except Exception:
             _LG.exception("stopping a pipeline at exit failed")
 
