@@ -3,6 +3,7 @@
 #include "py_ops.h"
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -89,7 +90,9 @@ class PyGeneratorOp final : public GeneratorOp {
 class PyCompletion {
  public:
   explicit PyCompletion(Completion&& done) : done_(std::move(done)) {}
-  PyCompletion(PyCompletion&&) = default;
+  PyCompletion(PyCompletion&& other) noexcept : done_(std::move(other.done_)) {
+    other.done_.reset();
+  }
   // A completion dropped unfinished reports a failure to the engine; do it
   // without the GIL, like every call into the engine.
   ~PyCompletion() {
@@ -102,8 +105,12 @@ class PyCompletion {
     }
   }
 
-  bool pending() const { return done_.has_value(); }
-  bool stop_requested() const {
+  bool pending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_.has_value();
+  }
+  bool stop_requested() {
+    std::lock_guard<std::mutex> lock(mu_);
     return done_.has_value() && done_->stop_token().stop_requested();
   }
 
@@ -130,12 +137,16 @@ class PyCompletion {
 
  private:
   Completion take() {
+    std::lock_guard<std::mutex> lock(mu_);
     if (!done_) throw InvalidArgument("this completion was already finished");
     Completion done = std::move(*done_);
     done_.reset();
     return done;
   }
 
+  // Guards done_: without a GIL (free-threaded builds) two threads could
+  // race to finish the same call.
+  std::mutex mu_;
   std::optional<Completion> done_;
 };
 
