@@ -65,19 +65,11 @@ void raise_for_test(std::string_view kind) {
                         "'");
 }
 
-// Sets the Python error indicator to a feedline.PipelineFailure holding the
-// Python exception of every failed stage, each with a note naming its stage.
-void raise_pipeline_failure(const PipelineFailure& failure) {
+// Sets the Python error indicator to the feedline.PipelineFailure of
+// `failure` (see to_python_exception()).
+void raise_pipeline_failure(const std::exception_ptr& failure) {
   try {
-    nb::list causes;
-    for (const StageError& e : failure.errors()) {
-      nb::object exc = to_python_exception(e.error);
-      std::string note = "Pipeline stage: " + e.stage;
-      if (nb::hasattr(exc, "add_note")) exc.attr("add_note")(note);
-      causes.append(exc);
-    }
-    nb::object cls = nb::module_::import_("feedline._errors").attr("PipelineFailure");
-    nb::object group = cls(failure.what(), causes);
+    nb::object group = to_python_exception(failure);
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(group.ptr())), group.ptr());
   } catch (nb::python_error& e) {
     e.restore();
@@ -107,8 +99,8 @@ void bind_errors(nb::module_& m) {
       [](const std::exception_ptr& p, void* /*payload*/) {
         try {
           std::rethrow_exception(p);
-        } catch (const PipelineFailure& e) {
-          raise_pipeline_failure(e);
+        } catch (const PipelineFailure&) {
+          raise_pipeline_failure(p);
         }
       });
 

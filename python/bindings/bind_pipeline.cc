@@ -265,12 +265,21 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     return failure_;
   }
 
-  // Raises the PipelineFailure if a stage failed.
-  void raise_if_failed() {
-    std::exception_ptr failure = this->failure();
-    if (failure) std::rethrow_exception(failure);
+  // Once stopped: hands the failure over as a Python feedline.PipelineFailure
+  // (None if no stage failed) and forgets it here. The exception's traceback
+  // can reach the pipeline again (through an op's module globals); held by
+  // Python, that cycle is one the garbage collector can see and break.
+  nb::object take_failure() {
+    std::exception_ptr failure;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pipeline_) return nb::none();  // still running (or stop timed out)
+      failure = std::move(failure_);
+      failure_ = nullptr;
+    }
+    if (!failure) return nb::none();
+    return to_python_exception(failure);
   }
-  bool failed() const { return static_cast<bool>(failure()); }
 
  private:
   // The engine pipeline; null once released after stop().
@@ -578,8 +587,7 @@ void bind_pipeline(nb::module_& m) {
       .def("stop", &NativePipeline::stop, nb::arg("timeout").none())
       .def_prop_ro("stopping", &NativePipeline::stopping)
       .def("stats", &NativePipeline::stats)
-      .def_prop_ro("failed", &NativePipeline::failed)
-      .def("raise_if_failed", &NativePipeline::raise_if_failed);
+      .def("take_failure", &NativePipeline::take_failure);
 
   nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")
       .def(nb::init<>())

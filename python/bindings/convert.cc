@@ -151,6 +151,18 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     std::rethrow_exception(error);
   } catch (const PythonError& e) {
     return nb::borrow(e.exception());
+  } catch (const PipelineFailure& e) {
+    // An ExceptionGroup of each failed stage's exception, noted with the
+    // stage's name; the class is defined in Python (feedline/_errors.py) so
+    // that except* and split() keep it.
+    nb::list causes;
+    for (const StageError& stage : e.errors()) {
+      nb::object exc = to_python_exception(stage.error);
+      if (nb::hasattr(exc, "add_note")) exc.attr("add_note")("Pipeline stage: " + stage.stage);
+      causes.append(exc);
+    }
+    nb::object cls = nb::module_::import_("feedline._errors").attr("PipelineFailure");
+    return cls(e.what(), causes);
   } catch (const TooManyFailures& e) {
     nb::object exc = make_exception("TooManyFailures", e.what());
     if (e.last_error()) {

@@ -57,7 +57,8 @@ PythonError python_error_from(nanobind::handle exc);
 // Returns a Python exception object for `error`: the original object for a
 // PythonError, else an instance of the class the C++ type maps to
 // (feedline.DecodeError, ValueError, ...). A TooManyFailures gets the error
-// that exceeded the budget as __cause__. Requires: the GIL.
+// that exceeded the budget as __cause__; a PipelineFailure becomes a
+// feedline.PipelineFailure group of its stages' exceptions. Requires: the GIL.
 nanobind::object to_python_exception(const std::exception_ptr& error);
 
 // Converters. `name` is the Python-facing name of the native type, used in

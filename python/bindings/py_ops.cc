@@ -46,17 +46,22 @@ class PyMapOp final : public MapOp {
   PyObj fn_;
 };
 
+// Returns the next value of iterator `it` (a new reference), or null at its
+// end. Throws: PythonError. Requires: the GIL.
+PyObject* next_value(PyObject* it) {
+  PyObject* r = PyIter_Next(it);
+  if (r == nullptr && PyErr_Occurred() != nullptr) throw_python_error();
+  return r;
+}
+
 // Pulls a Python iterator; None results skip.
 class PyIterGenerator final : public ItemGenerator {
  public:
   explicit PyIterGenerator(PyObj it) : it_(std::move(it)) {}
   bool next(Item* out) override {
     GilScope gil;
-    PyObject* r = PyIter_Next(it_.get());
-    if (r == nullptr) {
-      if (PyErr_Occurred() != nullptr) throw_python_error();
-      return false;
-    }
+    PyObject* r = next_value(it_.get());
+    if (r == nullptr) return false;
     *out = result_item(r);
     return true;
   }
@@ -203,26 +208,11 @@ class PyAggregatorOp final : public MapOp {
   const bool drop_last_;
 };
 
-class BatchGenerator final : public ItemGenerator {
- public:
-  explicit BatchGenerator(ItemBatch batch) : batch_(std::move(batch)) {}
-  bool next(Item* out) override {
-    if (next_ == batch_.size()) return false;
-    *out = std::move(batch_[next_++]);
-    return true;
-  }
-
- private:
-  ItemBatch batch_;
-  std::size_t next_ = 0;
-};
-
+// The native disaggregate for native batches; Python iterables otherwise.
 class DisaggregateAnyOp final : public GeneratorOp {
  public:
   std::unique_ptr<ItemGenerator> start(Item input) override {
-    if (ItemBatch* batch = input.get_if<ItemBatch>()) {
-      return std::make_unique<BatchGenerator>(std::move(*batch));
-    }
+    if (input.holds<ItemBatch>()) return native_.start(std::move(input));
     if (input.holds<PyObj>()) {
       GilScope gil;
       PyObj obj = input.take_as<PyObj>();
@@ -231,6 +221,10 @@ class DisaggregateAnyOp final : public GeneratorOp {
     throw InvalidArgument("disaggregate takes a batch (a list or other iterable), got native " +
                           python_type_name(input.type()));
   }
+
+ private:
+  const OpPtr native_op_ = make_disaggregate_op();
+  GeneratorOp& native_ = static_cast<GeneratorOp&>(*native_op_);
 };
 
 // Converts a Python value to the native type the wrapped op takes.
@@ -293,12 +287,9 @@ class PyIterSource final : public ItemSource {
   explicit PyIterSource(PyObj it) : it_(std::move(it)) {}
   bool next(Item* out) override {
     GilScope gil;
-    PyObject* r = PyIter_Next(it_.get());
-    if (r == nullptr) {
-      if (PyErr_Occurred() != nullptr) throw_python_error();
-      return false;
-    }
-    *out = Item(PyObj::steal(r));
+    PyObject* r = next_value(it_.get());
+    if (r == nullptr) return false;
+    *out = Item(PyObj::steal(r));  // None is an item here, as in SPDL
     return true;
   }
 

@@ -59,6 +59,10 @@ class PipelineImpl {
   // Pipeline-wide failure budget, shared by stages without their own.
   void count_global_call();
   bool count_global_failure();  // true when exceeded
+  // (failures, calls) counted against the pipeline-wide budget so far.
+  std::pair<uint64_t, uint64_t> global_counts() const {
+    return {global_failures_.load(), global_calls_.load()};
+  }
   // Records a stage's failure (leaf lock) / cancels everything upstream of it.
   void record_stage_error(StageRunner* stage, std::exception_ptr error);
   void cancel_upstream(StageRunner* stage);

@@ -146,7 +146,10 @@ void StageRunner::end_wait_locked() {
 void StageRunner::record_call_locked(Clock::duration elapsed) {
   ++stats_.calls;
   stats_.op_time.record(elapsed);
-  if (budget_ == nullptr) pipeline_->count_global_call();
+  // Source pulls are not calls a budget applies to (a source exception fails
+  // the pipeline at once), so they do not count towards the pipeline-wide
+  // rate either.
+  if (budget_ == nullptr && kind_ != StageKind::kSource) pipeline_->count_global_call();
 }
 
 bool StageRunner::record_failure_locked(std::exception_ptr error,
@@ -166,10 +169,20 @@ bool StageRunner::record_failure_locked(std::exception_ptr error,
       budget_ != nullptr ? *budget_ : pipeline_->options().max_failures;
   std::string what = "stage " + name_ + " failed " +
                      std::to_string(stats_.failures) + " of " +
-                     std::to_string(stats_.calls) + " calls, which exceeds " +
-                     (budget_ != nullptr ? "its" : "the pipeline-wide") +
-                     " max_failures (" + budget.to_string() +
-                     "); last error: " + message;
+                     std::to_string(stats_.calls) + " calls, which exceeds ";
+  if (budget_ != nullptr) {
+    what += "its max_failures (" + budget.to_string() + ")";
+  } else {
+    // The pipeline-wide budget compares the totals of all stages without one.
+    auto [failures, calls] = pipeline_->global_counts();
+    what += "the pipeline-wide max_failures (" + budget.to_string() + ": " +
+            std::to_string(failures) + " failures";
+    if (budget.kind == FailureBudget::Kind::kRate) {
+      what += " of " + std::to_string(calls) + " calls";
+    }
+    what += " over the stages without their own)";
+  }
+  what += "; last error: " + message;
   const auto& recent = failure_log_.recent();
   if (recent.size() > 1) {
     what += "; earlier errors:";

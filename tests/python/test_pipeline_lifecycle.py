@@ -224,6 +224,16 @@ EXIT_SCRIPT = textwrap.dedent(
     idle = PipelineBuilder().add_source(range(3)).pipe(slow).add_sink(3).build(num_threads=1)
     loop = PipelineBuilder().add_source(range(10**6)).pipe(aop, concurrency=4).add_sink(3).build(num_threads=1)
     print(loop.get_item(timeout=10), flush=True)
+
+    # A failed one, whose failure's traceback leads back to these globals.
+    def bad(x):
+        raise ValueError(x)
+
+    failed = PipelineBuilder().add_source(range(3)).pipe(bad).add_sink(3).build(num_threads=1, max_failures=0)
+    try:
+        list(failed)
+    except Exception as e:
+        print(type(e).__name__, flush=True)
     print("exiting", flush=True)
     """
 )
@@ -235,6 +245,6 @@ def test_pipelines_alive_at_exit_do_not_hang_the_interpreter():
     )
     assert r.returncode == 0, r.stderr
     out = r.stdout.split()
-    assert len(out) == 3 and out[2] == "exiting" and all(x.isdigit() for x in out[:2]), r.stdout
+    assert out[2:] == ["PipelineFailure", "exiting"] and all(x.isdigit() for x in out[:2]), r.stdout
     # Nothing leaked at exit (nanobind reports leaked instances on stderr).
     assert "leaked" not in r.stderr, r.stderr

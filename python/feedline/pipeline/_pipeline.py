@@ -45,6 +45,10 @@ def _stop_live_pipelines():
     for p in pipelines:
         try:
             p._shutdown(_CLEANUP_TIMEOUT)
+            # Drop the native handle now: a module-level pipeline would
+            # otherwise be freed only by the interpreter's last garbage
+            # collection, after its extension module is gone.
+            p._native = None
         except TimeoutError:
             _LG.warning(
                 "a pipeline was still running a call %s s after exit began; exiting without it",
@@ -101,9 +105,10 @@ class Pipeline:
         self._started = False
         self._stopped = False
         self._failure_seen = False
+        self._failure = None  # the PipelineFailure, once stopped
         self._finalizer = weakref.finalize(self, _finalize, native, loop_thread, stage_hooks)
-        # Tracked from the start: at exit even a pipeline that never started
-        # is stopped, which releases the Python objects its stages hold.
+        # Tracked for its whole life: at exit every pipeline is stopped (even
+        # one that never started), which releases what its stages hold.
         _register_exit_hook()
         with _live_lock:
             _live.add(self)
@@ -143,9 +148,9 @@ class Pipeline:
         consumer has not received that failure yet.
         """
         self._shutdown(timeout)
-        if self._native.failed and not self._failure_seen:
+        if self._failure is not None and not self._failure_seen:
             self._failure_seen = True
-            self._native.raise_if_failed()
+            raise self._failure
 
     def _shutdown(self, timeout):
         with self._lock:
@@ -154,11 +159,11 @@ class Pipeline:
         if self._loop_thread is not None:
             self._loop_thread.begin_close()
         done = self._native.stop(timeout)
+        if done and self._failure is None:
+            self._failure = self._native.take_failure()
         if self._loop_thread is not None:
             self._loop_thread.close(timeout)
         self._stage_hooks.exit()
-        with _live_lock:
-            _live.discard(self)
         _drain_released()
         if not done:
             raise TimeoutError(f"The pipeline did not stop within {timeout} s; it stops in the background.")

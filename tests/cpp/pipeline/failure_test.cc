@@ -133,6 +133,28 @@ TEST(FailureTest, RateBudgetWaitsForProbationThenCompares) {
   }
 }
 
+TEST(FailureTest, PipelineWideRateCountsOpCallsNotSourcePulls) {
+  // 20% of calls fail. The 10% budget may only be checked once the op has
+  // made 100 calls: source pulls are not calls it applies to.
+  auto p = PipelineBuilder()
+               .add_source(iota(500))
+               .pipe([](int x) {
+                 if (x % 5 == 0) throw std::runtime_error("bad");
+                 return x;
+               })
+               .add_sink()
+               .build(BuildOptions{.num_threads = 1,
+                                   .max_failures = FailureBudget::max_rate(1, 10),
+                                   .failure_log_burst = 0});
+  std::vector<int> got;
+  std::optional<PipelineFailure> failure = read_until_failure(p, &got);
+  ASSERT_TRUE(failure);
+  EXPECT_GE(p.stats().stages[1].calls, 100u);
+  EXPECT_GE(got.size(), 80u);
+  EXPECT_NE(failure->errors()[0].message.find("failures of 1"), std::string::npos)
+      << failure->errors()[0].message;
+}
+
 TEST(FailureTest, PipelineWideBudgetIsSharedByStagesWithoutTheirOwn) {
   // Two stages fail 2 items each: 4 > 3 only when counted together.
   auto p = PipelineBuilder()
