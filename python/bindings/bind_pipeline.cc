@@ -224,23 +224,36 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       if (!timeout && !in_pool) {
         nb::gil_scoped_release release;
         run();
+      } else if (in_pool) {
+        std::thread(std::move(run)).detach();  // nobody here may wait for it
       } else {
-        std::thread(std::move(run)).detach();
+        std::lock_guard<std::mutex> lock(mu_);
+        stopper_ = std::thread(std::move(run));
       }
     }
     if (in_pool) return false;  // never wait on a pool thread
     bool done = true;
     {
       nb::gil_scoped_release release;
-      std::unique_lock<std::mutex> lock(state->mu);
-      if (!timeout) {
-        state->cv.wait(lock, [&] { return state->done; });
-      } else {
-        done = state->cv.wait_for(lock, seconds_to_ns(*timeout), [&] { return state->done; });
+      {
+        std::unique_lock<std::mutex> lock(state->mu);
+        if (!timeout) {
+          state->cv.wait(lock, [&] { return state->done; });
+        } else {
+          done = state->cv.wait_for(lock, seconds_to_ns(*timeout), [&] { return state->done; });
+        }
       }
+      // The stopper has done its work and is leaving: join it, so that no
+      // thread outlives a stop() that returned.
+      if (done) join_stopper();
     }
     if (done) release_engine(*state);
     return done;
+  }
+
+  ~NativePipeline() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopper_.joinable()) stopper_.detach();  // a stop that timed out
   }
 
   bool stopping() {
@@ -282,6 +295,15 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   }
 
  private:
+  void join_stopper() {
+    std::thread stopper;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopper = std::move(stopper_);
+    }
+    if (stopper.joinable()) stopper.join();
+  }
+
   // The engine pipeline; null once released after stop().
   PipelinePtr engine() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -308,6 +330,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   PipelineStats final_stats_;
   std::exception_ptr failure_;
   std::shared_ptr<StopState> stop_state_;
+  std::thread stopper_;  // runs a stop that has a timeout
   std::mutex consumer_mu_;
 };
 
