@@ -70,7 +70,8 @@ void raise_for_test(std::string_view kind) {
 void raise_pipeline_failure(const std::exception_ptr& failure) {
   try {
     nb::object group = to_python_exception(failure);
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(group.ptr())), group.ptr());
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(group.ptr())),
+                    group.ptr());
   } catch (nb::python_error& e) {
     e.restore();
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 // GIL policy (py_ref.h): every call into the engine runs with the GIL
 // released; waits are cut into slices so that Ctrl-C reaches the consumer.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -54,7 +55,9 @@ using std::chrono::steady_clock;
 constexpr auto kSignalCheckInterval = std::chrono::milliseconds(50);
 
 nanoseconds seconds_to_ns(double s) {
-  if (!(s >= 0)) throw InvalidArgument("timeout must be >= 0 (got " + std::to_string(s) + ")");
+  if (!(s >= 0))
+    throw InvalidArgument("timeout must be >= 0 (got " + std::to_string(s) +
+                          ")");
   return duration_cast<nanoseconds>(duration<double>(std::min(s, 1e9)));
 }
 
@@ -67,9 +70,11 @@ std::optional<FailureBudget> to_budget(nb::handle spec) {
   nb::tuple t = nb::cast<nb::tuple>(spec);
   std::string kind = nb::cast<std::string>(t[0]);
   if (kind == "unlimited") return FailureBudget::unlimited();
-  if (kind == "count") return FailureBudget::max_count(nb::cast<uint64_t>(t[1]));
+  if (kind == "count")
+    return FailureBudget::max_count(nb::cast<uint64_t>(t[1]));
   if (kind == "rate") {
-    return FailureBudget::max_rate(nb::cast<uint64_t>(t[1]), nb::cast<uint64_t>(t[2]));
+    return FailureBudget::max_rate(nb::cast<uint64_t>(t[1]),
+                                   nb::cast<uint64_t>(t[2]));
   }
   throw InvalidArgument("unknown failure budget kind '" + kind + "'");
 }
@@ -117,7 +122,8 @@ class NativePipeline;
 // One epoch of the pipeline as a Python iterator.
 class EpochIterator {
  public:
-  EpochIterator(std::shared_ptr<NativePipeline> owner, std::optional<double> timeout)
+  EpochIterator(std::shared_ptr<NativePipeline> owner,
+                std::optional<double> timeout)
       : owner_(std::move(owner)), timeout_(timeout) {}
   nb::object next();
 
@@ -134,7 +140,8 @@ class EpochIterator {
 // the garbage collector cannot see.
 class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
  public:
-  explicit NativePipeline(Pipeline p) : pipeline_(new Pipeline(std::move(p)), &dispose) {}
+  explicit NativePipeline(Pipeline p)
+      : pipeline_(new Pipeline(std::move(p)), &dispose) {}
 
   void start() {
     PipelinePtr p = engine();
@@ -164,6 +171,13 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       if (failure) std::rethrow_exception(failure);
       return NextStatus::kEnd;
     }
+    // Visible to tests (consumer_waiting) so that they can interrupt a
+    // consumer that is certainly inside this wait.
+    struct Waiting {
+      std::atomic<int>& n;
+      explicit Waiting(std::atomic<int>& count) : n(count) { ++n; }
+      ~Waiting() { --n; }
+    } waiting(waiting_);
     for (;;) {
       nanoseconds slice = kSignalCheckInterval;
       if (deadline) {
@@ -189,8 +203,8 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
         throw nb::python_error();
       }
       if (deadline && steady_clock::now() >= *deadline) {
-        throw Timeout("the next item is not available after " + std::to_string(*timeout) +
-                      " s");
+        throw Timeout("the next item is not available after " +
+                      std::to_string(*timeout) + " s");
       }
     }
   }
@@ -240,7 +254,8 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
         if (!timeout) {
           state->cv.wait(lock, [&] { return state->done; });
         } else {
-          done = state->cv.wait_for(lock, seconds_to_ns(*timeout), [&] { return state->done; });
+          done = state->cv.wait_for(lock, seconds_to_ns(*timeout),
+                                    [&] { return state->done; });
         }
       }
       // The stopper has done its work and is leaving: join it, so that no
@@ -260,6 +275,8 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     std::lock_guard<std::mutex> lock(mu_);
     return stop_state_ != nullptr;
   }
+
+  bool consumer_waiting() const { return waiting_.load() > 0; }
 
   PipelineStats stats() {
     PipelinePtr p = engine();
@@ -332,6 +349,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   std::shared_ptr<StopState> stop_state_;
   std::thread stopper_;  // runs a stop that has a timeout
   std::mutex consumer_mu_;
+  std::atomic<int> waiting_{0};  // consumers inside wait_next()
 };
 
 nb::object EpochIterator::next() {
@@ -365,13 +383,17 @@ class PipelineSpecBuilder {
     last_stage_ = name;
   }
 
-  void set_merge(std::vector<PipelineSpecBuilder*> inputs, const std::string& name) {
+  void set_merge(std::vector<PipelineSpecBuilder*> inputs,
+                 const std::string& name) {
     check_head_unset();
-    if (inputs.empty()) throw InvalidArgument("merge needs at least one input pipeline");
+    if (inputs.empty())
+      throw InvalidArgument("merge needs at least one input pipeline");
     const std::type_info* produced = inputs.front()->produced_;
     for (PipelineSpecBuilder* input : inputs) {
-      if (!input->has_head_) throw InvalidArgument("a merged pipeline has no source");
-      if (input->spec_.sink_capacity) throw InvalidArgument("a merged pipeline must not have a sink");
+      if (!input->has_head_)
+        throw InvalidArgument("a merged pipeline has no source");
+      if (input->spec_.sink_capacity)
+        throw InvalidArgument("a merged pipeline must not have a sink");
       if (input->produced_ != produced) produced = nullptr;
       spec_.merge_inputs.push_back(input->spec_);
     }
@@ -381,62 +403,65 @@ class PipelineSpecBuilder {
     last_stage_ = name;
   }
 
-  void add_map(nb::object fn, const std::string& name, int concurrency, bool input_order,
-               nb::handle budget) {
-    add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name, concurrency,
-              input_order, budget);
+  void add_map(nb::object fn, const std::string& name, int concurrency,
+               bool input_order, nb::handle budget) {
+    add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name,
+              concurrency, input_order, budget);
     produced_ = &typeid(PyObj);
   }
 
-  void add_generator(nb::object fn, const std::string& name, int concurrency, bool input_order,
-                     nb::handle budget) {
-    add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name, concurrency,
-              input_order, budget);
+  void add_generator(nb::object fn, const std::string& name, int concurrency,
+                     bool input_order, nb::handle budget) {
+    add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name,
+              concurrency, input_order, budget);
     produced_ = &typeid(PyObj);
   }
 
-  void add_async(nb::object submit, const std::string& name, int concurrency, bool input_order,
-                 nb::handle budget) {
-    add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name, concurrency,
-              input_order, budget);
+  void add_async(nb::object submit, const std::string& name, int concurrency,
+                 bool input_order, nb::handle budget) {
+    add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name,
+              concurrency, input_order, budget);
     produced_ = &typeid(PyObj);
   }
 
-  void add_native(const NativeOp& op, const std::string& name, int concurrency, bool input_order,
-                  nb::handle budget) {
+  void add_native(const NativeOp& op, const std::string& name, int concurrency,
+                  bool input_order, nb::handle budget) {
     check_input_type(op, name);
-    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input), name, concurrency, input_order,
-              budget);
+    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input), name,
+              concurrency, input_order, budget);
     if (op.output != nullptr) produced_ = op.output;
   }
 
   void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
-    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1, false,
-              nb::none());
+    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1,
+              false, nb::none());
     produced_ = &typeid(ItemBatch);
   }
 
-  void add_aggregator(nb::object aggregator, bool drop_last, const std::string& name,
-                      nb::handle budget) {
-    add_stage(StageKind::kAggregate, make_python_aggregator_op(std::move(aggregator), drop_last),
-              name, 1, false, budget);
+  void add_aggregator(nb::object aggregator, bool drop_last,
+                      const std::string& name, nb::handle budget) {
+    add_stage(StageKind::kAggregate,
+              make_python_aggregator_op(std::move(aggregator), drop_last), name,
+              1, false, budget);
     produced_ = &typeid(PyObj);
   }
 
   void add_disaggregate(const std::string& name) {
-    add_stage(StageKind::kDisaggregate, make_disaggregate_any_op(), name, 1, false, nb::none());
+    add_stage(StageKind::kDisaggregate, make_disaggregate_any_op(), name, 1,
+              false, nb::none());
     produced_ = nullptr;
   }
 
   void set_sink(std::size_t capacity) {
-    if (capacity < 1) throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
+    if (capacity < 1)
+      throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
     spec_.sink_capacity = capacity;
   }
 
-  std::shared_ptr<NativePipeline> build(int num_threads, nb::handle max_failures,
-                                        double report_interval, nb::object stats_callback,
-                                        int failure_log_burst, double failure_log_interval,
-                                        const std::string& name) {
+  std::shared_ptr<NativePipeline> build(
+      int num_threads, nb::handle max_failures, double report_interval,
+      nb::object stats_callback, int failure_log_burst,
+      double failure_log_interval, const std::string& name) {
     BuildOptions options;
     options.num_threads = num_threads;
     if (auto budget = to_budget(max_failures)) options.max_failures = *budget;
@@ -444,11 +469,13 @@ class PipelineSpecBuilder {
     options.failure_log_burst = failure_log_burst;
     options.failure_log_interval = seconds_to_ns(failure_log_interval);
     if (!stats_callback.is_none()) {
-      auto callback = std::make_shared<PyObj>(PyObj::steal(stats_callback.release().ptr()));
+      auto callback =
+          std::make_shared<PyObj>(PyObj::steal(stats_callback.release().ptr()));
       options.stats_hook = [callback](const PipelineStats& stats) {
         try {
           GilScope gil;
-          PyObject* r = PyObject_CallOneArg(callback->get(), nb::cast(stats).ptr());
+          PyObject* r =
+              PyObject_CallOneArg(callback->get(), nb::cast(stats).ptr());
           if (r == nullptr) {
             std::string what = "pipeline stats callback failed";
             try {
@@ -460,10 +487,12 @@ class PipelineSpecBuilder {
           }
           Py_XDECREF(r);
         } catch (const std::exception& e) {
-          log(LogLevel::kWarning, std::string("pipeline stats callback failed: ") + e.what());
+          log(LogLevel::kWarning,
+              std::string("pipeline stats callback failed: ") + e.what());
         }
       };
-      if (report_interval > 0) options.report_interval = seconds_to_ns(report_interval);
+      if (report_interval > 0)
+        options.report_interval = seconds_to_ns(report_interval);
     }
     Pipeline p = build_pipeline(spec_, std::move(options));
     return std::make_shared<NativePipeline>(std::move(p));
@@ -474,15 +503,17 @@ class PipelineSpecBuilder {
     if (has_head_) throw InvalidArgument("the pipeline already has a source");
   }
 
-  void add_stage(StageKind kind, OpPtr op, const std::string& name, int concurrency,
-                 bool input_order, nb::handle budget) {
-    if (!has_head_) throw InvalidArgument("add a source before stage '" + name + "'");
+  void add_stage(StageKind kind, OpPtr op, const std::string& name,
+                 int concurrency, bool input_order, nb::handle budget) {
+    if (!has_head_)
+      throw InvalidArgument("add a source before stage '" + name + "'");
     StageSpec stage;
     stage.kind = kind;
     stage.op = std::move(op);
     stage.options.name = name;
     stage.options.concurrency = concurrency;
-    stage.options.output_order = input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
+    stage.options.output_order =
+        input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
     stage.options.max_failures = to_budget(budget);
     spec_.stages.push_back(std::move(stage));
     last_stage_ = name;
@@ -491,19 +522,22 @@ class PipelineSpecBuilder {
   // A native op after a stage whose output it cannot take fails here, at
   // build time, naming both stages.
   void check_input_type(const NativeOp& op, const std::string& name) const {
-    if (op.input == nullptr || produced_ == nullptr || *produced_ == *op.input) return;
+    if (op.input == nullptr || produced_ == nullptr || *produced_ == *op.input)
+      return;
     if (*produced_ == typeid(PyObj)) {
       if (!can_convert_from_python(*op.input)) {
-        throw InvalidArgument("stage '" + name + "' (native op " + op.name + ") takes native " +
-                              python_type_name(*op.input) +
-                              " items, which cannot be made from the Python values that stage '" +
-                              last_stage_ + "' produces");
+        throw InvalidArgument(
+            "stage '" + name + "' (native op " + op.name + ") takes native " +
+            python_type_name(*op.input) +
+            " items, which cannot be made from the Python values that stage '" +
+            last_stage_ + "' produces");
       }
       return;
     }
-    throw InvalidArgument("stage '" + name + "' (native op " + op.name + ") takes " +
-                          python_type_name(*op.input) + " items, but stage '" + last_stage_ +
-                          "' produces " + python_type_name(*produced_));
+    throw InvalidArgument("stage '" + name + "' (native op " + op.name +
+                          ") takes " + python_type_name(*op.input) +
+                          " items, but stage '" + last_stage_ + "' produces " +
+                          python_type_name(*produced_));
   }
 
   PipelineSpec spec_;
@@ -527,7 +561,8 @@ void set_log_handler(nb::object handler) {
     try {
       GilScope gil;
       nb::object text = nb::str(message.data(), message.size());
-      PyObject* r = PyObject_CallFunction(shared->get(), "iO", static_cast<int>(level), text.ptr());
+      PyObject* r = PyObject_CallFunction(shared->get(), "iO",
+                                          static_cast<int>(level), text.ptr());
       if (r == nullptr) PyErr_Clear();
       Py_XDECREF(r);
     } catch (...) {
@@ -536,15 +571,19 @@ void set_log_handler(nb::object handler) {
   });
 }
 
-void set_log_level_int(int level) { set_log_level(static_cast<LogLevel>(level)); }
+void set_log_level_int(int level) {
+  set_log_level(static_cast<LogLevel>(level));
+}
 
 }  // namespace
 
 void bind_native_op(nb::module_& m) {
-  nb::class_<NativeOp>(m, "NativeOp",
-                       "A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): it\n"
-                       "runs without the GIL and passes native items on without converting\n"
-                       "them to Python objects.")
+  nb::class_<NativeOp>(
+      m, "NativeOp",
+      "A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): "
+      "it\n"
+      "runs without the GIL and passes native items on without converting\n"
+      "them to Python objects.")
       .def_ro("name", &NativeOp::name)
       .def_prop_ro("kind",
                    [](const NativeOp& op) {
@@ -558,27 +597,32 @@ void bind_native_op(nb::module_& m) {
                      }
                      return "map";
                    })
-      .def_prop_ro("input_type",
-                   [](const NativeOp& op) -> std::optional<std::string> {
-                     if (op.input == nullptr) return std::nullopt;
-                     return python_type_name(*op.input);
-                   },
-                   "Name of the native type the op takes; None: any item.")
-      .def_prop_ro("output_type",
-                   [](const NativeOp& op) -> std::optional<std::string> {
-                     if (op.output == nullptr) return std::nullopt;
-                     return python_type_name(*op.output);
-                   },
-                   "Name of the native type the op produces; None: what it was given.")
+      .def_prop_ro(
+          "input_type",
+          [](const NativeOp& op) -> std::optional<std::string> {
+            if (op.input == nullptr) return std::nullopt;
+            return python_type_name(*op.input);
+          },
+          "Name of the native type the op takes; None: any item.")
+      .def_prop_ro(
+          "output_type",
+          [](const NativeOp& op) -> std::optional<std::string> {
+            if (op.output == nullptr) return std::nullopt;
+            return python_type_name(*op.output);
+          },
+          "Name of the native type the op produces; None: what it was given.")
       .def("__repr__", [](const NativeOp& op) {
         std::string in = op.input ? python_type_name(*op.input) : "any";
         std::string out = op.output ? python_type_name(*op.output) : in;
         return "NativeOp(" + op.name + ": " + in + " -> " + out + ")";
       });
-  nb::class_<NativeSource>(m, "NativeSource",
-                           "A pipeline source implemented in C++; pass it to add_source().")
+  nb::class_<NativeSource>(
+      m, "NativeSource",
+      "A pipeline source implemented in C++; pass it to add_source().")
       .def_ro("name", &NativeSource::name)
-      .def("__repr__", [](const NativeSource& s) { return "NativeSource(" + s.name + ")"; });
+      .def("__repr__", [](const NativeSource& s) {
+        return "NativeSource(" + s.name + ")";
+      });
 }
 
 void bind_pipeline(nb::module_& m) {
@@ -591,43 +635,53 @@ void bind_pipeline(nb::module_& m) {
   nb::class_<NativePipeline>(m, "_NativePipeline")
       .def("start", &NativePipeline::start)
       .def_prop_ro("started", &NativePipeline::started)
-      .def("get",
-           [](NativePipeline& p, std::optional<double> timeout) -> nb::object {
-             Item item;
-             NextStatus status = p.wait_next(&item, timeout);
-             if (status == NextStatus::kItem) return to_python(std::move(item));
-             PyErr_SetString(PyExc_EOFError, status == NextStatus::kEpochEnd
-                                                 ? "Reached the end of the epoch."
-                                                 : "Reached the end of the pipeline.");
-             throw nb::python_error();
-           },
-           nb::arg("timeout").none())
-      .def("epoch",
-           [](NativePipeline& p, std::optional<double> timeout) {
-             return EpochIterator(p.shared_from_this(), timeout);
-           },
-           nb::arg("timeout").none())
+      .def(
+          "get",
+          [](NativePipeline& p, std::optional<double> timeout) -> nb::object {
+            Item item;
+            NextStatus status = p.wait_next(&item, timeout);
+            if (status == NextStatus::kItem) return to_python(std::move(item));
+            PyErr_SetString(PyExc_EOFError,
+                            status == NextStatus::kEpochEnd
+                                ? "Reached the end of the epoch."
+                                : "Reached the end of the pipeline.");
+            throw nb::python_error();
+          },
+          nb::arg("timeout").none())
+      .def(
+          "epoch",
+          [](NativePipeline& p, std::optional<double> timeout) {
+            return EpochIterator(p.shared_from_this(), timeout);
+          },
+          nb::arg("timeout").none())
       .def("stop", &NativePipeline::stop, nb::arg("timeout").none())
       .def_prop_ro("stopping", &NativePipeline::stopping)
+      .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
       .def("take_failure", &NativePipeline::take_failure);
 
   nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")
       .def(nb::init<>())
-      .def("set_source", &PipelineSpecBuilder::set_source, nb::arg("source"), nb::arg("name"),
-           nb::arg("continuous"))
-      .def("set_merge", &PipelineSpecBuilder::set_merge, nb::arg("inputs"), nb::arg("name"))
-      .def("add_map", &PipelineSpecBuilder::add_map, nb::arg("fn"), nb::arg("name"),
-           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
-      .def("add_generator", &PipelineSpecBuilder::add_generator, nb::arg("fn"), nb::arg("name"),
-           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
-      .def("add_async", &PipelineSpecBuilder::add_async, nb::arg("fn"), nb::arg("name"),
-           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
-      .def("add_native", &PipelineSpecBuilder::add_native, nb::arg("op"), nb::arg("name"),
-           nb::arg("concurrency"), nb::arg("input_order"), nb::arg("budget").none())
+      .def("set_source", &PipelineSpecBuilder::set_source, nb::arg("source"),
+           nb::arg("name"), nb::arg("continuous"))
+      .def("set_merge", &PipelineSpecBuilder::set_merge, nb::arg("inputs"),
+           nb::arg("name"))
+      .def("add_map", &PipelineSpecBuilder::add_map, nb::arg("fn"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_generator", &PipelineSpecBuilder::add_generator, nb::arg("fn"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_async", &PipelineSpecBuilder::add_async, nb::arg("fn"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_native", &PipelineSpecBuilder::add_native, nb::arg("op"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
       .def("add_aggregate", &PipelineSpecBuilder::add_aggregate)
-      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator, nb::arg("aggregator"),
-           nb::arg("drop_last"), nb::arg("name"), nb::arg("budget").none())
+      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator,
+           nb::arg("aggregator"), nb::arg("drop_last"), nb::arg("name"),
+           nb::arg("budget").none())
       .def("add_disaggregate", &PipelineSpecBuilder::add_disaggregate)
       .def("set_sink", &PipelineSpecBuilder::set_sink)
       .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),
@@ -638,10 +692,12 @@ void bind_pipeline(nb::module_& m) {
   m.def("_set_log_handler", &set_log_handler, nb::arg("handler").none(),
         "Routes engine log messages to handler(level, message); None: stderr.");
   m.def("_set_log_level", &set_log_level_int, nb::arg("level"));
-  m.def("_drain_released", [] { drain_released(); },
-        "Releases Python references dropped by native threads.");
-  m.def("_live_pool_threads", [] { return ThreadPool::live_threads(); },
-        "Worker threads of all pipelines alive in the process.");
+  m.def(
+      "_drain_released", [] { drain_released(); },
+      "Releases Python references dropped by native threads.");
+  m.def(
+      "_live_pool_threads", [] { return ThreadPool::live_threads(); },
+      "Worker threads of all pipelines alive in the process.");
 }
 
 }  // namespace feedline::bindings

@@ -19,23 +19,34 @@ namespace nb = nanobind;
 namespace feedline::bindings {
 namespace {
 
-double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) * 1e-9; }
+double seconds(std::chrono::nanoseconds d) {
+  return static_cast<double>(d.count()) * 1e-9;
+}
 
 }  // namespace
 
 void bind_stats(nb::module_& m) {
-  nb::class_<LatencyHistogram>(m, "LatencyHistogram",
-                               "Durations of calls, in log-linear buckets (values within 12.5%).")
+  nb::class_<LatencyHistogram>(
+      m, "LatencyHistogram",
+      "Durations of calls, in log-linear buckets (values within 12.5%).")
       .def_prop_ro("count", &LatencyHistogram::count)
-      .def_prop_ro("total", [](const LatencyHistogram& h) { return seconds(h.sum()); },
-                   "Sum of all durations, in seconds.")
-      .def_prop_ro("mean", [](const LatencyHistogram& h) { return seconds(h.mean()); })
-      .def_prop_ro("max", [](const LatencyHistogram& h) { return seconds(h.max()); })
-      .def("quantile",
-           [](const LatencyHistogram& h, double q) { return seconds(h.quantile(q)); },
-           nb::arg("q"), "The duration at quantile q in [0, 1], in seconds (0 when empty).")
+      .def_prop_ro(
+          "total", [](const LatencyHistogram& h) { return seconds(h.sum()); },
+          "Sum of all durations, in seconds.")
+      .def_prop_ro("mean",
+                   [](const LatencyHistogram& h) { return seconds(h.mean()); })
+      .def_prop_ro("max",
+                   [](const LatencyHistogram& h) { return seconds(h.max()); })
+      .def(
+          "quantile",
+          [](const LatencyHistogram& h, double q) {
+            return seconds(h.quantile(q));
+          },
+          nb::arg("q"),
+          "The duration at quantile q in [0, 1], in seconds (0 when empty).")
       .def("since", &LatencyHistogram::since, nb::arg("earlier"),
-           "What was recorded after `earlier`, an older snapshot of the same histogram.");
+           "What was recorded after `earlier`, an older snapshot of the same "
+           "histogram.");
 
   nb::class_<QueueStats>(m, "QueueStats", "The queue in front of a stage.")
       .def_ro("capacity", &QueueStats::capacity)
@@ -43,13 +54,18 @@ void bind_stats(nb::module_& m) {
       .def_ro("max_depth", &QueueStats::max_depth)
       .def_ro("items_put", &QueueStats::items_put)
       .def_ro("items_got", &QueueStats::items_got)
-      .def_prop_ro("time_empty", [](const QueueStats& q) { return seconds(q.time_empty); })
-      .def_prop_ro("time_full", [](const QueueStats& q) { return seconds(q.time_full); })
-      .def_prop_ro("elapsed", [](const QueueStats& q) { return seconds(q.elapsed); })
-      .def_prop_ro("put_wait", [](const QueueStats& q) { return seconds(q.put_wait); },
-                   "Total time the producer waited for room, in seconds.")
-      .def_prop_ro("get_wait", [](const QueueStats& q) { return seconds(q.get_wait); },
-                   "Total time the consumer waited for an item, in seconds.")
+      .def_prop_ro("time_empty",
+                   [](const QueueStats& q) { return seconds(q.time_empty); })
+      .def_prop_ro("time_full",
+                   [](const QueueStats& q) { return seconds(q.time_full); })
+      .def_prop_ro("elapsed",
+                   [](const QueueStats& q) { return seconds(q.elapsed); })
+      .def_prop_ro(
+          "put_wait", [](const QueueStats& q) { return seconds(q.put_wait); },
+          "Total time the producer waited for room, in seconds.")
+      .def_prop_ro(
+          "get_wait", [](const QueueStats& q) { return seconds(q.get_wait); },
+          "Total time the consumer waited for an item, in seconds.")
       .def_prop_ro("occupancy", &QueueStats::occupancy,
                    "Mean depth / capacity over the elapsed time, in [0, 1].");
 
@@ -64,25 +80,33 @@ void bind_stats(nb::module_& m) {
       .def_ro("failures", &StageStats::failures)
       .def_ro("epochs", &StageStats::epochs)
       .def_ro("op_time", &StageStats::op_time)
-      .def_prop_ro("wait_input", [](const StageStats& s) { return seconds(s.wait_input); })
-      .def_prop_ro("wait_output", [](const StageStats& s) { return seconds(s.wait_output); })
+      .def_prop_ro("wait_input",
+                   [](const StageStats& s) { return seconds(s.wait_input); })
+      .def_prop_ro("wait_output",
+                   [](const StageStats& s) { return seconds(s.wait_output); })
       .def_ro("finished", &StageStats::finished)
       .def_ro("failed", &StageStats::failed)
       .def_ro("input_queue", &StageStats::input_queue);
 
-  nb::class_<PipelineStats>(m, "PipelineStats",
-                            "A snapshot of every stage's counters (totals since start).")
+  nb::class_<PipelineStats>(
+      m, "PipelineStats",
+      "A snapshot of every stage's counters (totals since start).")
       .def_ro("name", &PipelineStats::name)
-      .def_prop_ro("elapsed", [](const PipelineStats& p) { return seconds(p.elapsed); })
+      .def_prop_ro("elapsed",
+                   [](const PipelineStats& p) { return seconds(p.elapsed); })
       .def_ro("stages", &PipelineStats::stages)
       .def_ro("items_delivered", &PipelineStats::items_delivered)
-      .def("to_json", [](const PipelineStats& p) { return to_json(p); },
-           "One JSON object on one line, with every field (durations in ns).")
-      .def("format_table", [](const PipelineStats& p) { return format_table(p); },
-           "A human-readable table, one row per stage.")
+      .def(
+          "to_json", [](const PipelineStats& p) { return to_json(p); },
+          "One JSON object on one line, with every field (durations in ns).")
+      .def(
+          "format_table",
+          [](const PipelineStats& p) { return format_table(p); },
+          "A human-readable table, one row per stage.")
       .def("__repr__", [](const PipelineStats& p) {
-        return "<PipelineStats " + p.name + ": " + std::to_string(p.stages.size()) +
-               " stages, " + std::to_string(p.items_delivered) + " items delivered>";
+        return "<PipelineStats " + p.name + ": " +
+               std::to_string(p.stages.size()) + " stages, " +
+               std::to_string(p.items_delivered) + " items delivered>";
       });
 }
 

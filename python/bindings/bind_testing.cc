@@ -34,9 +34,10 @@ class LambdaMapOp final : public MapOp {
 };
 
 template <typename F>
-NativeOp map_op(std::string name, const std::type_info* input, const std::type_info* output,
-                F f) {
-  return NativeOp{std::make_shared<LambdaMapOp<F>>(std::move(f)), std::move(name), input, output};
+NativeOp map_op(std::string name, const std::type_info* input,
+                const std::type_info* output, F f) {
+  return NativeOp{std::make_shared<LambdaMapOp<F>>(std::move(f)),
+                  std::move(name), input, output};
 }
 
 class RepeatGenerator final : public ItemGenerator {
@@ -82,43 +83,80 @@ class RangeSource final : public ItemSource {
 }  // namespace
 
 void bind_testing(nb::module_& parent) {
-  nb::module_ m = parent.def_submodule("testing", "Native ops for tests (not a public API).");
+  nb::module_ m = parent.def_submodule(
+      "testing", "Native ops for tests (not a public API).");
   const std::type_info* kInt = &typeid(int64_t);
 
-  m.def("identity", [] { return map_op("identity", nullptr, nullptr, [](Item x) { return x; }); },
-        "Passes any item on unchanged, without looking at it.");
-  m.def("add", [kInt](int64_t n) {
-    return map_op("add", kInt, kInt, [n](Item x) { return Item(x.as<int64_t>() + n); });
-  }, nb::arg("n"), "int -> int + n.");
-  m.def("fail_on_multiple", [kInt](int64_t k) {
-    return map_op("fail_on_multiple", kInt, kInt, [k](Item x) {
-      int64_t v = x.as<int64_t>();
-      if (v % k == 0) throw DecodeError("value " + std::to_string(v) + " is a multiple of " + std::to_string(k));
-      return x;
-    });
-  }, nb::arg("k"), "Passes ints on; raises feedline.DecodeError on multiples of k.");
-  m.def("to_str", [kInt] {
-    return map_op("to_str", kInt, &typeid(std::string),
-                  [](Item x) { return Item(std::to_string(x.as<int64_t>())); });
-  }, "int -> str.");
-  m.def("str_len", [kInt] {
-    return map_op("str_len", &typeid(std::string), kInt,
-                  [](Item x) { return Item(static_cast<int64_t>(x.as<std::string>().size())); });
-  }, "str (or os.PathLike) -> its length in bytes.");
-  m.def("gil_probe", [] {
-    return map_op("gil_probe", nullptr, &typeid(bool),
-                  [](Item) { return Item(holds_gil()); });
-  }, "Replaces each item by whether the calling thread held the GIL.");
-  m.def("repeat", [kInt](int64_t times) {
-    return NativeOp{std::make_shared<RepeatOp>(times), "repeat", kInt, kInt};
-  }, nb::arg("times"), "Generator: each int `times` times.");
-  m.def("range_source", [](int64_t n) {
-    return NativeSource{[n] { return std::make_unique<RangeSource>(n); }, "range", &typeid(int64_t)};
-  }, nb::arg("n"), "A native source of the ints 0 .. n-1.");
-  m.def("conversion_counts", [] {
-    ConversionCounts& c = conversion_counts();
-    return nb::make_tuple(c.to_python.load(), c.from_python.load());
-  }, "(native -> Python, Python -> native) conversions so far.");
+  m.def(
+      "identity",
+      [] {
+        return map_op("identity", nullptr, nullptr, [](Item x) { return x; });
+      },
+      "Passes any item on unchanged, without looking at it.");
+  m.def(
+      "add",
+      [kInt](int64_t n) {
+        return map_op("add", kInt, kInt,
+                      [n](Item x) { return Item(x.as<int64_t>() + n); });
+      },
+      nb::arg("n"), "int -> int + n.");
+  m.def(
+      "fail_on_multiple",
+      [kInt](int64_t k) {
+        return map_op("fail_on_multiple", kInt, kInt, [k](Item x) {
+          int64_t v = x.as<int64_t>();
+          if (v % k == 0)
+            throw DecodeError("value " + std::to_string(v) +
+                              " is a multiple of " + std::to_string(k));
+          return x;
+        });
+      },
+      nb::arg("k"),
+      "Passes ints on; raises feedline.DecodeError on multiples of k.");
+  m.def(
+      "to_str",
+      [kInt] {
+        return map_op("to_str", kInt, &typeid(std::string), [](Item x) {
+          return Item(std::to_string(x.as<int64_t>()));
+        });
+      },
+      "int -> str.");
+  m.def(
+      "str_len",
+      [kInt] {
+        return map_op("str_len", &typeid(std::string), kInt, [](Item x) {
+          return Item(static_cast<int64_t>(x.as<std::string>().size()));
+        });
+      },
+      "str (or os.PathLike) -> its length in bytes.");
+  m.def(
+      "gil_probe",
+      [] {
+        return map_op("gil_probe", nullptr, &typeid(bool),
+                      [](Item) { return Item(holds_gil()); });
+      },
+      "Replaces each item by whether the calling thread held the GIL.");
+  m.def(
+      "repeat",
+      [kInt](int64_t times) {
+        return NativeOp{std::make_shared<RepeatOp>(times), "repeat", kInt,
+                        kInt};
+      },
+      nb::arg("times"), "Generator: each int `times` times.");
+  m.def(
+      "range_source",
+      [](int64_t n) {
+        return NativeSource{[n] { return std::make_unique<RangeSource>(n); },
+                            "range", &typeid(int64_t)};
+      },
+      nb::arg("n"), "A native source of the ints 0 .. n-1.");
+  m.def(
+      "conversion_counts",
+      [] {
+        ConversionCounts& c = conversion_counts();
+        return nb::make_tuple(c.to_python.load(), c.from_python.load());
+      },
+      "(native -> Python, Python -> native) conversions so far.");
 }
 
 }  // namespace feedline::bindings

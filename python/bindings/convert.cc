@@ -46,7 +46,8 @@ std::string innermost_location(nb::handle exc) {
 }
 
 std::string describe_python_exception(nb::handle exc) {
-  std::string what = nb::cast<std::string>(nb::handle(Py_TYPE(exc.ptr())).attr("__name__"));
+  std::string what =
+      nb::cast<std::string>(nb::handle(Py_TYPE(exc.ptr())).attr("__name__"));
   nb::object text = nb::steal(PyObject_Str(exc.ptr()));
   if (text.is_valid()) {
     std::string message = nb::cast<std::string>(text);
@@ -59,8 +60,10 @@ std::string describe_python_exception(nb::handle exc) {
   return what;
 }
 
-nb::object make_exception(const char* feedline_class, const std::string& message) {
-  nb::object cls = nb::module_::import_("feedline._feedline_ext").attr(feedline_class);
+nb::object make_exception(const char* feedline_class,
+                          const std::string& message) {
+  nb::object cls =
+      nb::module_::import_("feedline._feedline_ext").attr(feedline_class);
   return cls(message);
 }
 
@@ -72,10 +75,13 @@ nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
 nb::object int_to_python(Item& item) { return nb::int_(item.as<int64_t>()); }
 nb::object float_to_python(Item& item) { return nb::float_(item.as<double>()); }
 nb::object bool_to_python(Item& item) { return nb::bool_(item.as<bool>()); }
-nb::object str_to_python(Item& item) { return nb::str(item.as<std::string>().c_str(), item.as<std::string>().size()); }
+nb::object str_to_python(Item& item) {
+  return nb::str(item.as<std::string>().c_str(), item.as<std::string>().size());
+}
 nb::object batch_to_python(Item& item) {
   ItemBatch& batch = item.as<ItemBatch>();
-  nb::object list = nb::steal(PyList_New(static_cast<Py_ssize_t>(batch.size())));
+  nb::object list =
+      nb::steal(PyList_New(static_cast<Py_ssize_t>(batch.size())));
   if (!list.is_valid()) throw nb::python_error();
   for (std::size_t i = 0; i < batch.size(); ++i) {
     PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i),
@@ -116,7 +122,8 @@ Item str_from_python(nb::handle obj) {
       throw InvalidArgument("expected a str or os.PathLike");
     }
     text = nb::steal(fs);
-    if (!PyUnicode_Check(text.ptr())) throw InvalidArgument("expected a str path, got bytes");
+    if (!PyUnicode_Check(text.ptr()))
+      throw InvalidArgument("expected a str path, got bytes");
   }
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
@@ -131,7 +138,8 @@ Item str_from_python(nb::handle obj) {
   PyObject* value = nullptr;
   PyObject* tb = nullptr;
   PyErr_Fetch(&type, &value, &tb);
-  if (type == nullptr) throw Internal("throw_python_error() without a Python error");
+  if (type == nullptr)
+    throw Internal("throw_python_error() without a Python error");
   PyErr_NormalizeException(&type, &value, &tb);
   if (tb != nullptr) {
     PyException_SetTraceback(value, tb);
@@ -158,10 +166,12 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     nb::list causes;
     for (const StageError& stage : e.errors()) {
       nb::object exc = to_python_exception(stage.error);
-      if (nb::hasattr(exc, "add_note")) exc.attr("add_note")("Pipeline stage: " + stage.stage);
+      if (nb::hasattr(exc, "add_note"))
+        exc.attr("add_note")("Pipeline stage: " + stage.stage);
       causes.append(exc);
     }
-    nb::object cls = nb::module_::import_("feedline._errors").attr("PipelineFailure");
+    nb::object cls =
+        nb::module_::import_("feedline._errors").attr("PipelineFailure");
     return cls(e.what(), causes);
   } catch (const TooManyFailures& e) {
     nb::object exc = make_exception("TooManyFailures", e.what());
@@ -246,9 +256,11 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
   try {
     return it->second(obj);
   } catch (const InvalidArgument& e) {
-    std::string got = nb::cast<std::string>(nb::handle(Py_TYPE(obj.ptr())).attr("__name__"));
+    std::string got =
+        nb::cast<std::string>(nb::handle(Py_TYPE(obj.ptr())).attr("__name__"));
     throw InvalidArgument(std::string(e.what()) + " for a native " +
-                          python_type_name(wanted) + " input, got a Python " + got);
+                          python_type_name(wanted) + " input, got a Python " +
+                          got);
   }
 }
 

@@ -39,7 +39,8 @@ namespace feedline::bindings {
 class PythonError : public Error {
  public:
   PythonError(PyObj exception, const std::string& what)
-      : Error(what), exception_(std::make_shared<PyObj>(std::move(exception))) {}
+      : Error(what),
+        exception_(std::make_shared<PyObj>(std::move(exception))) {}
   // The exception object (borrowed).
   PyObject* exception() const { return exception_->get(); }
 

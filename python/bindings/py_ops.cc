@@ -79,7 +79,8 @@ std::unique_ptr<ItemGenerator> iterate(PyObject* obj) {
 
 class PyGeneratorOp final : public GeneratorOp {
  public:
-  explicit PyGeneratorOp(nb::object fn) : fn_(PyObj::steal(fn.release().ptr())) {}
+  explicit PyGeneratorOp(nb::object fn)
+      : fn_(PyObj::steal(fn.release().ptr())) {}
   std::unique_ptr<ItemGenerator> start(Item input) override {
     GilScope gil;
     nb::object arg = to_python(std::move(input));
@@ -157,7 +158,8 @@ class PyCompletion {
 
 class PyAsyncOp final : public AsyncOp {
  public:
-  explicit PyAsyncOp(nb::object submit) : submit_(PyObj::steal(submit.release().ptr())) {}
+  explicit PyAsyncOp(nb::object submit)
+      : submit_(PyObj::steal(submit.release().ptr())) {}
   void start(Item input, Completion&& done) override {
     GilScope gil;
     nb::object arg = to_python(std::move(input));
@@ -188,7 +190,8 @@ class PyAsyncOp final : public AsyncOp {
 class PyAggregatorOp final : public MapOp {
  public:
   PyAggregatorOp(nb::object aggregator, bool drop_last)
-      : aggregator_(PyObj::steal(aggregator.release().ptr())), drop_last_(drop_last) {}
+      : aggregator_(PyObj::steal(aggregator.release().ptr())),
+        drop_last_(drop_last) {}
   bool stateful() const override { return true; }
   Item call(Item input) override {
     GilScope gil;
@@ -218,8 +221,9 @@ class DisaggregateAnyOp final : public GeneratorOp {
       PyObj obj = input.take_as<PyObj>();
       return iterate(obj.get());
     }
-    throw InvalidArgument("disaggregate takes a batch (a list or other iterable), got native " +
-                          python_type_name(input.type()));
+    throw InvalidArgument(
+        "disaggregate takes a batch (a list or other iterable), got native " +
+        python_type_name(input.type()));
   }
 
  private:
@@ -255,7 +259,9 @@ class ConvertingMapOp final : public MapOp {
 class ConvertingGeneratorOp final : public GeneratorOp {
  public:
   ConvertingGeneratorOp(OpPtr op, const std::type_info& input)
-      : op_(std::move(op)), inner_(static_cast<GeneratorOp&>(*op_)), input_(input) {}
+      : op_(std::move(op)),
+        inner_(static_cast<GeneratorOp&>(*op_)),
+        input_(input) {}
   std::unique_ptr<ItemGenerator> start(Item input) override {
     convert_input(input, input_);
     return inner_.start(std::move(input));
@@ -270,7 +276,9 @@ class ConvertingGeneratorOp final : public GeneratorOp {
 class ConvertingAsyncOp final : public AsyncOp {
  public:
   ConvertingAsyncOp(OpPtr op, const std::type_info& input)
-      : op_(std::move(op)), inner_(static_cast<AsyncOp&>(*op_)), input_(input) {}
+      : op_(std::move(op)),
+        inner_(static_cast<AsyncOp&>(*op_)),
+        input_(input) {}
   void start(Item input, Completion&& done) override {
     convert_input(input, input_);
     inner_.start(std::move(input), std::move(done));
@@ -299,7 +307,9 @@ class PyIterSource final : public ItemSource {
 
 }  // namespace
 
-OpPtr make_python_map_op(nb::object fn) { return std::make_shared<PyMapOp>(std::move(fn)); }
+OpPtr make_python_map_op(nb::object fn) {
+  return std::make_shared<PyMapOp>(std::move(fn));
+}
 
 OpPtr make_python_generator_op(nb::object fn) {
   return std::make_shared<PyGeneratorOp>(std::move(fn));
@@ -313,7 +323,9 @@ OpPtr make_python_aggregator_op(nb::object aggregator, bool drop_last) {
   return std::make_shared<PyAggregatorOp>(std::move(aggregator), drop_last);
 }
 
-OpPtr make_disaggregate_any_op() { return std::make_shared<DisaggregateAnyOp>(); }
+OpPtr make_disaggregate_any_op() {
+  return std::make_shared<DisaggregateAnyOp>();
+}
 
 OpPtr adapt_native_op(OpPtr op, const std::type_info* input) {
   if (input == nullptr || *input == typeid(PyObj)) return op;
@@ -339,16 +351,17 @@ SourceFactory make_python_source(nb::object iterable) {
 }
 
 void bind_completion(nb::module_& m) {
-  nb::class_<PyCompletion>(m, "_Completion",
-                           "Finishes one asynchronous call of a pipeline stage.")
+  nb::class_<PyCompletion>(
+      m, "_Completion", "Finishes one asynchronous call of a pipeline stage.")
       .def("emit", &PyCompletion::emit, nb::arg("result").none(),
            "Delivers the call's result (None skips the item).")
       .def("fail", &PyCompletion::fail, nb::arg("exception"),
            "Reports the call as failed with `exception`.")
       .def_prop_ro("pending", &PyCompletion::pending,
                    "True until emit() or fail() is called.")
-      .def_prop_ro("stop_requested", &PyCompletion::stop_requested,
-                   "True once the pipeline is stopping; long work may give up.");
+      .def_prop_ro(
+          "stop_requested", &PyCompletion::stop_requested,
+          "True once the pipeline is stopping; long work may give up.");
 }
 
 }  // namespace feedline::bindings

@@ -21,9 +21,9 @@
 
 #pragma once
 
-#include <Python.h>
-
 #include <utility>
+
+#include <Python.h>
 
 namespace feedline::bindings {
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -115,7 +116,22 @@ def test_no_thread_is_left_behind_after_1000_cycles():
     async def aop(x):
         return x
 
-    base_os, base_py = os_threads(), threading.active_count()
+    # Garbage pipelines of earlier tests are finalized here, not by a
+    # collection that happens to run on a worker thread during the loop
+    # (which stops them on a helper thread that outlives the call).
+    gc.collect()
+    gc.disable()
+    try:
+        base_os, base_py = os_threads(), threading.active_count()
+        cycle_pipelines(aop)
+    finally:
+        gc.enable()
+    assert _feedline_ext._live_pool_threads() == 0
+    assert os_threads() <= base_os
+    assert threading.active_count() == base_py
+
+
+def cycle_pipelines(aop):
     for i in range(1000):
         b = PipelineBuilder().add_source(range(5)).pipe(lambda x: x + 1, concurrency=2).aggregate(2)
         if i % 100 == 0:
@@ -126,9 +142,6 @@ def test_no_thread_is_left_behind_after_1000_cycles():
                 assert sum(len(batch) for batch in p) == 5
             else:
                 p.get_item(timeout=10)  # stop mid-stream
-    assert _feedline_ext._live_pool_threads() == 0
-    assert os_threads() == base_os
-    assert threading.active_count() == base_py
 
 
 def test_keyboard_interrupt_in_the_consumer_stops_the_pipeline():
@@ -140,11 +153,17 @@ def test_keyboard_interrupt_in_the_consumer_stops_the_pipeline():
         release.wait(30)  # blocks the only pull until the test lets it go
         yield 1
 
+    p = PipelineBuilder().add_source(source()).add_sink(3).build(num_threads=1)
+
     def interrupter():
+        # Interrupt only once the consumer is inside the wait; an interrupt
+        # that lands in Python code just raises there.
         assert started.wait(30)
+        deadline = time.monotonic() + 30
+        while not p._native.consumer_waiting:
+            assert time.monotonic() < deadline
         _thread.interrupt_main()
 
-    p = PipelineBuilder().add_source(source()).add_sink(3).build(num_threads=1)
     t = threading.Thread(target=interrupter)
     t.start()
     try:

@@ -81,8 +81,9 @@ def _finalize(native, loop_thread, stage_hooks):
     try:
         if loop_thread is not None:
             loop_thread.begin_close()
-        if not native.stop(_CLEANUP_TIMEOUT):
-            _LG.warning("a garbage-collected pipeline did not stop within %s s", _CLEANUP_TIMEOUT)
+        # Not waiting when the collection runs on a pipeline worker thread:
+        # the stop then completes on a helper thread.
+        native.stop(_CLEANUP_TIMEOUT)
         if loop_thread is not None:
             loop_thread.close(_CLEANUP_TIMEOUT)
         stage_hooks.exit()
