@@ -3,6 +3,7 @@ tracebacks, and rate-limited failure logs."""
 
 import logging
 import sys
+import time
 import traceback
 from fractions import Fraction
 
@@ -111,9 +112,10 @@ def test_stop_raises_a_failure_the_consumer_has_not_seen():
     p = PipelineBuilder().add_source(range(10)).pipe(fail_on_odd).add_sink(10).build(num_threads=1, max_failures=0)
     p.start()
     assert p.get_item(timeout=10) == 0  # the failure comes after this item
-    stats = p.stats()
-    while not stats.stages[1].finished:
-        stats = p.stats()
+    # Wait for the stage to have failed (a condition, polled with a bound).
+    deadline = time.monotonic() + 30
+    while not p.stats().stages[1].finished:
+        assert time.monotonic() < deadline
     with pytest.raises(PipelineFailure):
         p.stop()
     p.stop()  # reported once
