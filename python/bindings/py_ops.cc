@@ -33,13 +33,29 @@ Item result_item(PyObject* r) {
   return Item(PyObj::steal(r));
 }
 
+// Runs `f`, which calls Python, and turns a nanobind python_error into a
+// PythonError: no nanobind exception, whose what() and destructor take the
+// GIL, may reach the engine (which formats and drops errors under its locks).
+// Requires: the GIL.
+template <typename F>
+decltype(auto) python_call(F&& f) {
+  try {
+    return f();
+  } catch (nb::python_error& e) {
+    e.restore();
+  }
+  throw_python_error();
+}
+
 class PyMapOp final : public MapOp {
  public:
   explicit PyMapOp(nb::object fn) : fn_(PyObj::steal(fn.release().ptr())) {}
   Item call(Item input) override {
     GilScope gil;
-    nb::object arg = to_python(std::move(input));
-    return result_item(call1(fn_.get(), arg.ptr()));
+    return python_call([&] {
+      nb::object arg = to_python(std::move(input));
+      return result_item(call1(fn_.get(), arg.ptr()));
+    });
   }
 
  private:
@@ -60,10 +76,12 @@ class PyIterGenerator final : public ItemGenerator {
   explicit PyIterGenerator(PyObj it) : it_(std::move(it)) {}
   bool next(Item* out) override {
     GilScope gil;
-    PyObject* r = next_value(it_.get());
-    if (r == nullptr) return false;
-    *out = result_item(r);
-    return true;
+    return python_call([&] {
+      PyObject* r = next_value(it_.get());
+      if (r == nullptr) return false;
+      *out = result_item(r);
+      return true;
+    });
   }
 
  private:
@@ -83,9 +101,11 @@ class PyGeneratorOp final : public GeneratorOp {
       : fn_(PyObj::steal(fn.release().ptr())) {}
   std::unique_ptr<ItemGenerator> start(Item input) override {
     GilScope gil;
-    nb::object arg = to_python(std::move(input));
-    nb::object gen = nb::steal(call1(fn_.get(), arg.ptr()));
-    return iterate(gen.ptr());
+    return python_call([&] {
+      nb::object arg = to_python(std::move(input));
+      nb::object gen = nb::steal(call1(fn_.get(), arg.ptr()));
+      return iterate(gen.ptr());
+    });
   }
 
  private:
@@ -162,7 +182,7 @@ class PyAsyncOp final : public AsyncOp {
       : submit_(PyObj::steal(submit.release().ptr())) {}
   void start(Item input, Completion&& done) override {
     GilScope gil;
-    nb::object arg = to_python(std::move(input));
+    nb::object arg = python_call([&] { return to_python(std::move(input)); });
     nb::object completion = nb::cast(PyCompletion(std::move(done)));
     PyCompletion* handle = nb::inst_ptr<PyCompletion>(completion);
     PyObject* r = PyObject_CallFunctionObjArgs(submit_.get(), arg.ptr(),
@@ -195,15 +215,19 @@ class PyAggregatorOp final : public MapOp {
   bool stateful() const override { return true; }
   Item call(Item input) override {
     GilScope gil;
-    nb::object arg = to_python(std::move(input));
-    nb::object r = nb::handle(aggregator_.get()).attr("accumulate")(arg);
-    return result_item(r.release().ptr());
+    return python_call([&] {
+      nb::object arg = to_python(std::move(input));
+      nb::object r = nb::handle(aggregator_.get()).attr("accumulate")(arg);
+      return result_item(r.release().ptr());
+    });
   }
   Item flush(FlushReason /*reason*/) override {
     GilScope gil;
-    nb::object r = nb::handle(aggregator_.get()).attr("flush")();
-    if (drop_last_) return Item();
-    return result_item(r.release().ptr());
+    return python_call([&] {
+      nb::object r = nb::handle(aggregator_.get()).attr("flush")();
+      if (drop_last_) return Item();
+      return result_item(r.release().ptr());
+    });
   }
 
  private:
@@ -219,7 +243,7 @@ class DisaggregateAnyOp final : public GeneratorOp {
     if (input.holds<PyObj>()) {
       GilScope gil;
       PyObj obj = input.take_as<PyObj>();
-      return iterate(obj.get());
+      return python_call([&] { return iterate(obj.get()); });
     }
     throw InvalidArgument(
         "disaggregate takes a batch (a list or other iterable), got native " +
@@ -236,7 +260,7 @@ void convert_input(Item& input, const std::type_info& wanted) {
   if (!input.holds<PyObj>()) return;
   GilScope gil;
   PyObj obj = input.take_as<PyObj>();
-  input = from_python(obj.get(), wanted);
+  input = python_call([&] { return from_python(obj.get(), wanted); });
 }
 
 class ConvertingMapOp final : public MapOp {

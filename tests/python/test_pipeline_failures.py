@@ -235,3 +235,23 @@ def test_failure_log_is_rate_limited(caplog):
     assert 5 <= len(lines) <= 10, lines
     assert "bad item 0" in lines[0] and "always_fail" in lines[0]
     assert any("2000" in line or "suppressed" in line for line in lines[5:])
+
+
+def test_aggregator_errors_are_the_ops_own_exceptions():
+    from feedline.pipeline.defs import Aggregator
+
+    class Picky(Aggregator):
+        def accumulate(self, item):
+            if item == 3:
+                raise LookupError("no 3s")
+            return [item]
+
+        def flush(self):
+            return None
+
+    p = PipelineBuilder().add_source(range(5)).aggregate(Picky()).add_sink(3).build(num_threads=1, max_failures=0)
+    with p.auto_stop():
+        got, failure = read_until_failure(p)
+    assert got == [[0], [1], [2]]
+    cause = failure.exceptions[0].__cause__
+    assert type(cause) is LookupError and str(cause) == "no 3s"
