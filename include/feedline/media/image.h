@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// JPEG and PNG decoding straight to the array a model takes.
+//
+// decode_image() turns encoded bytes into a Buffer of the requested size,
+// pixel format, layout and dtype in one pass:
+//   1. JPEG: libjpeg-turbo decodes at the smallest DCT scale (n/8) whose
+//      result still covers the resize target, so a 2000x1500 photo bound for
+//      256 pixels is decoded at 1/4 size. PNG: libpng.
+//   2. An antialiased (triangle filter, as Pillow's BILINEAR) separable
+//      resize computes only the pixels inside the centre crop.
+//   3. The result is written in HWC or CHW order, as uint8 or as float32
+//      normalised with per-channel mean and std, straight into the output
+//      (which may be one slot of a batch: decode_image_into()).
+// The geometry follows torchvision: Resize(shorter) keeps the aspect ratio
+// and truncates the longer side; CenterCrop rounds the offset half to even.
+//
+// Errors: DecodeError naming the input (`name`) for bytes that are not a
+// JPEG or PNG, corrupt or truncated data (libjpeg-turbo warnings count as
+// errors: no partially grey image is ever returned), and images over
+// `max_pixels`; InvalidArgument for options that do not fit the image (a
+// crop larger than the resized image).
+//
+// Thread safety: every function may run concurrently; none keeps state.
+
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/base/buffer.h"
+
+namespace feedline {
+
+enum class PixelFormat { kRgb, kBgr, kGray };
+enum class Layout { kHWC, kCHW };
+
+struct ImageOptions {
+  // Resize to exactly resize_width x resize_height, or (resize_shorter > 0)
+  // so that the shorter side is resize_shorter, keeping the aspect ratio.
+  // All zero: no resize.
+  int resize_width = 0;
+  int resize_height = 0;
+  int resize_shorter = 0;
+  // Centre crop after resizing; zero: none.
+  int crop_width = 0;
+  int crop_height = 0;
+  PixelFormat pixel_format = PixelFormat::kRgb;
+  Layout layout = Layout::kHWC;
+  // kUint8, or kFloat32 for (value / 255 - mean[c]) / std[c].
+  DType dtype = DType::kUint8;
+  std::array<float, 3> mean{0.f, 0.f, 0.f};
+  std::array<float, 3> std{1.f, 1.f, 1.f};
+  // Use libjpeg-turbo's DCT-domain downscaling when it covers the target.
+  bool dct_scaling = true;
+  // Images with more pixels are rejected before any allocation.
+  int64_t max_pixels = int64_t{1} << 28;
+};
+
+struct ImageInfo {
+  int width = 0;
+  int height = 0;
+  const char* format = "";  // "jpeg" or "png"
+};
+
+// Validates `options`. Throws: InvalidArgument.
+void check_image_options(const ImageOptions& options);
+
+// Reads the header. Throws: DecodeError naming `name`.
+ImageInfo probe_image(std::span<const uint8_t> data, std::string_view name);
+
+// The shape decode_image() gives an image of `width` x `height`.
+// Throws: InvalidArgument if the crop does not fit.
+std::vector<int64_t> image_output_shape(int width, int height,
+                                        const ImageOptions& options);
+
+// Decodes `data` into a new Buffer (see the file comment).
+Buffer decode_image(std::span<const uint8_t> data, const ImageOptions& options,
+                    std::string_view name);
+
+// Decodes into `out`, which must have exactly the output shape and dtype
+// (for example one slot of a batch). Throws as decode_image(), and
+// InvalidArgument naming the image when its output shape differs from `out`.
+void decode_image_into(std::span<const uint8_t> data,
+                       const ImageOptions& options, std::string_view name,
+                       const Buffer& out);
+
+}  // namespace feedline

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/media/image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "feedline/base/error.h"
+#include "media/codecs.h"
+#include "media/resample.h"
+
+namespace feedline {
+namespace {
+
+// Where the output comes from: the image scaled to scaled_w x scaled_h, then
+// the window at (x0, y0) of out_w x out_h.
+struct Plan {
+  int scaled_w = 0;
+  int scaled_h = 0;
+  int x0 = 0;
+  int y0 = 0;
+  int out_w = 0;
+  int out_h = 0;
+};
+
+Plan make_plan(int width, int height, const ImageOptions& o) {
+  Plan p;
+  p.scaled_w = width;
+  p.scaled_h = height;
+  if (o.resize_shorter > 0) {
+    // As torchvision's Resize(int): the longer side is truncated.
+    int64_t s = o.resize_shorter;
+    if (width <= height) {
+      p.scaled_w = o.resize_shorter;
+      p.scaled_h = static_cast<int>(std::max<int64_t>(1, s * height / width));
+    } else {
+      p.scaled_h = o.resize_shorter;
+      p.scaled_w = static_cast<int>(std::max<int64_t>(1, s * width / height));
+    }
+  } else if (o.resize_width > 0) {
+    p.scaled_w = o.resize_width;
+    p.scaled_h = o.resize_height;
+  }
+  p.out_w = p.scaled_w;
+  p.out_h = p.scaled_h;
+  if (o.crop_width > 0) {
+    if (o.crop_width > p.scaled_w || o.crop_height > p.scaled_h) {
+      throw InvalidArgument("crop " + std::to_string(o.crop_width) + "x" +
+                            std::to_string(o.crop_height) + " is larger than the resized image " +
+                            std::to_string(p.scaled_w) + "x" + std::to_string(p.scaled_h));
+    }
+    p.out_w = o.crop_width;
+    p.out_h = o.crop_height;
+    // As torchvision's CenterCrop: int(round(...)), half to even.
+    p.x0 = static_cast<int>(std::nearbyint((p.scaled_w - p.out_w) / 2.0));
+    p.y0 = static_cast<int>(std::nearbyint((p.scaled_h - p.out_h) / 2.0));
+  }
+  return p;
+}
+
+int channels_of(const ImageOptions& o) { return o.pixel_format == PixelFormat::kGray ? 1 : 3; }
+
+std::vector<int64_t> shape_of(const Plan& p, const ImageOptions& o) {
+  int64_t c = channels_of(o);
+  if (o.layout == Layout::kCHW) return {c, p.out_h, p.out_w};
+  return {p.out_h, p.out_w, c};
+}
+
+// Writes rows of floats in [0, 255] into the output buffer in its layout
+// and dtype.
+class OutputWriter final : public media::RowSink {
+ public:
+  OutputWriter(const ImageOptions& o, const Plan& p, void* out)
+      : layout_(o.layout),
+        float_(o.dtype == DType::kFloat32),
+        channels_(channels_of(o)),
+        w_(p.out_w),
+        h_(p.out_h),
+        out_(out) {
+    for (int c = 0; c < 3; ++c) {
+      scale_[c] = 1.f / (255.f * o.std[static_cast<std::size_t>(c)]);
+      bias_[c] = -o.mean[static_cast<std::size_t>(c)] / o.std[static_cast<std::size_t>(c)];
+    }
+  }
+
+  void row(int y, const float* v) override {
+    const std::size_t plane = static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
+    for (int x = 0; x < w_; ++x) {
+      for (int c = 0; c < channels_; ++c) {
+        float value = v[x * channels_ + c];
+        std::size_t at = layout_ == Layout::kHWC
+                             ? (static_cast<std::size_t>(y) * w_ + x) * channels_ + c
+                             : c * plane + static_cast<std::size_t>(y) * w_ + x;
+        if (float_) {
+          static_cast<float*>(out_)[at] = value * scale_[c] + bias_[c];
+        } else {
+          static_cast<uint8_t*>(out_)[at] =
+              static_cast<uint8_t>(std::clamp(std::nearbyint(value), 0.f, 255.f));
+        }
+      }
+    }
+  }
+
+ private:
+  const Layout layout_;
+  const bool float_;
+  const int channels_;
+  const int w_;
+  const int h_;
+  void* const out_;
+  float scale_[3];
+  float bias_[3];
+};
+
+media::DecodedPixels decode_pixels(std::span<const uint8_t> data, const ImageOptions& o,
+                                   const Plan& plan_at_full_size, std::string_view name) {
+  if (media::is_jpeg(data)) {
+    bool resize = o.resize_shorter > 0 || o.resize_width > 0;
+    return media::decode_jpeg(data, o.pixel_format, resize ? plan_at_full_size.scaled_w : 0,
+                              resize ? plan_at_full_size.scaled_h : 0, o.dct_scaling,
+                              o.max_pixels, name);
+  }
+  if (media::is_png(data)) return media::decode_png(data, o.pixel_format, o.max_pixels, name);
+  if (data.empty()) throw DecodeError(std::string(name) + ": empty input, not an image");
+  throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
+}
+
+void decode_to(std::span<const uint8_t> data, const ImageOptions& o, std::string_view name,
+               const Plan& plan, void* out) {
+  media::DecodedPixels px = decode_pixels(data, o, plan, name);
+  OutputWriter writer(o, plan, out);
+  media::Pixels src{px.data.get(), px.width, px.height, px.channels, px.stride};
+  bool resize = plan.scaled_w != px.width || plan.scaled_h != px.height;
+  if (resize) {
+    media::resample(src, plan.scaled_w, plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h,
+                    writer);
+    return;
+  }
+  std::vector<float> row(static_cast<std::size_t>(plan.out_w) * px.channels);
+  for (int y = 0; y < plan.out_h; ++y) {
+    const uint8_t* s = px.data.get() + static_cast<std::ptrdiff_t>(y + plan.y0) * px.stride +
+                       static_cast<std::ptrdiff_t>(plan.x0) * px.channels;
+    for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
+    writer.row(y, row.data());
+  }
+}
+
+}  // namespace
+
+namespace media {
+
+void check_dimensions(int width, int height, int64_t max_pixels, std::string_view name) {
+  if (width <= 0 || height <= 0 || int64_t{width} * height > max_pixels) {
+    throw DecodeError(std::string(name) + ": image of " + std::to_string(width) + " x " +
+                      std::to_string(height) + " pixels is empty or exceeds the limit of " +
+                      std::to_string(max_pixels) + " pixels");
+  }
+}
+
+}  // namespace media
+
+void check_image_options(const ImageOptions& o) {
+  auto positive_pair = [](int a, int b, const char* what) {
+    if ((a > 0) != (b > 0) || a < 0 || b < 0) {
+      throw InvalidArgument(std::string(what) + " needs both a width and a height > 0 (got " +
+                            std::to_string(a) + " x " + std::to_string(b) + ")");
+    }
+  };
+  positive_pair(o.resize_width, o.resize_height, "resize");
+  positive_pair(o.crop_width, o.crop_height, "crop");
+  if (o.resize_shorter < 0) throw InvalidArgument("resize_shorter must be >= 0");
+  if (o.resize_shorter > 0 && o.resize_width > 0) {
+    throw InvalidArgument("give either resize_shorter or resize_width/height, not both");
+  }
+  if (o.dtype != DType::kUint8 && o.dtype != DType::kFloat32) {
+    throw InvalidArgument(std::string("image dtype must be uint8 or float32, got ") +
+                          dtype_name(o.dtype));
+  }
+  for (float s : o.std) {
+    if (!(s != 0.f)) throw InvalidArgument("std must be non-zero");
+  }
+  if (o.max_pixels <= 0) throw InvalidArgument("max_pixels must be > 0");
+}
+
+ImageInfo probe_image(std::span<const uint8_t> data, std::string_view name) {
+  if (media::is_jpeg(data)) return media::probe_jpeg(data, name);
+  if (media::is_png(data)) return media::probe_png(data, name);
+  throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
+}
+
+std::vector<int64_t> image_output_shape(int width, int height, const ImageOptions& options) {
+  return shape_of(make_plan(width, height, options), options);
+}
+
+Buffer decode_image(std::span<const uint8_t> data, const ImageOptions& options,
+                    std::string_view name) {
+  check_image_options(options);
+  ImageInfo info = probe_image(data, name);
+  media::check_dimensions(info.width, info.height, options.max_pixels, name);
+  Plan plan = make_plan(info.width, info.height, options);
+  Buffer out = Buffer::allocate(options.dtype, shape_of(plan, options));
+  decode_to(data, options, name, plan, out.data());
+  return out;
+}
+
+void decode_image_into(std::span<const uint8_t> data, const ImageOptions& options,
+                       std::string_view name, const Buffer& out) {
+  check_image_options(options);
+  ImageInfo info = probe_image(data, name);
+  media::check_dimensions(info.width, info.height, options.max_pixels, name);
+  Plan plan = make_plan(info.width, info.height, options);
+  std::vector<int64_t> shape = shape_of(plan, options);
+  if (out.shape() != shape || out.dtype() != options.dtype || !out.contiguous()) {
+    throw InvalidArgument(std::string(name) + ": decodes to " +
+                          Buffer::view(nullptr, nullptr, options.dtype, shape).to_string() +
+                          ", which does not fit the output " + out.to_string() +
+                          " (give a resize or crop so that every image has the same size)");
+  }
+  decode_to(data, options, name, plan, out.data());
+}
+
+}  // namespace feedline

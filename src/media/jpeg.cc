@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// JPEG through the TurboJPEG API of libjpeg-turbo. Warnings (a truncated
+// file, a corrupt segment) are errors: TJFLAG_STOPONWARNING stops the decode
+// instead of returning an image padded with grey.
+
+#include <turbojpeg.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "feedline/base/error.h"
+#include "media/codecs.h"
+
+namespace feedline::media {
+namespace {
+
+struct TjDeleter {
+  void operator()(void* h) const { tjDestroy(h); }
+};
+using TjHandle = std::unique_ptr<void, TjDeleter>;
+
+TjHandle make_decompressor() {
+  TjHandle h(tjInitDecompress());
+  if (!h) throw Internal("libjpeg-turbo: tjInitDecompress failed");
+  return h;
+}
+
+[[noreturn]] void fail(void* handle, std::string_view name, const char* what) {
+  throw DecodeError(std::string(name) + ": " + what + ": " + tjGetErrorStr2(handle));
+}
+
+struct Header {
+  int width = 0;
+  int height = 0;
+  int subsampling = 0;
+  int colorspace = 0;
+};
+
+Header read_header(void* h, std::span<const uint8_t> data, std::string_view name) {
+  Header hd;
+  if (tjDecompressHeader3(h, data.data(), static_cast<unsigned long>(data.size()), &hd.width,
+                          &hd.height, &hd.subsampling, &hd.colorspace) != 0) {
+    fail(h, name, "invalid JPEG header");
+  }
+  return hd;
+}
+
+// Adobe-style inverted CMYK (what libjpeg returns for CMYK and YCCK JPEGs)
+// to RGB, as Pillow converts it.
+void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format, uint8_t* out) {
+  for (int i = 0; i < n; ++i) {
+    int k = cmyk[4 * i + 3];
+    uint8_t r = static_cast<uint8_t>(cmyk[4 * i + 0] * k / 255);
+    uint8_t g = static_cast<uint8_t>(cmyk[4 * i + 1] * k / 255);
+    uint8_t b = static_cast<uint8_t>(cmyk[4 * i + 2] * k / 255);
+    switch (format) {
+      case PixelFormat::kRgb:
+        out[3 * i] = r, out[3 * i + 1] = g, out[3 * i + 2] = b;
+        break;
+      case PixelFormat::kBgr:
+        out[3 * i] = b, out[3 * i + 1] = g, out[3 * i + 2] = r;
+        break;
+      case PixelFormat::kGray:
+        out[i] = static_cast<uint8_t>((r * 299 + g * 587 + b * 114 + 500) / 1000);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+bool is_jpeg(std::span<const uint8_t> data) {
+  return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+ImageInfo probe_jpeg(std::span<const uint8_t> data, std::string_view name) {
+  TjHandle h = make_decompressor();
+  Header hd = read_header(h.get(), data, name);
+  return ImageInfo{hd.width, hd.height, "jpeg"};
+}
+
+DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int min_width,
+                          int min_height, bool dct_scaling, int64_t max_pixels,
+                          std::string_view name) {
+  TjHandle h = make_decompressor();
+  Header hd = read_header(h.get(), data, name);
+  check_dimensions(hd.width, hd.height, max_pixels, name);
+
+  // The smallest scale whose result still covers the target: scaling
+  // factors come largest first, so keep the last one that fits.
+  int w = hd.width;
+  int hgt = hd.height;
+  if (dct_scaling && min_width > 0 && min_height > 0) {
+    int n = 0;
+    tjscalingfactor* factors = tjGetScalingFactors(&n);
+    for (int i = 0; i < n; ++i) {
+      const tjscalingfactor& f = factors[i];
+      if (f.num > f.denom) continue;  // never upscale in the DCT
+      int sw = TJSCALED(hd.width, f);
+      int sh = TJSCALED(hd.height, f);
+      if (sw >= min_width && sh >= min_height && sw * static_cast<int64_t>(sh) < int64_t{w} * hgt) {
+        w = sw;
+        hgt = sh;
+      }
+    }
+  }
+
+  const bool cmyk = hd.colorspace == TJCS_CMYK || hd.colorspace == TJCS_YCCK;
+  DecodedPixels out;
+  out.width = w;
+  out.height = hgt;
+  out.channels = format == PixelFormat::kGray ? 1 : 3;
+  out.stride = static_cast<std::ptrdiff_t>(w) * out.channels;
+  out.data.reset(new uint8_t[static_cast<std::size_t>(out.stride) * static_cast<std::size_t>(hgt)]);
+  const int flags = TJFLAG_STOPONWARNING;
+  if (cmyk) {
+    // libjpeg-turbo cannot convert CMYK to RGB itself.
+    std::unique_ptr<uint8_t[]> tmp(new uint8_t[static_cast<std::size_t>(w) * hgt * 4]);
+    if (tjDecompress2(h.get(), data.data(), static_cast<unsigned long>(data.size()), tmp.get(), w,
+                      0, hgt, TJPF_CMYK, flags) != 0) {
+      fail(h.get(), name, "corrupt JPEG data");
+    }
+    cmyk_to_format(tmp.get(), w * hgt, format, out.data.get());
+    return out;
+  }
+  int pf = format == PixelFormat::kGray ? TJPF_GRAY : format == PixelFormat::kBgr ? TJPF_BGR : TJPF_RGB;
+  if (tjDecompress2(h.get(), data.data(), static_cast<unsigned long>(data.size()), out.data.get(),
+                    w, static_cast<int>(out.stride), hgt, pf, flags) != 0) {
+    fail(h.get(), name, "corrupt JPEG data");
+  }
+  return out;
+}
+
+}  // namespace feedline::media

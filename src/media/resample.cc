@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "media/resample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace feedline::media {
+namespace {
+
+// The taps of one axis: output i reads count[i] inputs from first[i], with
+// weights at weights[i * taps].
+struct Axis {
+  std::vector<int> first;
+  std::vector<int> count;
+  std::vector<float> weights;
+  int taps = 0;
+};
+
+double triangle(double x) {
+  x = std::abs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// Output o of the scaled axis (offset by `offset`) is centred on input
+// coordinate (o + offset + 0.5) * in_size / scaled; the filter is widened by
+// the downscale factor so that every input pixel contributes.
+Axis make_axis(int in_size, double scaled, int offset, int out_size) {
+  const double scale = in_size / scaled;
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = filter_scale;  // the triangle's support is 1
+  Axis a;
+  a.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  a.first.resize(static_cast<std::size_t>(out_size));
+  a.count.resize(static_cast<std::size_t>(out_size));
+  a.weights.assign(static_cast<std::size_t>(out_size) * static_cast<std::size_t>(a.taps), 0.f);
+  for (int o = 0; o < out_size; ++o) {
+    const double center = (o + offset + 0.5) * scale;
+    int lo = std::max(static_cast<int>(center - support + 0.5), 0);
+    int hi = std::min(static_cast<int>(center + support + 0.5), in_size);
+    hi = std::max(hi, lo + 1);
+    lo = std::min(lo, in_size - 1);
+    hi = std::min(hi, in_size);
+    int n = std::min(hi - lo, a.taps);
+    float* w = &a.weights[static_cast<std::size_t>(o) * static_cast<std::size_t>(a.taps)];
+    double total = 0;
+    for (int k = 0; k < n; ++k) {
+      double v = triangle((k + lo - center + 0.5) / filter_scale);
+      w[k] = static_cast<float>(v);
+      total += v;
+    }
+    if (total > 0) {
+      for (int k = 0; k < n; ++k) w[k] = static_cast<float>(w[k] / total);
+    } else {
+      w[0] = 1.f;  // a degenerate window: take the nearest pixel
+      n = std::max(n, 1);
+    }
+    a.first[static_cast<std::size_t>(o)] = lo;
+    a.count[static_cast<std::size_t>(o)] = n;
+  }
+  return a;
+}
+
+template <int C>
+void horizontal(const uint8_t* row, const Axis& ax, int out_w, float* out) {
+  for (int o = 0; o < out_w; ++o) {
+    const float* w = &ax.weights[static_cast<std::size_t>(o) * static_cast<std::size_t>(ax.taps)];
+    const uint8_t* s = row + static_cast<std::ptrdiff_t>(ax.first[static_cast<std::size_t>(o)]) * C;
+    const int n = ax.count[static_cast<std::size_t>(o)];
+    float acc[C] = {};
+    for (int k = 0; k < n; ++k) {
+      for (int c = 0; c < C; ++c) acc[c] += w[k] * static_cast<float>(s[k * C + c]);
+    }
+    for (int c = 0; c < C; ++c) out[o * C + c] = acc[c];
+  }
+}
+
+template <int C>
+void resample_channels(const Pixels& src, double scaled_w, double scaled_h, int x0, int y0,
+                       int out_w, int out_h, RowSink& sink) {
+  Axis hx = make_axis(src.width, scaled_w, x0, out_w);
+  Axis vy = make_axis(src.height, scaled_h, y0, out_h);
+  int row_lo = src.height;
+  int row_hi = 0;
+  for (int o = 0; o < out_h; ++o) {
+    row_lo = std::min(row_lo, vy.first[static_cast<std::size_t>(o)]);
+    row_hi = std::max(row_hi, vy.first[static_cast<std::size_t>(o)] + vy.count[static_cast<std::size_t>(o)]);
+  }
+  const std::size_t row_len = static_cast<std::size_t>(out_w) * C;
+  // The horizontal pass over every source row the vertical pass reads.
+  std::vector<float> rows(static_cast<std::size_t>(std::max(row_hi - row_lo, 0)) * row_len);
+  for (int y = row_lo; y < row_hi; ++y) {
+    horizontal<C>(src.data + static_cast<std::ptrdiff_t>(y) * src.stride, hx, out_w,
+                  &rows[static_cast<std::size_t>(y - row_lo) * row_len]);
+  }
+  std::vector<float> out(row_len);
+  for (int o = 0; o < out_h; ++o) {
+    const float* w = &vy.weights[static_cast<std::size_t>(o) * static_cast<std::size_t>(vy.taps)];
+    const int first = vy.first[static_cast<std::size_t>(o)];
+    const int n = vy.count[static_cast<std::size_t>(o)];
+    std::fill(out.begin(), out.end(), 0.f);
+    for (int k = 0; k < n; ++k) {
+      const float wk = w[k];
+      const float* r = &rows[static_cast<std::size_t>(first + k - row_lo) * row_len];
+      for (std::size_t j = 0; j < row_len; ++j) out[j] += wk * r[j];
+    }
+    sink.row(o, out.data());
+  }
+}
+
+}  // namespace
+
+void resample(const Pixels& src, double scaled_w, double scaled_h, int x0, int y0, int out_w,
+              int out_h, RowSink& sink) {
+  if (src.channels == 1) {
+    resample_channels<1>(src, scaled_w, scaled_h, x0, y0, out_w, out_h, sink);
+  } else if (src.channels == 3) {
+    resample_channels<3>(src, scaled_w, scaled_h, x0, y0, out_w, out_h, sink);
+  } else {
+    resample_channels<4>(src, scaled_w, scaled_h, x0, y0, out_w, out_h, sink);
+  }
+}
+
+}  // namespace feedline::media

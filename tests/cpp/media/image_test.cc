@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// decode_image(): geometry, formats, layouts, dtypes and bad input. The test
+// images are encoded here with libjpeg-turbo and libpng themselves.
+
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "feedline/base/buffer.h"
+#include "feedline/base/error.h"
+#include "feedline/media/image.h"
+
+namespace feedline {
+namespace {
+
+// A smooth RGB test pattern (JPEG-friendly: little ringing).
+std::vector<uint8_t> pattern(int w, int h) {
+  std::vector<uint8_t> px(static_cast<std::size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &px[(static_cast<std::size_t>(y) * w + x) * 3];
+      p[0] = static_cast<uint8_t>(255 * x / std::max(1, w - 1));
+      p[1] = static_cast<uint8_t>(255 * y / std::max(1, h - 1));
+      p[2] = 128;
+    }
+  }
+  return px;
+}
+
+std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int w, int h, int quality = 95) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_444, quality, 0), 0);
+  std::vector<uint8_t> out(buf, buf + size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
+std::vector<uint8_t> encode_png(const std::vector<uint8_t>& rgb, int w, int h) {
+  png_image image;
+  std::memset(&image, 0, sizeof(image));
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(w);
+  image.height = static_cast<png_uint_32>(h);
+  image.format = PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  EXPECT_NE(png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0, nullptr), 0);
+  std::vector<uint8_t> out(size);
+  EXPECT_NE(png_image_write_to_memory(&image, out.data(), &size, 0, rgb.data(), 0, nullptr), 0);
+  out.resize(size);
+  return out;
+}
+
+TEST(ImageTest, PngDecodesLosslessInEveryFormatAndLayout) {
+  const int w = 7, h = 5;
+  std::vector<uint8_t> rgb = pattern(w, h);
+  std::vector<uint8_t> png = encode_png(rgb, w, h);
+  Buffer hwc = decode_image(png, {}, "a.png");
+  ASSERT_EQ(hwc.shape(), (std::vector<int64_t>{h, w, 3}));
+  EXPECT_EQ(std::memcmp(hwc.data(), rgb.data(), rgb.size()), 0);
+
+  Buffer chw = decode_image(png, {.pixel_format = PixelFormat::kBgr, .layout = Layout::kCHW}, "a.png");
+  ASSERT_EQ(chw.shape(), (std::vector<int64_t>{3, h, w}));
+  const uint8_t* c = chw.data_as<uint8_t>();
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(c[(k * h + y) * w + x], rgb[(y * w + x) * 3 + (2 - k)]);
+      }
+    }
+  }
+  Buffer gray = decode_image(png, {.pixel_format = PixelFormat::kGray}, "a.png");
+  EXPECT_EQ(gray.shape(), (std::vector<int64_t>{h, w, 1}));
+}
+
+TEST(ImageTest, Float32IsNormalisedPerChannel) {
+  std::vector<uint8_t> rgb = pattern(4, 4);
+  std::vector<uint8_t> png = encode_png(rgb, 4, 4);
+  ImageOptions o{.dtype = DType::kFloat32, .mean = {0.5f, 0.25f, 0.f}, .std = {0.5f, 2.f, 1.f}};
+  Buffer f = decode_image(png, o, "a.png");
+  ASSERT_EQ(f.dtype(), DType::kFloat32);
+  const float* v = f.data_as<float>();
+  for (int i = 0; i < 16; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      float want = (rgb[i * 3 + c] / 255.f - o.mean[c]) / o.std[c];
+      EXPECT_NEAR(v[i * 3 + c], want, 1e-5);
+    }
+  }
+}
+
+TEST(ImageTest, GeometryFollowsResizeShorterThenCenterCrop) {
+  // 500x375 -> shorter side 256 -> 341x256 -> centre 224x224.
+  EXPECT_EQ(image_output_shape(500, 375, {.resize_shorter = 256}), (std::vector<int64_t>{256, 341, 3}));
+  ImageOptions o{.resize_shorter = 256, .crop_width = 224, .crop_height = 224, .layout = Layout::kCHW};
+  EXPECT_EQ(image_output_shape(500, 375, o), (std::vector<int64_t>{3, 224, 224}));
+  EXPECT_EQ(image_output_shape(300, 400, {.resize_width = 64, .resize_height = 32}),
+            (std::vector<int64_t>{32, 64, 3}));
+  EXPECT_THROW(image_output_shape(100, 100, {.crop_width = 200, .crop_height = 10}), InvalidArgument);
+}
+
+TEST(ImageTest, ResizedJpegKeepsTheContent) {
+  const int w = 640, h = 480;
+  std::vector<uint8_t> rgb = pattern(w, h);
+  std::vector<uint8_t> jpeg = encode_jpeg(rgb, w, h);
+  for (bool dct : {false, true}) {
+    Buffer out = decode_image(jpeg, {.resize_width = 160, .resize_height = 120, .dct_scaling = dct}, "a.jpg");
+    ASSERT_EQ(out.shape(), (std::vector<int64_t>{120, 160, 3}));
+    // The gradient survives: compare with the pattern at output resolution.
+    std::vector<uint8_t> want = pattern(160, 120);
+    const uint8_t* got = out.data_as<uint8_t>();
+    double err = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) err += std::abs(int{got[i]} - int{want[i]});
+    EXPECT_LT(err / static_cast<double>(want.size()), 3.0) << "dct_scaling=" << dct;
+  }
+}
+
+TEST(ImageTest, BadInputIsADecodeErrorNamingTheInput) {
+  std::vector<uint8_t> jpeg = encode_jpeg(pattern(64, 64), 64, 64);
+  std::vector<uint8_t> png = encode_png(pattern(64, 64), 64, 64);
+  auto expect_decode_error = [](std::vector<uint8_t> bytes, const std::string& what) {
+    try {
+      decode_image(bytes, {}, "bad.img");
+      ADD_FAILURE() << what << ": no error";
+    } catch (const DecodeError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.img"), std::string::npos) << e.what();
+    }
+  };
+  expect_decode_error({}, "empty");
+  expect_decode_error({'h', 'e', 'l', 'l', 'o'}, "not an image");
+  expect_decode_error(std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + jpeg.size() / 2), "truncated jpeg");
+  expect_decode_error(std::vector<uint8_t>(png.begin(), png.begin() + png.size() / 2), "truncated png");
+  std::vector<uint8_t> corrupt = jpeg;
+  for (std::size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 64; ++i) corrupt[i] = 0xFF;
+  expect_decode_error(corrupt, "corrupt jpeg");
+  // Dimensions over the limit are refused before decoding.
+  EXPECT_THROW(decode_image(jpeg, {.max_pixels = 100}, "big.jpg"), DecodeError);
+}
+
+TEST(ImageTest, DecodeIntoChecksTheSlot) {
+  std::vector<uint8_t> png = encode_png(pattern(8, 8), 8, 8);
+  Buffer batch = Buffer::allocate(DType::kUint8, {2, 4, 4, 3});
+  Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + 48, DType::kUint8, {4, 4, 3});
+  decode_image_into(png, {.resize_width = 4, .resize_height = 4}, "a.png", slot);
+  EXPECT_THROW(decode_image_into(png, {}, "a.png", slot), InvalidArgument);
+}
+
+TEST(BufferTest, AllocatesAlignedContiguousStorage) {
+  Buffer b = Buffer::allocate(DType::kFloat32, {2, 3, 4});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
+  EXPECT_EQ(b.strides(), (std::vector<int64_t>{48, 16, 4}));
+  EXPECT_EQ(b.nbytes(), 96u);
+  EXPECT_TRUE(b.contiguous());
+  EXPECT_EQ(b.to_string(), "float32[2, 3, 4]");
+  EXPECT_THROW(Buffer::allocate(DType::kUint8, {-1}), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace feedline
