@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ namespace {
 
 // Where the output comes from: the image scaled to scaled_w x scaled_h, then
 // the window at (x0, y0) of out_w x out_h.
+// With padding, that window lands at (pad_x, pad_y) of a black canvas of
+// canvas_w x canvas_h.
 struct Plan {
   int scaled_w = 0;
   int scaled_h = 0;
@@ -23,7 +26,27 @@ struct Plan {
   int y0 = 0;
   int out_w = 0;
   int out_h = 0;
+  int pad_x = 0;
+  int pad_y = 0;
+  int canvas_w = 0;
+  int canvas_h = 0;
 };
+
+// The larger or smaller of the two scale factors, applied to both sides.
+void fit(int width, int height, int target_w, int target_h, bool cover, Plan* p) {
+  double sx = static_cast<double>(target_w) / width;
+  double sy = static_cast<double>(target_h) / height;
+  double s = cover ? std::max(sx, sy) : std::min(sx, sy);
+  p->scaled_w = std::max(1, static_cast<int>(std::lround(width * s)));
+  p->scaled_h = std::max(1, static_cast<int>(std::lround(height * s)));
+  if (cover) {
+    p->scaled_w = std::max(p->scaled_w, target_w);
+    p->scaled_h = std::max(p->scaled_h, target_h);
+  } else {
+    p->scaled_w = std::min(p->scaled_w, target_w);
+    p->scaled_h = std::min(p->scaled_h, target_h);
+  }
+}
 
 Plan make_plan(int width, int height, const ImageOptions& o) {
   Plan p;
@@ -40,22 +63,43 @@ Plan make_plan(int width, int height, const ImageOptions& o) {
       p.scaled_w = static_cast<int>(std::max<int64_t>(1, s * width / height));
     }
   } else if (o.resize_width > 0) {
-    p.scaled_w = o.resize_width;
-    p.scaled_h = o.resize_height;
+    if (o.resize_mode == ResizeMode::kStretch) {
+      p.scaled_w = o.resize_width;
+      p.scaled_h = o.resize_height;
+    } else {
+      fit(width, height, o.resize_width, o.resize_height, o.resize_mode == ResizeMode::kCrop, &p);
+    }
   }
   p.out_w = p.scaled_w;
   p.out_h = p.scaled_h;
+  if (o.resize_width > 0 && o.resize_mode == ResizeMode::kCrop) {
+    p.out_w = o.resize_width;
+    p.out_h = o.resize_height;
+    p.x0 = (p.scaled_w - p.out_w) / 2;
+    p.y0 = (p.scaled_h - p.out_h) / 2;
+  }
+  p.canvas_w = p.out_w;
+  p.canvas_h = p.out_h;
+  if (o.resize_width > 0 && o.resize_mode == ResizeMode::kPad) {
+    p.canvas_w = o.resize_width;
+    p.canvas_h = o.resize_height;
+    p.pad_x = (p.canvas_w - p.out_w) / 2;
+    p.pad_y = (p.canvas_h - p.out_h) / 2;
+  }
   if (o.crop_width > 0) {
-    if (o.crop_width > p.scaled_w || o.crop_height > p.scaled_h) {
+    if (o.crop_width > p.out_w || o.crop_height > p.out_h) {
       throw InvalidArgument("crop " + std::to_string(o.crop_width) + "x" +
                             std::to_string(o.crop_height) + " is larger than the resized image " +
                             std::to_string(p.scaled_w) + "x" + std::to_string(p.scaled_h));
     }
-    p.out_w = o.crop_width;
-    p.out_h = o.crop_height;
+    if (p.canvas_w != p.out_w || p.canvas_h != p.out_h) {
+      throw InvalidArgument("a crop cannot follow a padded resize");
+    }
     // As torchvision's CenterCrop: int(round(...)), half to even.
-    p.x0 = static_cast<int>(std::nearbyint((p.scaled_w - p.out_w) / 2.0));
-    p.y0 = static_cast<int>(std::nearbyint((p.scaled_h - p.out_h) / 2.0));
+    p.x0 += static_cast<int>(std::nearbyint((p.out_w - o.crop_width) / 2.0));
+    p.y0 += static_cast<int>(std::nearbyint((p.out_h - o.crop_height) / 2.0));
+    p.out_w = p.canvas_w = o.crop_width;
+    p.out_h = p.canvas_h = o.crop_height;
   }
   return p;
 }
@@ -64,8 +108,8 @@ int channels_of(const ImageOptions& o) { return o.pixel_format == PixelFormat::k
 
 std::vector<int64_t> shape_of(const Plan& p, const ImageOptions& o) {
   int64_t c = channels_of(o);
-  if (o.layout == Layout::kCHW) return {c, p.out_h, p.out_w};
-  return {p.out_h, p.out_w, c};
+  if (o.layout == Layout::kCHW) return {c, p.canvas_h, p.canvas_w};
+  return {p.canvas_h, p.canvas_w, c};
 }
 
 // Writes rows of floats in [0, 255] into the output buffer in its layout
@@ -76,20 +120,26 @@ class OutputWriter final : public media::RowSink {
       : layout_(o.layout),
         float_(o.dtype == DType::kFloat32),
         channels_(channels_of(o)),
-        w_(p.out_w),
-        h_(p.out_h),
+        w_(p.canvas_w),
+        h_(p.canvas_h),
+        row_w_(p.out_w),
+        pad_x_(p.pad_x),
+        pad_y_(p.pad_y),
         out_(out) {
     for (int c = 0; c < 3; ++c) {
       scale_[c] = 1.f / (255.f * o.std[static_cast<std::size_t>(c)]);
       bias_[c] = -o.mean[static_cast<std::size_t>(c)] / o.std[static_cast<std::size_t>(c)];
     }
+    if (p.canvas_w != p.out_w || p.canvas_h != p.out_h) fill_black();
   }
 
   void row(int y, const float* v) override {
     const std::size_t plane = static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
-    for (int x = 0; x < w_; ++x) {
+    y += pad_y_;
+    for (int i = 0; i < row_w_; ++i) {
+      const int x = i + pad_x_;
       for (int c = 0; c < channels_; ++c) {
-        float value = v[x * channels_ + c];
+        float value = v[i * channels_ + c];
         std::size_t at = layout_ == Layout::kHWC
                              ? (static_cast<std::size_t>(y) * w_ + x) * channels_ + c
                              : c * plane + static_cast<std::size_t>(y) * w_ + x;
@@ -104,11 +154,29 @@ class OutputWriter final : public media::RowSink {
   }
 
  private:
+  // Pixel value 0 everywhere (the padding).
+  void fill_black() {
+    const std::size_t n = static_cast<std::size_t>(w_) * h_ * channels_;
+    if (!float_) {
+      std::memset(out_, 0, n);
+      return;
+    }
+    float* f = static_cast<float*>(out_);
+    for (std::size_t i = 0; i < n; ++i) {
+      int c = layout_ == Layout::kHWC ? static_cast<int>(i % channels_)
+                                      : static_cast<int>(i / (n / channels_));
+      f[i] = bias_[c];
+    }
+  }
+
   const Layout layout_;
   const bool float_;
   const int channels_;
   const int w_;
   const int h_;
+  const int row_w_;
+  const int pad_x_;
+  const int pad_y_;
   void* const out_;
   float scale_[3];
   float bias_[3];

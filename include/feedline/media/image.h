@@ -40,12 +40,20 @@ namespace feedline {
 enum class PixelFormat { kRgb, kBgr, kGray };
 enum class Layout { kHWC, kCHW };
 
+// How resize_width x resize_height is reached.
+enum class ResizeMode {
+  kStretch,  // to exactly that size, whatever the aspect ratio
+  kPad,      // fit inside, keeping the aspect ratio; centred on black
+  kCrop,     // cover it, keeping the aspect ratio; centre-cropped
+};
+
 struct ImageOptions {
   // Resize to exactly resize_width x resize_height, or (resize_shorter > 0)
   // so that the shorter side is resize_shorter, keeping the aspect ratio.
   // All zero: no resize.
   int resize_width = 0;
   int resize_height = 0;
+  ResizeMode resize_mode = ResizeMode::kStretch;
   int resize_shorter = 0;
   // Centre crop after resizing; zero: none.
   int crop_width = 0;

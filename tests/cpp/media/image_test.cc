@@ -108,6 +108,26 @@ TEST(ImageTest, GeometryFollowsResizeShorterThenCenterCrop) {
   EXPECT_THROW(image_output_shape(100, 100, {.crop_width = 200, .crop_height = 10}), InvalidArgument);
 }
 
+TEST(ImageTest, PadAndCropModesKeepTheAspectRatio) {
+  // 200x100 into 64x64: pad fits 64x32 centred on black; crop covers with
+  // 128x64 and keeps the middle.
+  std::vector<uint8_t> png = encode_png(std::vector<uint8_t>(200 * 100 * 3, 200), 200, 100);
+  Buffer pad = decode_image(png, {.resize_width = 64, .resize_height = 64, .resize_mode = ResizeMode::kPad}, "a.png");
+  ASSERT_EQ(pad.shape(), (std::vector<int64_t>{64, 64, 3}));
+  const uint8_t* p = pad.data_as<uint8_t>();
+  auto at = [&](int y, int x) { return p[(y * 64 + x) * 3]; };
+  EXPECT_EQ(at(0, 10), 0);
+  EXPECT_EQ(at(15, 10), 0);
+  EXPECT_EQ(at(16, 10), 200);
+  EXPECT_EQ(at(47, 63), 200);
+  EXPECT_EQ(at(48, 10), 0);
+  EXPECT_EQ(image_output_shape(200, 100, {.resize_width = 64, .resize_height = 64, .resize_mode = ResizeMode::kCrop}),
+            (std::vector<int64_t>{64, 64, 3}));
+  Buffer crop = decode_image(png, {.resize_width = 64, .resize_height = 64, .resize_mode = ResizeMode::kCrop}, "a.png");
+  const uint8_t* c = crop.data_as<uint8_t>();
+  for (int i = 0; i < 64 * 64 * 3; ++i) ASSERT_EQ(c[i], 200);
+}
+
 TEST(ImageTest, ResizedJpegKeepsTheContent) {
   const int w = 640, h = 480;
   std::vector<uint8_t> rgb = pattern(w, h);
