@@ -26,6 +26,9 @@ void bind_native_op(nanobind::module_& m);
 // Adds the private pipeline API (_PipelineSpec, _NativePipeline, ...).
 void bind_pipeline(nanobind::module_& m);
 
+// Adds the submodule `io`: Buffer, image decoding and the native image ops.
+void bind_io(nanobind::module_& m);
+
 // Adds the submodule `testing` of native ops for tests.
 void bind_testing(nanobind::module_& m);
 

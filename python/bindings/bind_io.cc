@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// feedline.io in the extension: Buffer (with the NumPy array interface and
+// DLPack), image decoding, and the native image ops.
+//
+// Every decode runs with the GIL released. Bytes-like inputs are read in
+// place (a bytes object is kept alive by the Buffer that views it); other
+// buffer-protocol objects are copied once.
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "feedline/base/buffer.h"
+#include "feedline/base/error.h"
+#include "feedline/io/file.h"
+#include "feedline/media/image.h"
+#include "feedline/pipeline/op.h"
+#include "native_op.h"
+#include "py_ref.h"
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+// An encoded file travelling through a pipeline: its name (for errors) and
+// its bytes.
+struct EncodedFile {
+  std::string name;
+  Buffer bytes;
+};
+
+std::span<const uint8_t> span_of(const Buffer& b) {
+  return {b.data_as<const uint8_t>(), b.nbytes()};
+}
+
+// --- Buffer in Python --------------------------------------------------------
+
+const char* typestr(DType d) {
+  switch (d) {
+    case DType::kBool:
+      return "|b1";
+    case DType::kInt8:
+      return "|i1";
+    case DType::kUint8:
+      return "|u1";
+    case DType::kInt16:
+      return "<i2";
+    case DType::kUint16:
+      return "<u2";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kUint32:
+      return "<u4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kUint64:
+      return "<u8";
+    case DType::kFloat16:
+      return "<f2";
+    case DType::kFloat32:
+      return "<f4";
+    case DType::kFloat64:
+      return "<f8";
+  }
+  return "|u1";
+}
+
+nb::dlpack::dtype dlpack_dtype(DType d) {
+  using nb::dlpack::dtype_code;
+  uint8_t bits = static_cast<uint8_t>(dtype_size(d) * 8);
+  switch (d) {
+    case DType::kBool:
+      return {static_cast<uint8_t>(dtype_code::Bool), bits, 1};
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+      return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
+    case DType::kFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64:
+      return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
+    default:
+      return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
+  }
+}
+
+nb::tuple to_tuple(const std::vector<int64_t>& v) {
+  nb::list l;
+  for (int64_t x : v) l.append(x);
+  return nb::tuple(l);
+}
+
+nb::dict array_interface(const Buffer& b) {
+  nb::dict d;
+  d["version"] = 3;
+  d["shape"] = to_tuple(b.shape());
+  d["typestr"] = typestr(b.dtype());
+  d["data"] = nb::make_tuple(reinterpret_cast<uintptr_t>(b.data()), false);
+  d["strides"] = b.contiguous() ? nb::object(nb::none()) : nb::object(to_tuple(b.strides()));
+  return d;
+}
+
+// A DLPack-capable view (nanobind's ndarray) that keeps the Buffer alive.
+nb::object ndarray_view(const Buffer& b) {
+  auto* keep = new Buffer(b);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Buffer*>(p); });
+  std::vector<size_t> shape(b.shape().begin(), b.shape().end());
+  std::vector<int64_t> strides;
+  for (int64_t s : b.strides()) strides.push_back(s / static_cast<int64_t>(dtype_size(b.dtype())));
+  nb::ndarray<> arr(b.data(), shape.size(), shape.data(), owner, strides.data(),
+                    dlpack_dtype(b.dtype()), nb::device::cpu::value);
+  return nb::cast(arr, nb::rv_policy::reference);
+}
+
+nb::object buffer_to_python(Item& item) { return nb::cast(item.as<Buffer>()); }
+nb::object encoded_to_python(Item& item) {
+  const EncodedFile& f = item.as<EncodedFile>();
+  return nb::bytes(f.bytes.data_as<const char>(), f.bytes.nbytes());
+}
+
+// Bytes-like Python objects as a 1-D uint8 Buffer: bytes in place, anything
+// else with the buffer protocol copied. Requires: the GIL.
+Buffer bytes_from_python(nb::handle obj) {
+  if (nb::isinstance<Buffer>(obj)) return nb::cast<Buffer>(obj);
+  if (PyBytes_Check(obj.ptr())) {
+    auto owner = std::make_shared<PyObj>(PyObj::borrow(obj.ptr()));
+    return Buffer::view(owner, PyBytes_AS_STRING(obj.ptr()), DType::kUint8,
+                        {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))});
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+    PyErr_Clear();
+    throw InvalidArgument("expected a bytes-like object");
+  }
+  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view.len)});
+  std::memcpy(out.data(), view.buf, static_cast<std::size_t>(view.len));
+  PyBuffer_Release(&view);
+  return out;
+}
+
+Item encoded_from_python(nb::handle obj) {
+  if (PyUnicode_Check(obj.ptr()) || PyObject_HasAttrString(obj.ptr(), "__fspath__")) {
+    throw InvalidArgument("expected encoded bytes; read paths with feedline.io.ops.read_file() first");
+  }
+  Buffer b = bytes_from_python(obj);
+  return Item(EncodedFile{"<" + std::to_string(b.nbytes()) + " bytes>", std::move(b)});
+}
+
+// --- native ops ----------------------------------------------------------------
+
+class ReadFileOp final : public MapOp {
+ public:
+  Item call(Item input) override {
+    std::string path = input.take_as<std::string>();
+    Buffer bytes = read_file(path);
+    return Item(EncodedFile{std::move(path), std::move(bytes)});
+  }
+};
+
+class DecodeImageOp final : public MapOp {
+ public:
+  explicit DecodeImageOp(ImageOptions options) : options_(options) {}
+  Item call(Item input) override {
+    EncodedFile& f = input.as<EncodedFile>();
+    return Item(decode_image(span_of(f.bytes), options_, f.name));
+  }
+
+ private:
+  const ImageOptions options_;
+};
+
+// A list of same-shaped Buffers (from aggregate) as one Buffer with a leading
+// batch dimension.
+class StackOp final : public MapOp {
+ public:
+  Item call(Item input) override {
+    ItemBatch& batch = input.as<ItemBatch>();
+    if (batch.empty()) return Item();
+    const Buffer& first = batch[0].as<Buffer>();
+    std::vector<int64_t> shape = first.shape();
+    shape.insert(shape.begin(), static_cast<int64_t>(batch.size()));
+    Buffer out = Buffer::allocate(first.dtype(), shape);
+    auto* dst = out.data_as<uint8_t>();
+    for (Item& item : batch) {
+      const Buffer& b = item.as<Buffer>();
+      if (b.shape() != first.shape() || b.dtype() != first.dtype() || !b.contiguous()) {
+        throw InvalidArgument("stack: items differ: " + first.to_string() + " and " + b.to_string() +
+                              " (resize or crop them to one size)");
+      }
+      std::memcpy(dst, b.data(), b.nbytes());
+      dst += b.nbytes();
+    }
+    return Item(std::move(out));
+  }
+};
+
+// --- Python functions -----------------------------------------------------------
+
+Buffer py_decode_image(nb::handle data, const ImageOptions& options, const std::string& name) {
+  Buffer bytes = bytes_from_python(data);
+  nb::gil_scoped_release release;
+  return decode_image(span_of(bytes), options, name);
+}
+
+Buffer py_load_image(const std::string& path, const ImageOptions& options) {
+  nb::gil_scoped_release release;
+  Buffer bytes = read_file(path);
+  return decode_image(span_of(bytes), options, path);
+}
+
+// Decodes every source into one batch. Returns the batch (of the images
+// that decoded) and the (index, message) of each failure.
+std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
+    nb::list srcs, const ImageOptions& options) {
+  std::vector<EncodedFile> files;
+  std::vector<std::optional<std::string>> paths;
+  for (nb::handle s : srcs) {
+    if (PyUnicode_Check(s.ptr()) || PyObject_HasAttrString(s.ptr(), "__fspath__")) {
+      nb::object fs = nb::steal(PyOS_FSPath(s.ptr()));
+      if (!fs.is_valid()) throw nb::python_error();
+      paths.emplace_back(nb::cast<std::string>(fs));
+      files.push_back({*paths.back(), Buffer()});
+    } else {
+      paths.emplace_back(std::nullopt);
+      files.push_back({"<source " + std::to_string(files.size()) + ">", bytes_from_python(s)});
+    }
+  }
+  check_image_options(options);
+  nb::gil_scoped_release release;
+  std::vector<std::pair<int, std::string>> failures;
+  std::vector<int> ok;
+  std::vector<int64_t> shape;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    try {
+      if (paths[i]) files[i].bytes = read_file(*paths[i]);
+      ImageInfo info = probe_image(span_of(files[i].bytes), files[i].name);
+      std::vector<int64_t> s = image_output_shape(info.width, info.height, options);
+      if (shape.empty()) shape = s;
+      if (s != shape) {
+        throw InvalidArgument(files[i].name + ": decodes to a different shape than the first image "
+                              "(give width and height)");
+      }
+      ok.push_back(static_cast<int>(i));
+    } catch (const std::exception& e) {
+      failures.emplace_back(static_cast<int>(i), e.what());
+    }
+  }
+  std::vector<int64_t> batch_shape = shape;
+  batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(ok.size()));
+  Buffer batch = Buffer::allocate(options.dtype, ok.empty() ? std::vector<int64_t>{0} : batch_shape);
+  std::size_t slot_bytes = ok.empty() ? 0 : batch.nbytes() / ok.size();
+  std::size_t filled = 0;
+  for (int i : ok) {
+    Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + filled * slot_bytes,
+                               options.dtype, shape);
+    try {
+      decode_image_into(span_of(files[static_cast<std::size_t>(i)].bytes), options,
+                        files[static_cast<std::size_t>(i)].name, slot);
+      ++filled;
+    } catch (const std::exception& e) {
+      failures.emplace_back(i, e.what());
+    }
+  }
+  if (filled < ok.size()) {
+    batch_shape[0] = static_cast<int64_t>(filled);
+    batch = Buffer::view(batch.owner(), batch.data(), options.dtype, batch_shape);
+  }
+  return {batch, failures};
+}
+
+}  // namespace
+
+void bind_io(nb::module_& parent) {
+  nb::module_ m = parent.def_submodule("io", "Native core of feedline.io.");
+
+  register_to_python(typeid(Buffer), &buffer_to_python);
+  register_to_python(typeid(EncodedFile), &encoded_to_python);
+  register_from_python(typeid(EncodedFile), &encoded_from_python);
+  register_type_name(typeid(Buffer), "feedline.io.Buffer");
+  register_type_name(typeid(EncodedFile), "encoded file");
+
+  nb::class_<Buffer>(m, "Buffer",
+                     "An N-d array owned by feedline. Zero-copy to NumPy (numpy.asarray, the\n"
+                     "array interface) and to DLPack consumers (torch.from_dlpack); the memory\n"
+                     "stays alive as long as any view of it.")
+      .def_prop_ro("shape", [](const Buffer& b) { return to_tuple(b.shape()); })
+      .def_prop_ro("dtype", [](const Buffer& b) { return std::string(dtype_name(b.dtype())); })
+      .def_prop_ro("ndim", &Buffer::ndim)
+      .def_prop_ro("nbytes", &Buffer::nbytes)
+      .def_prop_ro("__array_interface__", &array_interface)
+      .def("__dlpack__",
+           [](const Buffer& b, nb::args args, nb::kwargs kwargs) {
+             return ndarray_view(b).attr("__dlpack__")(*args, **kwargs);
+           })
+      .def("__dlpack_device__", [](const Buffer&) { return nb::make_tuple(1, 0); })
+      .def("__len__", [](const Buffer& b) { return b.ndim() > 0 ? b.shape()[0] : 0; })
+      .def("__repr__", [](const Buffer& b) { return "Buffer(" + b.to_string() + ")"; });
+
+  nb::enum_<PixelFormat>(m, "PixelFormat")
+      .value("RGB", PixelFormat::kRgb)
+      .value("BGR", PixelFormat::kBgr)
+      .value("GRAY", PixelFormat::kGray);
+  nb::enum_<Layout>(m, "Layout").value("HWC", Layout::kHWC).value("CHW", Layout::kCHW);
+  nb::enum_<ResizeMode>(m, "ResizeMode")
+      .value("STRETCH", ResizeMode::kStretch)
+      .value("PAD", ResizeMode::kPad)
+      .value("CROP", ResizeMode::kCrop);
+
+  nb::class_<ImageOptions>(m, "ImageOptions")
+      .def(nb::init<>())
+      .def_rw("resize_width", &ImageOptions::resize_width)
+      .def_rw("resize_height", &ImageOptions::resize_height)
+      .def_rw("resize_mode", &ImageOptions::resize_mode)
+      .def_rw("resize_shorter", &ImageOptions::resize_shorter)
+      .def_rw("crop_width", &ImageOptions::crop_width)
+      .def_rw("crop_height", &ImageOptions::crop_height)
+      .def_rw("pixel_format", &ImageOptions::pixel_format)
+      .def_rw("layout", &ImageOptions::layout)
+      .def_prop_rw(
+          "float32", [](const ImageOptions& o) { return o.dtype == DType::kFloat32; },
+          [](ImageOptions& o, bool f) { o.dtype = f ? DType::kFloat32 : DType::kUint8; })
+      .def_rw("mean", &ImageOptions::mean)
+      .def_rw("std", &ImageOptions::std)
+      .def_rw("dct_scaling", &ImageOptions::dct_scaling)
+      .def_rw("max_pixels", &ImageOptions::max_pixels)
+      .def("check", &check_image_options)
+      .def("output_shape", [](const ImageOptions& o, int w, int h) {
+        return to_tuple(image_output_shape(w, h, o));
+      });
+
+  m.def("decode_image", &py_decode_image, nb::arg("data"), nb::arg("options"), nb::arg("name"));
+  m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
+  m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"), nb::arg("options"));
+  m.def("probe_image", [](nb::handle data, const std::string& name) {
+    Buffer bytes = bytes_from_python(data);
+    ImageInfo info = probe_image(span_of(bytes), name);
+    return nb::make_tuple(info.width, info.height, info.format);
+  });
+
+  const std::type_info* kStr = &typeid(std::string);
+  m.def("read_file_op", [kStr] {
+    return NativeOp{std::make_shared<ReadFileOp>(), "read_file", kStr, &typeid(EncodedFile)};
+  });
+  m.def("decode_image_op", [](const ImageOptions& options) {
+    check_image_options(options);
+    return NativeOp{std::make_shared<DecodeImageOp>(options), "decode_image",
+                    &typeid(EncodedFile), &typeid(Buffer)};
+  });
+  m.def("stack_op", [] {
+    return NativeOp{std::make_shared<StackOp>(), "stack", &typeid(ItemBatch), &typeid(Buffer)};
+  });
+}
+
+}  // namespace feedline::bindings

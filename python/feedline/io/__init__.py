@@ -1,0 +1,107 @@
+"""Loading data into arrays: images today (JPEG, PNG), with audio, video and
+array formats to follow.
+
+Every decode runs in C++ with the GIL released and returns a
+:class:`Buffer`, which NumPy (``numpy.asarray``, :func:`to_numpy`) and
+PyTorch (``torch.from_dlpack``, :func:`to_torch`) use without a copy. The
+same decoders are pipeline ops in :mod:`feedline.io.ops`, so a pipeline from
+paths to batches runs without the GIL.
+
+Bad input raises :class:`feedline.DecodeError` (a missing file
+:class:`feedline.IoError`) with the source's name in the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .._feedline_ext import io as _io
+from ._options import image_options
+
+Buffer = _io.Buffer
+Buffer.__module__ = __name__
+
+_LG = logging.getLogger(__name__)
+
+__all__ = [
+    "Buffer",
+    "decode_image",
+    "load_image",
+    "load_image_batch",
+    "to_numpy",
+    "to_torch",
+]
+
+
+def decode_image(data, /, *, name: str | None = None, **options) -> Buffer:
+    """Decodes a JPEG or PNG held in ``data`` (bytes-like).
+
+    Options (all keyword): ``width``, ``height``, ``scale_mode``,
+    ``resize_shorter``, ``crop``, ``pix_fmt``, ``layout``, ``dtype``,
+    ``mean``, ``std`` (see :func:`feedline.io._options.image_options`).
+    Without a resize the result has the image's own size; the shape is
+    ``(H, W, C)`` (or ``(C, H, W)``) with C = 3, or 1 for ``pix_fmt="gray"``.
+    ``name`` names the data in errors.
+    """
+    return _io.decode_image(data, image_options(**options), name or f"<{len(data)} bytes>")
+
+
+def load_image(src, /, **options) -> Buffer:
+    """Reads and decodes the image at path ``src`` (options as
+    :func:`decode_image`)."""
+    return _io.load_image(os.fspath(src), image_options(**options))
+
+
+def load_image_batch(
+    srcs,
+    /,
+    *,
+    width: int | None,
+    height: int | None,
+    pix_fmt: str = "rgb24",
+    strict: bool = True,
+    scale_mode: str = "pad",
+    **options,
+) -> Buffer:
+    """Decodes several images (paths or bytes-likes) into one batch Buffer of
+    shape ``(N, height, width, C)``, each image written straight into its
+    slot.
+
+    As in SPDL, ``width`` and ``height`` are required keywords (``None``
+    keeps the images' own size, which must then agree), the default
+    ``scale_mode`` is ``"pad"``, and a failed image is logged; with
+    ``strict`` any failure raises :class:`feedline.DecodeError`, otherwise the
+    batch holds the images that decoded (an error is raised only if none
+    did).
+    """
+    srcs = list(srcs)
+    if not srcs:
+        raise ValueError("load_image_batch needs at least one source")
+    opts = image_options(width=width, height=height, scale_mode=scale_mode, pix_fmt=pix_fmt, **options)
+    batch, failures = _io.load_image_batch(srcs, opts)
+    for index, message in failures:
+        _LG.error("load_image_batch: image %d failed: %s", index, message)
+    if failures and (strict or len(failures) == len(srcs)):
+        from .. import DecodeError
+
+        kind = "all the images" if len(failures) == len(srcs) else "some images"
+        detail = "; ".join(message for _, message in failures[:3])
+        raise DecodeError(f"Failed to load {kind} ({len(failures)} of {len(srcs)}): {detail}")
+    return batch
+
+
+def to_numpy(buffer):
+    """A NumPy view of ``buffer`` (no copy; the array keeps it alive)."""
+    import numpy as np
+
+    if not hasattr(buffer, "__array_interface__"):
+        raise TypeError(f"to_numpy needs a Buffer, got {type(buffer).__name__}")
+    return np.asarray(buffer)
+
+
+def to_torch(buffer):
+    """A PyTorch tensor viewing ``buffer`` through DLPack (no copy)."""
+    import torch
+
+    return torch.from_dlpack(buffer)

@@ -1,0 +1,46 @@
+"""Native pipeline ops for loading images.
+
+Each function returns a :class:`feedline.pipeline.NativeOp`; between them
+items stay native (encoded bytes, decoded Buffers) and the GIL is never
+taken::
+
+    from feedline.io import ops
+    pipeline = (
+        PipelineBuilder()
+        .add_source(paths)
+        .pipe(ops.read_file(), concurrency=4)
+        .pipe(ops.decode_image(resize_shorter=256, crop=224, layout="CHW",
+                               dtype="float32", mean=MEAN, std=STD), concurrency=2)
+        .aggregate(32)
+        .pipe(ops.stack())           # one Buffer (32, 3, 224, 224)
+        .add_sink(3)
+        .build(num_threads=4)
+    )
+
+A file that cannot be read or decoded is a failed call of its stage, counted
+and logged with its path, within the pipeline's ``max_failures``.
+"""
+
+from __future__ import annotations
+
+from .._feedline_ext import io as _io
+from ._options import image_options
+
+__all__ = ["decode_image", "read_file", "stack"]
+
+
+def read_file():
+    """Path (str or os.PathLike) -> the file's bytes, named by the path."""
+    return _io.read_file_op()
+
+
+def decode_image(**options):
+    """Encoded image (from :func:`read_file`, or bytes) -> Buffer; options as
+    :func:`feedline.io.decode_image`."""
+    return _io.decode_image_op(image_options(**options))
+
+
+def stack():
+    """A batch (list) of same-shaped Buffers -> one Buffer with a leading
+    batch dimension. Put it after ``aggregate(n)``."""
+    return _io.stack_op()

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/io/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "feedline/base/error.h"
+
+namespace feedline {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const char* what, int err) {
+  throw IoError(path + ": " + what + ": " + std::strerror(err));
+}
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+Buffer read_file(const std::string& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "cannot open", errno);
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
+  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(st.st_size)});
+  auto* p = out.data_as<uint8_t>();
+  std::size_t done = 0;
+  const auto size = static_cast<std::size_t>(st.st_size);
+  while (done < size) {
+    ssize_t n = ::read(f.fd, p + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path, "read failed", errno);
+    }
+    if (n == 0) throw IoError(path + ": file shrank while being read");
+    done += static_cast<std::size_t>(n);
+  }
+  return out;
+}
+
+}  // namespace feedline
