@@ -19,17 +19,20 @@ readonly DEB_PACKAGES=(
   ffmpeg
 )
 
-# PyPI distribution name:module to import.
+# PyPI requirement (name or name==version):module to import.
 readonly PY_PACKAGES=(
   nanobind:nanobind
   scikit-build-core:scikit_build_core
   numpy:numpy
   pytest:pytest
+  Pillow:PIL
+  scikit-image:skimage
 )
 
 # Baselines of the benchmarks in bench/python (only with --bench).
 readonly BENCH_PY_PACKAGES=(
   spdl:spdl.pipeline
+  torch==2.13.0:torch
 )
 
 PYTHON="${PYTHON:-python3}"
@@ -89,7 +92,7 @@ import importlib, importlib.metadata, sys
 for spec in sys.argv[1:]:
     dist, module = spec.split(":")
     try:
-        importlib.metadata.version(dist)
+        importlib.metadata.version(dist.split("==")[0])
         importlib.import_module(module)
     except Exception:
         print(dist)

@@ -117,8 +117,8 @@ nb::dict array_interface(const Buffer& b) {
   return d;
 }
 
-// A DLPack-capable view (nanobind's ndarray) that keeps the Buffer alive.
-nb::object ndarray_view(const Buffer& b) {
+// A DLPack capsule ("dltensor") viewing the Buffer and keeping it alive.
+nb::object dlpack_capsule(const Buffer& b) {
   auto* keep = new Buffer(b);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Buffer*>(p); });
   std::vector<size_t> shape(b.shape().begin(), b.shape().end());
@@ -306,9 +306,9 @@ void bind_io(nb::module_& parent) {
       .def_prop_ro("nbytes", &Buffer::nbytes)
       .def_prop_ro("__array_interface__", &array_interface)
       .def("__dlpack__",
-           [](const Buffer& b, nb::args args, nb::kwargs kwargs) {
-             return ndarray_view(b).attr("__dlpack__")(*args, **kwargs);
-           })
+           [](const Buffer& b, nb::args, nb::kwargs) { return dlpack_capsule(b); },
+           "A DLPack capsule of the buffer (CPU; stream and version requests are "
+           "accepted and ignored).")
       .def("__dlpack_device__", [](const Buffer&) { return nb::make_tuple(1, 0); })
       .def("__len__", [](const Buffer& b) { return b.ndim() > 0 ? b.shape()[0] : 0; })
       .def("__repr__", [](const Buffer& b) { return "Buffer(" + b.to_string() + ")"; });

@@ -255,6 +255,7 @@ void check_image_options(const ImageOptions& o) {
 ImageInfo probe_image(std::span<const uint8_t> data, std::string_view name) {
   if (media::is_jpeg(data)) return media::probe_jpeg(data, name);
   if (media::is_png(data)) return media::probe_png(data, name);
+  if (data.empty()) throw DecodeError(std::string(name) + ": empty input, not an image");
   throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
 }
 

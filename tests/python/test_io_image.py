@@ -1,0 +1,235 @@
+"""feedline.io images: pixels against Pillow, geometry, formats, batches,
+Buffer lifetime through NumPy and DLPack, native ops, and bad input.
+
+The photographs are scikit-image's sample images, encoded with Pillow.
+"""
+
+import gc
+import io
+import logging
+
+import numpy as np
+import pytest
+
+import feedline
+import feedline.io as fio
+from feedline.io import ops
+from feedline.pipeline import PipelineBuilder, PipelineFailure
+
+PIL = pytest.importorskip("PIL.Image")
+skdata = pytest.importorskip("skimage.data")
+
+PHOTOS = ["astronaut", "coffee", "chelsea", "rocket"]  # 512x512, 600x400, 451x300, 427x640
+
+
+def encode(array, fmt="JPEG", **kw):
+    b = io.BytesIO()
+    PIL.fromarray(array).save(b, format=fmt, **kw)
+    return b.getvalue()
+
+
+@pytest.fixture(scope="module")
+def photos():
+    return {name: getattr(skdata, name)() for name in PHOTOS}
+
+
+@pytest.fixture(scope="module")
+def jpegs(photos):
+    return {name: encode(a, quality=90) for name, a in photos.items()}
+
+
+def pil_resize_crop(data, shorter, crop):
+    """torchvision's Resize(shorter) + CenterCrop(crop) on a PIL image."""
+    img = PIL.open(io.BytesIO(data)).convert("RGB")
+    w, h = img.size
+    nw, nh = (shorter, int(shorter * h / w)) if w <= h else (int(shorter * w / h), shorter)
+    img = img.resize((nw, nh), PIL.BILINEAR)
+    left, top = int(round((nw - crop) / 2.0)), int(round((nh - crop) / 2.0))
+    return np.asarray(img.crop((left, top, left + crop, top + crop)))
+
+
+@pytest.mark.parametrize("name", PHOTOS)
+def test_full_size_jpeg_matches_pillow_exactly(jpegs, name):
+    ref = np.asarray(PIL.open(io.BytesIO(jpegs[name])).convert("RGB"))
+    got = fio.to_numpy(fio.decode_image(jpegs[name]))
+    assert got.shape == ref.shape and got.dtype == np.uint8
+    assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("name", PHOTOS)
+def test_resize_and_crop_match_pillow(jpegs, name):
+    ref = pil_resize_crop(jpegs[name], 256, 224).astype(int)
+    # Without DCT scaling: the same filter as Pillow's BILINEAR, within 1 level.
+    exact = np.asarray(fio.decode_image(jpegs[name], resize_shorter=256, crop=224, dct_scaling=False))
+    assert exact.shape == (224, 224, 3)
+    assert np.abs(exact.astype(int) - ref).max() <= 1
+    # With DCT scaling (the default), a different but good downscale.
+    fast = np.asarray(fio.decode_image(jpegs[name], resize_shorter=256, crop=224)).astype(int)
+    mse = np.mean((fast - ref) ** 2)
+    psnr = 10 * np.log10(255**2 / max(mse, 1e-9))
+    assert psnr > 28, psnr
+    assert np.abs(fast - ref).mean() < 3
+
+
+def test_png_and_gray_bgr_chw(photos):
+    arr = photos["coffee"]
+    png = encode(arr, "PNG")
+    assert np.array_equal(np.asarray(fio.decode_image(png)), arr)
+    bgr = np.asarray(fio.decode_image(png, pix_fmt="bgr24", layout="CHW"))
+    assert np.array_equal(bgr, arr[:, :, ::-1].transpose(2, 0, 1))
+    gray = np.asarray(fio.decode_image(png, pix_fmt="gray"))
+    ref = np.asarray(PIL.fromarray(arr).convert("L"))
+    assert gray.shape == arr.shape[:2] + (1,)
+    assert np.abs(gray[:, :, 0].astype(int) - ref.astype(int)).max() <= 1
+
+
+def test_float32_is_normalised(jpegs):
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    u8 = np.asarray(fio.decode_image(jpegs["chelsea"], width=64, height=48)).astype(np.float32)
+    f = np.asarray(fio.decode_image(jpegs["chelsea"], width=64, height=48, dtype="float32", mean=mean, std=std))
+    assert f.dtype == np.float32
+    # uint8 output rounds; float output does not: within half a level.
+    assert np.abs(f - (u8 / 255 - mean) / std).max() < 0.6 / 255 / min(std)
+
+
+def test_scale_modes_keep_or_ignore_the_aspect_ratio(photos):
+    png = encode(photos["coffee"], "PNG")  # 600 x 400
+    assert fio.decode_image(png, width=100, height=100).shape == (100, 100, 3)
+    padded = np.asarray(fio.decode_image(png, width=100, height=100, scale_mode="pad"))
+    assert padded[:16].max() == 0 and padded[-16:].max() == 0  # 100x67 centred
+    assert padded[20:80].mean() > 20
+    assert fio.decode_image(png, width=100, height=100, scale_mode="crop").shape == (100, 100, 3)
+
+
+def test_load_image_and_batch_from_paths_and_bytes(tmp_path, jpegs):
+    paths = []
+    for name, data in jpegs.items():
+        p = tmp_path / f"{name}.jpg"
+        p.write_bytes(data)
+        paths.append(p)
+    one = fio.load_image(paths[1], resize_shorter=256, crop=224)
+    batch = fio.load_image_batch(paths[:3] + [jpegs["rocket"]], width=224, height=224, scale_mode="crop")
+    assert batch.shape == (4, 224, 224, 3)
+    b = fio.to_numpy(batch)
+    assert b.flags.c_contiguous
+    single = np.asarray(fio.load_image(paths[0], width=224, height=224, scale_mode="crop"))
+    assert np.array_equal(b[0], single)
+    assert one.shape == (224, 224, 3)
+
+
+def test_load_image_batch_strictness(tmp_path, jpegs, caplog):
+    good = jpegs["astronaut"]
+    srcs = [good, b"not an image", good]
+    with pytest.raises(feedline.DecodeError, match="Failed to load some images"):
+        fio.load_image_batch(srcs, width=32, height=32)
+    caplog.set_level(logging.ERROR)
+    batch = fio.load_image_batch(srcs, width=32, height=32, strict=False)
+    assert batch.shape == (2, 32, 32, 3)
+    assert any("image 1 failed" in r.getMessage() for r in caplog.records)
+    with pytest.raises(feedline.DecodeError, match="Failed to load all"):
+        fio.load_image_batch([b"x", b"y"], width=32, height=32, strict=False)
+    with pytest.raises(ValueError):
+        fio.load_image_batch([], width=32, height=32)
+
+
+def test_numpy_view_keeps_the_buffer_alive(jpegs):
+    arr = fio.to_numpy(fio.decode_image(jpegs["coffee"], width=32, height=32))
+    gc.collect()
+    ref = np.asarray(fio.decode_image(jpegs["coffee"], width=32, height=32))
+    assert np.array_equal(arr, ref)  # the Buffer behind `arr` is still there
+    assert arr.ctypes.data != ref.ctypes.data
+
+
+def test_dlpack_export(jpegs):
+    buf = fio.decode_image(jpegs["coffee"], width=16, height=8, layout="CHW", dtype="float32")
+    assert buf.__dlpack_device__() == (1, 0)
+    cap = buf.__dlpack__()
+    assert type(cap).__name__ == "PyCapsule"
+    torch = pytest.importorskip("torch")
+    t = fio.to_torch(buf)
+    assert tuple(t.shape) == (3, 8, 16) and t.dtype == torch.float32
+    assert t.data_ptr() == np.asarray(buf).ctypes.data  # no copy
+    del buf
+    gc.collect()
+    assert torch.isfinite(t).all()
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"", "empty"),
+        (b"GIF89a....", "not a JPEG or PNG"),
+        ("truncated-jpeg", "corrupt JPEG"),
+        ("truncated-png", "PNG"),
+    ],
+)
+def test_bad_input_raises_decode_error_naming_it(jpegs, photos, data, match):
+    if data == "truncated-jpeg":
+        data = jpegs["coffee"][: len(jpegs["coffee"]) // 2]
+    elif data == "truncated-png":
+        png = encode(photos["coffee"], "PNG")
+        data = png[: len(png) // 2]
+    with pytest.raises(feedline.DecodeError, match=match) as info:
+        fio.decode_image(data, name="sample-7")
+    assert "sample-7" in str(info.value)
+
+
+def test_huge_dimensions_are_refused_before_decoding(jpegs):
+    with pytest.raises(feedline.DecodeError, match="exceeds"):
+        fio.decode_image(jpegs["coffee"], max_pixels=1000)
+
+
+def test_missing_file_is_an_io_error(tmp_path):
+    with pytest.raises(feedline.IoError, match="missing.jpg"):
+        fio.load_image(tmp_path / "missing.jpg")
+
+
+def test_native_pipeline_from_paths_to_batches(tmp_path, jpegs):
+    paths = []
+    for i in range(10):
+        name = PHOTOS[i % 4]
+        p = tmp_path / f"{i}.jpg"
+        p.write_bytes(jpegs[name])
+        paths.append(str(p))
+    paths.append(str(tmp_path / "missing.jpg"))
+    (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8\xffgarbage")
+    paths.append(str(tmp_path / "bad.jpg"))
+    p = (
+        PipelineBuilder()
+        .add_source(paths)
+        .pipe(ops.read_file(), concurrency=2)
+        .pipe(ops.decode_image(resize_shorter=64, crop=56, layout="CHW"), concurrency=2)
+        .aggregate(4)
+        .pipe(ops.stack())
+        .add_sink(3)
+        .build(num_threads=2)
+    )
+    with p.auto_stop():
+        batches = list(p)
+    assert sorted(b.shape[0] for b in batches) == [2, 4, 4]
+    assert all(b.shape[1:] == (3, 56, 56) for b in batches)
+    s = p.stats()
+    assert s.stages[1].failures == 1 and s.stages[2].failures == 1  # counted, named in the log
+    # Failures are typed and name the input.
+    p = PipelineBuilder().add_source([str(tmp_path / "bad.jpg")]).pipe(ops.read_file()).pipe(ops.decode_image())
+    p = p.add_sink(1).build(num_threads=1, max_failures=0)
+    with p.auto_stop(), pytest.raises(PipelineFailure) as info:
+        list(p)
+    cause = info.value.exceptions[0].__cause__
+    assert type(cause) is feedline.DecodeError and "bad.jpg" in str(cause)
+
+
+def test_decode_op_takes_python_bytes(jpegs):
+    p = PipelineBuilder().add_source([jpegs["coffee"]]).pipe(ops.decode_image(width=8, height=8)).add_sink(1)
+    with (p := p.build(num_threads=1)).auto_stop():
+        (buf,) = list(p)
+    assert isinstance(buf, fio.Buffer) and buf.shape == (8, 8, 3)
+
+
+def test_image_option_validation():
+    with pytest.raises(ValueError, match="both width and height"):
+        fio.decode_image(b"", width=3)
+    with pytest.raises(ValueError, match="pix_fmt"):
+        ops.decode_image(pix_fmt="yuv")
+    with pytest.raises(ValueError, match="mean and std"):
+        ops.decode_image(mean=[0.5])
