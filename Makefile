@@ -3,7 +3,8 @@
 #   make deps      install missing system and Python packages
 #   make build     configure and build the C++ release tree (build/release)
 #   make python    build and install the Python package with its extension
-#   make demo      run the C++ example pipeline
+#   make demo      the image-loading demo (dataset made on first run)
+#   make demo-cpp  the C++ example pipeline
 #   make test      C++ tests, the engine tests under TSan, then Python tests
 #   make tsan      engine tests under ThreadSanitizer (build/tsan)
 #   make asan      C++ tests and fuzzer build under ASan+UBSan (build/asan)
@@ -30,7 +31,8 @@ TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
             UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
-.PHONY: deps build python demo test tsan asan bench format clean
+
+.PHONY: deps build python demo demo-cpp test tsan asan bench format clean
 
 deps:
 	scripts/install_deps.sh
@@ -45,7 +47,10 @@ build: deps
 python: deps
 	$(PYTHON) -m pip install --no-build-isolation -q .
 
-demo: build
+demo: python
+	$(PYTHON) examples/python/image_demo.py
+
+demo-cpp: build
 	$(RELEASE_DIR)/examples/cpp/pipeline_demo
 
 test: deps build
