@@ -134,26 +134,47 @@ class OutputWriter final : public media::RowSink {
   }
 
   void row(int y, const float* v) override {
-    const std::size_t plane = static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
     y += pad_y_;
-    for (int i = 0; i < row_w_; ++i) {
-      const int x = i + pad_x_;
-      for (int c = 0; c < channels_; ++c) {
-        float value = v[i * channels_ + c];
-        std::size_t at = layout_ == Layout::kHWC
-                             ? (static_cast<std::size_t>(y) * w_ + x) * channels_ + c
-                             : c * plane + static_cast<std::size_t>(y) * w_ + x;
-        if (float_) {
-          static_cast<float*>(out_)[at] = value * scale_[c] + bias_[c];
-        } else {
-          static_cast<uint8_t*>(out_)[at] =
-              static_cast<uint8_t>(std::clamp(std::nearbyint(value), 0.f, 255.f));
+    const std::size_t plane = static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
+    const std::size_t row_start = static_cast<std::size_t>(y) * w_ + pad_x_;
+    if (layout_ == Layout::kHWC) {
+      const std::size_t n = static_cast<std::size_t>(row_w_) * channels_;
+      const std::size_t at = row_start * channels_;
+      if (float_) {
+        float* dst = static_cast<float*>(out_) + at;
+        for (std::size_t i = 0; i < n; ++i) {
+          const int c = static_cast<int>(i % channels_);
+          dst[i] = v[i] * scale_[c] + bias_[c];
         }
+      } else {
+        store_u8(v, n, 1, static_cast<uint8_t*>(out_) + at);
+      }
+      return;
+    }
+    for (int c = 0; c < channels_; ++c) {
+      const std::size_t at = c * plane + row_start;
+      if (float_) {
+        float* dst = static_cast<float*>(out_) + at;
+        const float scale = scale_[c];
+        const float bias = bias_[c];
+        for (int x = 0; x < row_w_; ++x) dst[x] = v[x * channels_ + c] * scale + bias;
+      } else {
+        store_u8(v + c, static_cast<std::size_t>(row_w_), channels_,
+                 static_cast<uint8_t*>(out_) + at);
       }
     }
   }
 
  private:
+  // Rounds half up, as Pillow does; the filter's weights are non-negative,
+  // so values lie in [0, 255] up to float error.
+  static void store_u8(const float* v, std::size_t n, int step, uint8_t* dst) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float f = v[i * static_cast<std::size_t>(step)] + 0.5f;
+      dst[i] = static_cast<uint8_t>(std::clamp(f, 0.f, 255.f));
+    }
+  }
+
   // Pixel value 0 everywhere (the padding).
   void fill_black() {
     const std::size_t n = static_cast<std::size_t>(w_) * h_ * channels_;

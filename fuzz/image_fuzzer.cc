@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// libFuzzer target for the image decoders: arbitrary bytes through
+// probe_image() and decode_image() with a few option sets (full size,
+// resize + crop + float, grey padded). Any outcome but a result or a
+// feedline exception (a crash, a sanitizer report, an unexpected exception
+// type) is a finding.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "feedline/base/error.h"
+#include "feedline/media/image.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using feedline::DType;
+  using feedline::ImageOptions;
+  std::span<const uint8_t> bytes(data, size);
+  // Keep allocations bounded: at most 4 Mpixel images.
+  const int64_t max_pixels = int64_t{1} << 22;
+  const ImageOptions options[] = {
+      {.max_pixels = max_pixels},
+      {.resize_shorter = 40,
+       .crop_width = 32,
+       .crop_height = 32,
+       .layout = feedline::Layout::kCHW,
+       .dtype = DType::kFloat32,
+       .max_pixels = max_pixels},
+      {.resize_width = 17,
+       .resize_height = 9,
+       .resize_mode = feedline::ResizeMode::kPad,
+       .pixel_format = feedline::PixelFormat::kGray,
+       .max_pixels = max_pixels},
+  };
+  try {
+    feedline::probe_image(bytes, "fuzz");
+  } catch (const feedline::DecodeError&) {
+  }
+  for (const ImageOptions& o : options) {
+    try {
+      feedline::Buffer b = feedline::decode_image(bytes, o, "fuzz");
+      volatile uint8_t sink = b.nbytes() > 0 ? b.data_as<uint8_t>()[b.nbytes() - 1] : 0;
+      (void)sink;
+    } catch (const feedline::DecodeError&) {
+    } catch (const feedline::InvalidArgument&) {
+      // A crop that does not fit this image.
+    }
+  }
+  return 0;
+}
