@@ -21,6 +21,10 @@ struct DecodedPixels {
   int height = 0;
   int channels = 0;  // 1 for kGray, else 3
   std::ptrdiff_t stride = 0;
+  // The full image's size in these pixels (see media::Pixels): W * n/8 for
+  // a JPEG decoded at scale n/8, which libjpeg rounds up to `width`.
+  double extent_w = 0;
+  double extent_h = 0;
 };
 
 bool is_jpeg(std::span<const uint8_t> data);

@@ -220,8 +220,11 @@ void decode_to(std::span<const uint8_t> data, const ImageOptions& o, std::string
                const Plan& plan, void* out) {
   media::DecodedPixels px = decode_pixels(data, o, plan, name);
   OutputWriter writer(o, plan, out);
-  media::Pixels src{px.data.get(), px.width, px.height, px.channels, px.stride};
-  bool resize = plan.scaled_w != px.width || plan.scaled_h != px.height;
+  media::Pixels src{px.data.get(), px.width,     px.height,    px.channels,
+                    px.stride,       px.extent_w, px.extent_h};
+  bool resize = plan.scaled_w != px.width || plan.scaled_h != px.height ||
+                (px.extent_w > 0 && px.extent_w != px.width) ||
+                (px.extent_h > 0 && px.extent_h != px.height);
   if (resize) {
     media::resample(src, plan.scaled_w, plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h,
                     writer);

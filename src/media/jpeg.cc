@@ -92,6 +92,7 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int
   // factors come largest first, so keep the last one that fits.
   int w = hd.width;
   int hgt = hd.height;
+  tjscalingfactor chosen{1, 1};
   if (dct_scaling && min_width > 0 && min_height > 0) {
     int n = 0;
     tjscalingfactor* factors = tjGetScalingFactors(&n);
@@ -103,6 +104,7 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int
       if (sw >= min_width && sh >= min_height && sw * static_cast<int64_t>(sh) < int64_t{w} * hgt) {
         w = sw;
         hgt = sh;
+        chosen = f;
       }
     }
   }
@@ -111,6 +113,8 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int
   DecodedPixels out;
   out.width = w;
   out.height = hgt;
+  out.extent_w = static_cast<double>(hd.width) * chosen.num / chosen.denom;
+  out.extent_h = static_cast<double>(hd.height) * chosen.num / chosen.denom;
   out.channels = format == PixelFormat::kGray ? 1 : 3;
   out.stride = static_cast<std::ptrdiff_t>(w) * out.channels;
   out.data.reset(new uint8_t[static_cast<std::size_t>(out.stride) * static_cast<std::size_t>(hgt)]);

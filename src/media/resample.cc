@@ -24,10 +24,12 @@ double triangle(double x) {
 }
 
 // Output o of the scaled axis (offset by `offset`) is centred on input
-// coordinate (o + offset + 0.5) * in_size / scaled; the filter is widened by
-// the downscale factor so that every input pixel contributes.
-Axis make_axis(int in_size, double scaled, int offset, int out_size) {
-  const double scale = in_size / scaled;
+// coordinate (o + offset + 0.5) * extent / scaled, where `extent` is how many
+// input pixels the image spans (in_size, or less when the last pixel only
+// partly belongs to it); the filter is widened by the downscale factor so
+// that every input pixel contributes.
+Axis make_axis(int in_size, double extent, double scaled, int offset, int out_size) {
+  const double scale = extent / scaled;
   const double filter_scale = std::max(scale, 1.0);
   const double support = filter_scale;  // the triangle's support is 1
   Axis a;
@@ -79,8 +81,8 @@ void horizontal(const uint8_t* row, const Axis& ax, int out_w, float* out) {
 template <int C>
 void resample_channels(const Pixels& src, double scaled_w, double scaled_h, int x0, int y0,
                        int out_w, int out_h, RowSink& sink) {
-  Axis hx = make_axis(src.width, scaled_w, x0, out_w);
-  Axis vy = make_axis(src.height, scaled_h, y0, out_h);
+  Axis hx = make_axis(src.width, src.extent_w > 0 ? src.extent_w : src.width, scaled_w, x0, out_w);
+  Axis vy = make_axis(src.height, src.extent_h > 0 ? src.extent_h : src.height, scaled_h, y0, out_h);
   int row_lo = src.height;
   int row_hi = 0;
   for (int o = 0; o < out_h; ++o) {

@@ -23,6 +23,11 @@ struct Pixels {
   int height = 0;
   int channels = 0;
   std::ptrdiff_t stride = 0;  // bytes from one row to the next
+  // The image's true size in these pixels, when the last column or row only
+  // partly belongs to it (a JPEG decoded at a DCT scale: libjpeg rounds
+  // W * n/8 up). Zero: width and height.
+  double extent_w = 0;
+  double extent_h = 0;
 };
 
 // Receives the output one row at a time: `values` holds out_w * channels
