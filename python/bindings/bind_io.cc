@@ -27,6 +27,7 @@
 #include "convert.h"
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
+#include "feedline/base/log.h"
 #include "feedline/io/file.h"
 #include "feedline/media/image.h"
 #include "feedline/pipeline/op.h"
@@ -211,6 +212,58 @@ class StackOp final : public MapOp {
   }
 };
 
+// A batch of encoded files (from aggregate) decoded straight into one batch
+// Buffer: no per-image buffer, no copy. An image that fails is left out and
+// logged; the call fails only when none decodes.
+class DecodeBatchOp final : public MapOp {
+ public:
+  explicit DecodeBatchOp(ImageOptions options) : options_(options) {}
+
+  // Python values in the batch (bytes from a Python source) become encoded
+  // files, all under one GIL hold; one that does not convert is left out.
+  static void convert_python_values(ItemBatch* batch, std::vector<std::string>* errors) {
+    bool any = false;
+    for (Item& item : *batch) any |= item.holds<PyObj>();
+    if (!any) return;
+    GilScope gil;
+    for (Item& item : *batch) {
+      if (!item.holds<PyObj>()) continue;
+      PyObj obj = item.take_as<PyObj>();
+      try {
+        item = from_python(obj.get(), typeid(EncodedFile));
+      } catch (const std::exception& e) {
+        errors->push_back(e.what());
+        item.reset();
+      }
+    }
+  }
+
+  Item call(Item input) override {
+    ItemBatch& batch = input.as<ItemBatch>();
+    std::vector<std::string> errors;
+    convert_python_values(&batch, &errors);
+    std::vector<EncodedImage> images;
+    images.reserve(batch.size());
+    for (Item& item : batch) {
+      if (const EncodedFile* f = item.get_if<EncodedFile>()) {
+        images.push_back({f->name, span_of(f->bytes)});
+      }
+    }
+    std::vector<ImageFailure> failures;
+    Buffer out = decode_image_batch(images, options_, &failures);
+    for (ImageFailure& f : failures) errors.push_back(std::move(f.message));
+    for (const std::string& e : errors) log(LogLevel::kWarning, "decode_batch: " + e);
+    if (!batch.empty() && errors.size() == batch.size()) {
+      throw DecodeError("decode_batch: all " + std::to_string(batch.size()) +
+                        " images failed; first: " + errors[0]);
+    }
+    return Item(std::move(out));
+  }
+
+ private:
+  const ImageOptions options_;
+};
+
 // --- Python functions -----------------------------------------------------------
 
 Buffer py_decode_image(nb::handle data, const ImageOptions& options, const std::string& name) {
@@ -230,59 +283,37 @@ Buffer py_load_image(const std::string& path, const ImageOptions& options) {
 std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
     nb::list srcs, const ImageOptions& options) {
   std::vector<EncodedFile> files;
-  std::vector<std::optional<std::string>> paths;
+  std::vector<bool> is_path;
   for (nb::handle s : srcs) {
     if (PyUnicode_Check(s.ptr()) || PyObject_HasAttrString(s.ptr(), "__fspath__")) {
       nb::object fs = nb::steal(PyOS_FSPath(s.ptr()));
       if (!fs.is_valid()) throw nb::python_error();
-      paths.emplace_back(nb::cast<std::string>(fs));
-      files.push_back({*paths.back(), Buffer()});
+      files.push_back({nb::cast<std::string>(fs), Buffer()});
+      is_path.push_back(true);
     } else {
-      paths.emplace_back(std::nullopt);
       files.push_back({"<source " + std::to_string(files.size()) + ">", bytes_from_python(s)});
+      is_path.push_back(false);
     }
   }
-  check_image_options(options);
   nb::gil_scoped_release release;
-  std::vector<std::pair<int, std::string>> failures;
-  std::vector<int> ok;
-  std::vector<int64_t> shape;
+  std::vector<ImageFailure> failures;
+  std::vector<EncodedImage> images;
+  std::vector<std::size_t> index;  // images[k] is source index[k]
   for (std::size_t i = 0; i < files.size(); ++i) {
     try {
-      if (paths[i]) files[i].bytes = read_file(*paths[i]);
-      ImageInfo info = probe_image(span_of(files[i].bytes), files[i].name);
-      std::vector<int64_t> s = image_output_shape(info.width, info.height, options);
-      if (shape.empty()) shape = s;
-      if (s != shape) {
-        throw InvalidArgument(files[i].name + ": decodes to a different shape than the first image "
-                              "(give width and height)");
-      }
-      ok.push_back(static_cast<int>(i));
+      if (is_path[i]) files[i].bytes = read_file(files[i].name);
+      images.push_back({files[i].name, span_of(files[i].bytes)});
+      index.push_back(i);
     } catch (const std::exception& e) {
-      failures.emplace_back(static_cast<int>(i), e.what());
+      failures.push_back({i, e.what()});
     }
   }
-  std::vector<int64_t> batch_shape = shape;
-  batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(ok.size()));
-  Buffer batch = Buffer::allocate(options.dtype, ok.empty() ? std::vector<int64_t>{0} : batch_shape);
-  std::size_t slot_bytes = ok.empty() ? 0 : batch.nbytes() / ok.size();
-  std::size_t filled = 0;
-  for (int i : ok) {
-    Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + filled * slot_bytes,
-                               options.dtype, shape);
-    try {
-      decode_image_into(span_of(files[static_cast<std::size_t>(i)].bytes), options,
-                        files[static_cast<std::size_t>(i)].name, slot);
-      ++filled;
-    } catch (const std::exception& e) {
-      failures.emplace_back(i, e.what());
-    }
-  }
-  if (filled < ok.size()) {
-    batch_shape[0] = static_cast<int64_t>(filled);
-    batch = Buffer::view(batch.owner(), batch.data(), options.dtype, batch_shape);
-  }
-  return {batch, failures};
+  std::vector<ImageFailure> decode_failures;
+  Buffer batch = decode_image_batch(images, options, &decode_failures);
+  for (ImageFailure& f : decode_failures) failures.push_back({index[f.index], std::move(f.message)});
+  std::vector<std::pair<int, std::string>> out;
+  for (ImageFailure& f : failures) out.emplace_back(static_cast<int>(f.index), std::move(f.message));
+  return {batch, out};
 }
 
 }  // namespace
@@ -362,6 +393,14 @@ void bind_io(nb::module_& parent) {
     check_image_options(options);
     return NativeOp{std::make_shared<DecodeImageOp>(options), "decode_image",
                     &typeid(EncodedFile), &typeid(Buffer)};
+  });
+  m.def("decode_batch_op", [](const ImageOptions& options) {
+    check_image_options(options);
+    if (options.resize_width == 0 && options.crop_width == 0) {
+      throw InvalidArgument("decode_batch needs one output size: give width and height, or crop");
+    }
+    return NativeOp{std::make_shared<DecodeBatchOp>(options), "decode_batch", &typeid(ItemBatch),
+                    &typeid(Buffer)};
   });
   m.def("stack_op", [] {
     return NativeOp{std::make_shared<StackOp>(), "stack", &typeid(ItemBatch), &typeid(Buffer)};

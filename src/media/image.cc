@@ -314,4 +314,49 @@ void decode_image_into(std::span<const uint8_t> data, const ImageOptions& option
   decode_to(data, options, name, plan, out.data());
 }
 
+Buffer decode_image_batch(std::span<const EncodedImage> images, const ImageOptions& options,
+                          std::vector<ImageFailure>* failures) {
+  check_image_options(options);
+  // Probe first: the batch is allocated once, for the images that can go in.
+  std::vector<std::size_t> good;
+  std::vector<int64_t> shape;
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    try {
+      ImageInfo info = probe_image(images[i].data, images[i].name);
+      media::check_dimensions(info.width, info.height, options.max_pixels, images[i].name);
+      std::vector<int64_t> s = image_output_shape(info.width, info.height, options);
+      if (shape.empty()) shape = s;
+      if (s != shape) {
+        throw InvalidArgument(std::string(images[i].name) +
+                              ": decodes to a different size than the batch (give a resize to "
+                              "width x height, or a crop)");
+      }
+      good.push_back(i);
+    } catch (const std::exception& e) {
+      failures->push_back({i, e.what()});
+    }
+  }
+  std::vector<int64_t> batch_shape = shape.empty() ? std::vector<int64_t>{0} : shape;
+  if (!shape.empty()) batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(good.size()));
+  Buffer batch = Buffer::allocate(options.dtype, batch_shape);
+  if (good.empty()) return batch;
+  const std::size_t slot_bytes = batch.nbytes() / good.size();
+  std::size_t filled = 0;
+  for (std::size_t i : good) {
+    // A later failure leaves its slot to the next image: the batch stays
+    // dense, in input order.
+    Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + filled * slot_bytes,
+                               options.dtype, shape);
+    try {
+      decode_image_into(images[i].data, options, images[i].name, slot);
+      ++filled;
+    } catch (const std::exception& e) {
+      failures->push_back({i, e.what()});
+    }
+  }
+  if (filled == good.size()) return batch;
+  batch_shape[0] = static_cast<int64_t>(filled);
+  return Buffer::view(batch.owner(), batch.data(), options.dtype, batch_shape);
+}
+
 }  // namespace feedline

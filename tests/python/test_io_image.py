@@ -233,3 +233,33 @@ def test_image_option_validation():
         ops.decode_image(pix_fmt="yuv")
     with pytest.raises(ValueError, match="mean and std"):
         ops.decode_image(mean=[0.5])
+
+
+def test_decode_batch_decodes_straight_into_the_batch(tmp_path, jpegs, caplog):
+    names = ["astronaut", "coffee", "chelsea", "rocket"] * 2
+    srcs = [jpegs[n] for n in names]
+    srcs[3] = b"\xff\xd8\xff broken"
+    p = (
+        PipelineBuilder()
+        .add_source(srcs)
+        .aggregate(4)
+        .pipe(ops.decode_batch(resize_shorter=64, crop=56, layout="CHW"))
+        .add_sink(3)
+        .build(num_threads=1)
+    )
+    caplog.set_level(logging.WARNING, logger="feedline")
+    with p.auto_stop():
+        first, second = list(p)
+    assert first.shape == (3, 3, 56, 56) and second.shape == (4, 3, 56, 56)
+    # Each slot equals the single-image decode, in input order.
+    want = np.asarray(fio.decode_image(jpegs["coffee"], resize_shorter=64, crop=56, layout="CHW"))
+    assert np.array_equal(np.asarray(first)[1], want)
+    assert any("decode_batch" in r.getMessage() and "invalid JPEG" in r.getMessage() for r in caplog.records)
+    # A batch where nothing decodes is a failed call.
+    p = PipelineBuilder().add_source([b"x", b"y"]).aggregate(2).pipe(ops.decode_batch(width=8, height=8))
+    p = p.add_sink(1).build(num_threads=1, max_failures=0)
+    with p.auto_stop(), pytest.raises(PipelineFailure) as info:
+        list(p)
+    assert type(info.value.exceptions[0].__cause__) is feedline.DecodeError
+    with pytest.raises(ValueError, match="one output size"):
+        ops.decode_batch(resize_shorter=64)

@@ -98,4 +98,26 @@ void decode_image_into(std::span<const uint8_t> data,
                        const ImageOptions& options, std::string_view name,
                        const Buffer& out);
 
+// One encoded image of a batch: its name (for errors) and its bytes.
+struct EncodedImage {
+  std::string_view name;
+  std::span<const uint8_t> data;
+};
+
+// Why one image of a batch was left out.
+struct ImageFailure {
+  std::size_t index;
+  std::string message;
+};
+
+// Decodes `images` straight into one batch Buffer of shape (N, ...), N being
+// the number that decoded; each failure is appended to `*failures` and its
+// image left out. The options must give every image one size (a resize to
+// width x height, or a crop); without that, images whose shape differs from
+// the first good one fail. Returns an empty (N = 0) batch when none decoded.
+// Throws: InvalidArgument for bad options.
+Buffer decode_image_batch(std::span<const EncodedImage> images,
+                          const ImageOptions& options,
+                          std::vector<ImageFailure>* failures);
+
 }  // namespace feedline

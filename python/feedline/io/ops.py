@@ -19,6 +19,10 @@ taken::
 
 A file that cannot be read or decoded is a failed call of its stage, counted
 and logged with its path, within the pipeline's ``max_failures``.
+
+``aggregate(n)`` then :func:`decode_batch` decodes each batch straight into
+its Buffer instead (no per-image buffer and no copy; failed images are left
+out of their batch and logged).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 from .._feedline_ext import io as _io
 from ._options import image_options
 
-__all__ = ["decode_image", "read_file", "stack"]
+__all__ = ["decode_batch", "decode_image", "read_file", "stack"]
 
 
 def read_file():
@@ -38,6 +42,18 @@ def decode_image(**options):
     """Encoded image (from :func:`read_file`, or bytes) -> Buffer; options as
     :func:`feedline.io.decode_image`."""
     return _io.decode_image_op(image_options(**options))
+
+
+def decode_batch(**options):
+    """A batch (list) of encoded images -> one Buffer ``(N, ...)``, each
+    image decoded straight into its slot: no per-image buffer, no copy. Put
+    it after ``aggregate(n)``; options as :func:`decode_image`, and they must
+    give one output size (``width``/``height`` or ``crop``). An image that
+    fails is left out of its batch and logged (the batch is then smaller);
+    the call fails only if no image of the batch decodes. For per-image
+    failure counts in the stage statistics, use :func:`decode_image` and
+    :func:`stack` instead."""
+    return _io.decode_batch_op(image_options(**options))
 
 
 def stack():

@@ -174,6 +174,27 @@ TEST(ImageTest, DecodeIntoChecksTheSlot) {
   EXPECT_THROW(decode_image_into(png, {}, "a.png", slot), InvalidArgument);
 }
 
+TEST(ImageTest, BatchDecodesIntoDenseSlotsAndReportsFailures) {
+  std::vector<uint8_t> a = encode_png(pattern(20, 10), 20, 10);
+  std::vector<uint8_t> b = encode_jpeg(pattern(30, 40), 30, 40);
+  std::vector<uint8_t> bad = {0xFF, 0xD8, 0xFF, 0x00};
+  std::vector<EncodedImage> images = {{"a", a}, {"bad", bad}, {"b", b}};
+  std::vector<ImageFailure> failures;
+  ImageOptions o{.resize_width = 8, .resize_height = 6};
+  Buffer batch = decode_image_batch(images, o, &failures);
+  ASSERT_EQ(batch.shape(), (std::vector<int64_t>{2, 6, 8, 3}));
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].index, 1u);
+  EXPECT_NE(failures[0].message.find("bad"), std::string::npos);
+  Buffer second = decode_image(b, o, "b");
+  EXPECT_EQ(std::memcmp(batch.data_as<uint8_t>() + second.nbytes(), second.data(), second.nbytes()), 0);
+  // Without one output size, a different-sized image fails instead.
+  failures.clear();
+  Buffer own = decode_image_batch(images, {}, &failures);
+  EXPECT_EQ(own.shape(), (std::vector<int64_t>{1, 10, 20, 3}));
+  EXPECT_EQ(failures.size(), 2u);
+}
+
 TEST(BufferTest, AllocatesAlignedContiguousStorage) {
   Buffer b = Buffer::allocate(DType::kFloat32, {2, 3, 4});
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u);
