@@ -10,9 +10,12 @@ Resize(shorter side 256, bilinear) + CenterCrop(224), with 2 threads or
 2 worker processes. The contenders:
 
 - ``feedline``: the native pipeline of ``examples/python/image_demo.py``:
-  ``add_source(paths) -> ops.read_file() [4] -> ops.decode_image(resize_shorter=256,
-  crop=224, layout="CHW", dtype="float32", mean, std) [2] -> aggregate(32) ->
-  ops.stack() -> add_sink(3)``, ``build(num_threads=2)``. No stage takes the
+  ``add_source(paths) -> ops.read_file() [4] -> aggregate(32) ->
+  ops.decode_batch(resize_shorter=256, crop=224, layout="CHW", dtype="float32",
+  mean, std) [2] -> add_sink(3)``, ``build(num_threads=2)``: each batch is
+  decoded straight into its Buffer. ``feedline-per-image`` instead decodes
+  each image on its own (``ops.decode_image() [2] -> aggregate(32) ->
+  ops.stack()``, one copy per image, per-image failure counts). No stage takes the
   GIL; each batch reaches Python once and becomes a tensor through
   ``feedline.io.to_torch`` (DLPack, no copy). libjpeg-turbo decodes at the
   smallest DCT scale that still covers the target (6/8 for a 500x375 photo)
@@ -129,6 +132,7 @@ class Contender:
 
 CONTENDERS = [
     Contender("feedline", "feedline, native ops"),
+    Contender("feedline-per-image", "feedline, native per-image + stack"),
     Contender("feedline-pillow", "feedline, Pillow in Python ops"),
     Contender("dataloader", "PyTorch DataLoader + Pillow"),
     Contender("spdl", "SPDL + spdl.io"),
@@ -238,6 +242,24 @@ def _feedline_epoch(paths):
         PipelineBuilder()
         .add_source(paths)
         .pipe(ops.read_file(), concurrency=4)
+        .aggregate(BATCH)
+        .pipe(ops.decode_batch(**feedline_image_options()), concurrency=NUM_THREADS)
+        .add_sink(3)
+        .build(num_threads=NUM_THREADS)
+    )
+    with pipeline.auto_stop():
+        for batch in pipeline:
+            yield to_torch(batch)
+
+
+def _feedline_per_image_epoch(paths):
+    from feedline.io import ops, to_torch
+    from feedline.pipeline import PipelineBuilder
+
+    pipeline = (
+        PipelineBuilder()
+        .add_source(paths)
+        .pipe(ops.read_file(), concurrency=4)
         .pipe(ops.decode_image(**feedline_image_options()), concurrency=NUM_THREADS)
         .aggregate(BATCH)
         .pipe(ops.stack())
@@ -297,6 +319,9 @@ def make_epoch(name):
     if name == "feedline":
         _import_all("torch", "feedline.io", "feedline.pipeline")
         return _feedline_epoch
+    if name == "feedline-per-image":
+        _import_all("torch", "feedline.io", "feedline.pipeline")
+        return _feedline_per_image_epoch
     if name == "feedline-pillow":
         _import_all("torch", "numpy", "PIL.Image", "feedline.pipeline")
         return _feedline_pillow_epoch

@@ -5,8 +5,9 @@
    sizes (about 500x375, quality 90) cut from scikit-image's sample
    photographs with random crops, scales and flips.
 2. Runs one epoch of the native pipeline
-       paths -> read_file[4] -> decode_image[2] (shorter side 256, centre
-       crop 224, CHW float32, ImageNet mean/std) -> aggregate(32) -> stack
+       paths -> read_file[4] -> aggregate(32) -> decode_batch[2] (shorter
+       side 256, centre crop 224, CHW float32, ImageNet mean/std, each image
+       decoded straight into its batch slot)
    with a progress line; only the finished (32, 3, 224, 224) batches reach
    Python.
 3. Prints images/s, CPU-seconds per image, peak memory and the per-stage
@@ -100,12 +101,11 @@ def main(argv=None) -> int:
         PipelineBuilder()
         .add_source(paths)
         .pipe(ops.read_file(), concurrency=4)
+        .aggregate(args.batch)
         .pipe(
-            ops.decode_image(resize_shorter=256, crop=224, layout="CHW", dtype="float32", mean=MEAN, std=STD),
+            ops.decode_batch(resize_shorter=256, crop=224, layout="CHW", dtype="float32", mean=MEAN, std=STD),
             concurrency=threads,
         )
-        .aggregate(args.batch)
-        .pipe(ops.stack())
         .add_sink(3)
         .build(num_threads=threads)
     )

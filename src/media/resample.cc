@@ -64,49 +64,55 @@ Axis make_axis(int in_size, double extent, double scaled, int offset, int out_si
   return a;
 }
 
+// Adds w * src[i] to acc[i] for n values: the vertical pass, contiguous and
+// vectorised by the compiler.
+void accumulate_row(const uint8_t* src, float w, std::size_t n, float* acc) {
+  for (std::size_t i = 0; i < n; ++i) acc[i] += w * static_cast<float>(src[i]);
+}
+
 template <int C>
-void horizontal(const uint8_t* row, const Axis& ax, int out_w, float* out) {
+void horizontal(const float* row, const Axis& ax, int out_w, int col_lo, float* out) {
   for (int o = 0; o < out_w; ++o) {
     const float* w = &ax.weights[static_cast<std::size_t>(o) * static_cast<std::size_t>(ax.taps)];
-    const uint8_t* s = row + static_cast<std::ptrdiff_t>(ax.first[static_cast<std::size_t>(o)]) * C;
+    const float* s = row + static_cast<std::ptrdiff_t>(ax.first[static_cast<std::size_t>(o)] - col_lo) * C;
     const int n = ax.count[static_cast<std::size_t>(o)];
     float acc[C] = {};
     for (int k = 0; k < n; ++k) {
-      for (int c = 0; c < C; ++c) acc[c] += w[k] * static_cast<float>(s[k * C + c]);
+      for (int c = 0; c < C; ++c) acc[c] += w[k] * s[k * C + c];
     }
     for (int c = 0; c < C; ++c) out[o * C + c] = acc[c];
   }
 }
 
+// Vertical pass first, then horizontal: the vertical pass runs over whole
+// rows (contiguous, vectorised) and leaves the scalar horizontal pass only
+// out_h rows instead of every source row.
 template <int C>
 void resample_channels(const Pixels& src, double scaled_w, double scaled_h, int x0, int y0,
                        int out_w, int out_h, RowSink& sink) {
   Axis hx = make_axis(src.width, src.extent_w > 0 ? src.extent_w : src.width, scaled_w, x0, out_w);
   Axis vy = make_axis(src.height, src.extent_h > 0 ? src.extent_h : src.height, scaled_h, y0, out_h);
-  int row_lo = src.height;
-  int row_hi = 0;
-  for (int o = 0; o < out_h; ++o) {
-    row_lo = std::min(row_lo, vy.first[static_cast<std::size_t>(o)]);
-    row_hi = std::max(row_hi, vy.first[static_cast<std::size_t>(o)] + vy.count[static_cast<std::size_t>(o)]);
+  // The source columns the horizontal pass reads.
+  int col_lo = src.width;
+  int col_hi = 0;
+  for (int o = 0; o < out_w; ++o) {
+    col_lo = std::min(col_lo, hx.first[static_cast<std::size_t>(o)]);
+    col_hi = std::max(col_hi, hx.first[static_cast<std::size_t>(o)] + hx.count[static_cast<std::size_t>(o)]);
   }
-  const std::size_t row_len = static_cast<std::size_t>(out_w) * C;
-  // The horizontal pass over every source row the vertical pass reads.
-  std::vector<float> rows(static_cast<std::size_t>(std::max(row_hi - row_lo, 0)) * row_len);
-  for (int y = row_lo; y < row_hi; ++y) {
-    horizontal<C>(src.data + static_cast<std::ptrdiff_t>(y) * src.stride, hx, out_w,
-                  &rows[static_cast<std::size_t>(y - row_lo) * row_len]);
-  }
-  std::vector<float> out(row_len);
+  const std::size_t span = static_cast<std::size_t>(std::max(col_hi - col_lo, 0)) * C;
+  std::vector<float> column_sums(span);
+  std::vector<float> out(static_cast<std::size_t>(out_w) * C);
   for (int o = 0; o < out_h; ++o) {
     const float* w = &vy.weights[static_cast<std::size_t>(o) * static_cast<std::size_t>(vy.taps)];
     const int first = vy.first[static_cast<std::size_t>(o)];
     const int n = vy.count[static_cast<std::size_t>(o)];
-    std::fill(out.begin(), out.end(), 0.f);
+    std::fill(column_sums.begin(), column_sums.end(), 0.f);
     for (int k = 0; k < n; ++k) {
-      const float wk = w[k];
-      const float* r = &rows[static_cast<std::size_t>(first + k - row_lo) * row_len];
-      for (std::size_t j = 0; j < row_len; ++j) out[j] += wk * r[j];
+      const uint8_t* row = src.data + static_cast<std::ptrdiff_t>(first + k) * src.stride +
+                           static_cast<std::ptrdiff_t>(col_lo) * C;
+      accumulate_row(row, w[k], span, column_sums.data());
     }
+    horizontal<C>(column_sums.data(), hx, out_w, col_lo, out.data());
     sink.row(o, out.data());
   }
 }

@@ -126,9 +126,10 @@ def test_no_thread_is_left_behind_after_1000_cycles():
         cycle_pipelines(aop)
     finally:
         gc.enable()
+    # Threads of earlier tests may still be leaving; none may be added.
     assert _feedline_ext._live_pool_threads() == 0
-    assert os_threads() <= base_os
-    assert threading.active_count() == base_py
+    assert os_threads() <= base_os, (os_threads(), base_os)
+    assert threading.active_count() <= base_py, threading.enumerate()
 
 
 def cycle_pipelines(aop):

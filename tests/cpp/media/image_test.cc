@@ -164,6 +164,8 @@ TEST(ImageTest, BadInputIsADecodeErrorNamingTheInput) {
   expect_decode_error(corrupt, "corrupt jpeg");
   // Dimensions over the limit are refused before decoding.
   EXPECT_THROW(decode_image(jpeg, {.max_pixels = 100}, "big.jpg"), DecodeError);
+  // A failure leaves nothing behind: the next good image decodes.
+  EXPECT_EQ(decode_image(jpeg, {}, "good.jpg").shape(), (std::vector<int64_t>{64, 64, 3}));
 }
 
 TEST(ImageTest, DecodeIntoChecksTheSlot) {
