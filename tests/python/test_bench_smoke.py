@@ -24,3 +24,16 @@ def test_pipeline_overhead_benchmark_runs():
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "feedline, native ops" in r.stdout
+
+
+def test_images_benchmark_runs():
+    # The baselines (torch, SPDL) are optional here; feedline's contenders and
+    # the C++ limit (built with the release tree, when present) must run.
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "images.py"), "--quick", "--only", "feedline,feedline-per-image,limit"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "feedline, native ops" in r.stdout

@@ -263,3 +263,16 @@ def test_decode_batch_decodes_straight_into_the_batch(tmp_path, jpegs, caplog):
     assert type(info.value.exceptions[0].__cause__) is feedline.DecodeError
     with pytest.raises(ValueError, match="one output size"):
         ops.decode_batch(resize_shorter=64)
+
+
+def test_batches_outlive_the_pipeline_that_made_them(jpegs):
+    p = PipelineBuilder().add_source([jpegs["coffee"]] * 4).aggregate(4)
+    p = p.pipe(ops.decode_batch(width=16, height=16, dtype="float32")).add_sink(1).build(num_threads=1)
+    with p.auto_stop():
+        (batch,) = list(p)
+    array = fio.to_numpy(batch)
+    want = np.asarray(fio.decode_image(jpegs["coffee"], width=16, height=16, dtype="float32"))
+    del batch, p
+    gc.collect()
+    assert array.shape == (4, 16, 16, 3)
+    assert all(np.array_equal(a, want) for a in array)
