@@ -103,12 +103,13 @@ import logging
 import os
 import pathlib
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from benchlib import cpu_seconds, peak_rss_kib
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO / "build" / "demo-data"
@@ -337,20 +338,6 @@ def make_epoch(name):
 # -- worker side: one contender in its own process ------------------------------
 
 
-def _cpu_seconds():
-    """user+sys of this process (all threads) and its reaped children."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
-def _peak_rss_kib():
-    # ru_maxrss is in KiB on Linux; for RUSAGE_CHILDREN it is the largest child.
-    return sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-
-
 def _drain(batches):
     """The consumer loop, the same for every contender: count and check batches."""
     import torch
@@ -365,9 +352,9 @@ def _drain(batches):
 
 
 def _timed(epoch, paths):
-    cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
     count, bad = _drain(epoch(paths))
-    wall, cpu = time.perf_counter() - wall0, _cpu_seconds() - cpu0
+    wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
     return {"wall_s": wall, "cpu_s": cpu, "count": count, "bad_batches": bad}
 
 
@@ -387,7 +374,7 @@ def worker_main(name, args):
     paths = dataset_paths(args.data, args.images)
     warmup = _timed(epoch, paths[: min(len(paths), WARMUP_IMAGES)])
     runs = [_timed(epoch, paths) for _ in range(args.repeat)]
-    print(json.dumps({"warmup": warmup, "runs": runs, "peak_rss_kib": _peak_rss_kib()}))
+    print(json.dumps({"warmup": warmup, "runs": runs, "peak_rss_kib": peak_rss_kib()}))
 
 
 def check_main(args):

@@ -60,11 +60,12 @@ import json
 import logging
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import time
+
+from benchlib import cpu_seconds, peak_rss_kib
 
 # -- contenders ----------------------------------------------------------------
 
@@ -155,25 +156,10 @@ def _run_loop(n):
     return count, total
 
 
-def _cpu_seconds():
-    """user+sys of this process (all threads) and its waited-for children."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        usage = resource.getrusage(who)
-        total += usage.ru_utime + usage.ru_stime
-    return total
-
-
-def _peak_rss_kib():
-    # ru_maxrss is in KiB on Linux. Workers start no children today; counting
-    # them keeps the number honest if a contender ever does.
-    return sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-
-
 def _timed(run, n):
-    cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
     count, total = run(n)
-    wall, cpu = time.perf_counter() - wall0, _cpu_seconds() - cpu0
+    wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
     return {"wall_s": wall, "cpu_s": cpu, "count": count, "sum_ok": total == n * (n - 1) // 2}
 
 
@@ -197,7 +183,7 @@ def worker_main(name, n, sink, repeat):
         return
     warmup = _timed(run, _warmup_size(n))
     runs = [_timed(run, n) for _ in range(repeat)]
-    print(json.dumps({"warmup": warmup, "runs": runs, "peak_rss_kib": _peak_rss_kib()}))
+    print(json.dumps({"warmup": warmup, "runs": runs, "peak_rss_kib": peak_rss_kib()}))
 
 
 # -- parent side: runs the workers and prints the table -----------------------------
