@@ -29,6 +29,7 @@
 #include "feedline/base/error.h"
 #include "feedline/base/log.h"
 #include "feedline/io/file.h"
+#include "feedline/io/formats.h"
 #include "feedline/media/image.h"
 #include "feedline/pipeline/op.h"
 #include "native_op.h"
@@ -78,6 +79,10 @@ const char* typestr(DType d) {
       return "<f4";
     case DType::kFloat64:
       return "<f8";
+    case DType::kComplex64:
+      return "<c8";
+    case DType::kComplex128:
+      return "<c16";
   }
   return "|u1";
 }
@@ -97,6 +102,9 @@ nb::dlpack::dtype dlpack_dtype(DType d) {
     case DType::kFloat32:
     case DType::kFloat64:
       return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
+    case DType::kComplex64:
+    case DType::kComplex128:
+      return {static_cast<uint8_t>(dtype_code::Complex), bits, 1};
     default:
       return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
   }
@@ -136,8 +144,11 @@ nb::object encoded_to_python(Item& item) {
   return nb::bytes(f.bytes.data_as<const char>(), f.bytes.nbytes());
 }
 
-// Bytes-like Python objects as a 1-D uint8 Buffer: bytes in place, anything
-// else with the buffer protocol copied. Requires: the GIL.
+// Bytes-like Python objects as a 1-D uint8 Buffer, read in place: a bytes
+// object is kept alive by the Buffer; any other C-contiguous buffer
+// (bytearray, memoryview, NumPy array) through a memoryview that holds its
+// export (so a bytearray cannot be resized while viewed). Non-contiguous
+// buffers are copied. Requires: the GIL.
 Buffer bytes_from_python(nb::handle obj) {
   if (nb::isinstance<Buffer>(obj)) return nb::cast<Buffer>(obj);
   if (PyBytes_Check(obj.ptr())) {
@@ -145,14 +156,22 @@ Buffer bytes_from_python(nb::handle obj) {
     return Buffer::view(owner, PyBytes_AS_STRING(obj.ptr()), DType::kUint8,
                         {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))});
   }
-  Py_buffer view;
-  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+  if (!PyObject_CheckBuffer(obj.ptr())) throw InvalidArgument("expected a bytes-like object");
+  PyObject* mv = PyMemoryView_FromObject(obj.ptr());
+  if (mv == nullptr) {
     PyErr_Clear();
     throw InvalidArgument("expected a bytes-like object");
   }
-  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view.len)});
-  std::memcpy(out.data(), view.buf, static_cast<std::size_t>(view.len));
-  PyBuffer_Release(&view);
+  auto owner = std::make_shared<PyObj>(PyObj::steal(mv));
+  Py_buffer* view = PyMemoryView_GET_BUFFER(mv);
+  if (PyBuffer_IsContiguous(view, 'C')) {
+    return Buffer::view(owner, view->buf, DType::kUint8, {static_cast<int64_t>(view->len)});
+  }
+  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
+  if (PyBuffer_ToContiguous(out.data(), view, view->len, 'C') != 0) {
+    PyErr_Clear();
+    throw InvalidArgument("cannot read the bytes-like object");
+  }
   return out;
 }
 
@@ -316,6 +335,63 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
   return {batch, out};
 }
 
+// Loader ops over encoded bytes (an EncodedFile from read_file, or Python
+// bytes): NPY -> Buffer, WAV -> Buffer (frames, channels).
+class LoadNpyOp final : public MapOp {
+ public:
+  Item call(Item input) override {
+    EncodedFile& f = input.as<EncodedFile>();
+    return Item(load_npy(f.bytes, f.name));
+  }
+};
+
+class LoadWavOp final : public MapOp {
+ public:
+  Item call(Item input) override {
+    EncodedFile& f = input.as<EncodedFile>();
+    return Item(load_wav(f.bytes, f.name));
+  }
+};
+
+// A tar archive -> its regular files, one item each (named "<archive>/<member>"
+// in errors), viewing the archive's bytes.
+class TarMembersGenerator final : public ItemGenerator {
+ public:
+  TarMembersGenerator(EncodedFile archive, std::vector<TarMember> members)
+      : archive_(std::move(archive)), members_(std::move(members)) {}
+  bool next(Item* out) override {
+    if (next_ == members_.size()) return false;
+    const TarMember& m = members_[next_++];
+    Buffer bytes = Buffer::view(archive_.bytes.owner(),
+                                archive_.bytes.data_as<uint8_t>() + m.offset, DType::kUint8,
+                                {static_cast<int64_t>(m.size)});
+    *out = Item(EncodedFile{m.name, std::move(bytes)});
+    return true;
+  }
+
+ private:
+  EncodedFile archive_;
+  std::vector<TarMember> members_;
+  std::size_t next_ = 0;
+};
+
+class TarMembersOp final : public GeneratorOp {
+ public:
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    EncodedFile archive = input.take_as<EncodedFile>();
+    std::vector<TarMember> members = list_tar(span_of(archive.bytes), archive.name);
+    return std::make_unique<TarMembersGenerator>(std::move(archive), std::move(members));
+  }
+};
+
+nb::list zip_entries(const std::vector<ZipEntry>& entries) {
+  nb::list out;
+  for (const ZipEntry& e : entries) {
+    out.append(nb::make_tuple(e.name, e.data_offset, e.compressed_size, e.size, e.method));
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_io(nb::module_& parent) {
@@ -383,6 +459,75 @@ void bind_io(nb::module_& parent) {
     Buffer bytes = bytes_from_python(data);
     ImageInfo info = probe_image(span_of(bytes), name);
     return nb::make_tuple(info.width, info.height, info.format);
+  });
+
+  // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
+  // place) and runs with the GIL released.
+  m.def("load_npy", [](nb::handle data, const std::string& name) {
+    Buffer bytes = bytes_from_python(data);
+    nb::gil_scoped_release release;
+    return load_npy(bytes, name);
+  }, nb::arg("data"), nb::arg("name"));
+  m.def("list_zip", [](nb::handle data, const std::string& name) {
+    Buffer bytes = bytes_from_python(data);
+    std::vector<ZipEntry> entries;
+    {
+      nb::gil_scoped_release release;
+      entries = list_zip(span_of(bytes), name);
+    }
+    return nb::make_tuple(bytes, zip_entries(entries));
+  }, nb::arg("data"), nb::arg("name"),
+        "(archive Buffer, [(name, data_offset, compressed_size, size, method)])");
+  m.def("read_zip_entry", [](const Buffer& archive, nb::tuple t, const std::string& name,
+                             uint64_t max_size) {
+    ZipEntry e{nb::cast<std::string>(t[0]), nb::cast<uint64_t>(t[1]), nb::cast<uint64_t>(t[2]),
+               nb::cast<uint64_t>(t[3]), nb::cast<uint16_t>(t[4])};
+    nb::gil_scoped_release release;
+    return read_zip_entry(archive, e, name, max_size);
+  }, nb::arg("archive"), nb::arg("entry"), nb::arg("name"), nb::arg("max_size"));
+  m.def("load_wav", [](nb::handle data, const std::string& name, uint64_t start,
+                       std::optional<uint64_t> frames) {
+    Buffer bytes = bytes_from_python(data);
+    nb::gil_scoped_release release;
+    return load_wav(bytes, name, start, frames);
+  }, nb::arg("data"), nb::arg("name"), nb::arg("start_frame"), nb::arg("num_frames").none());
+  m.def("parse_wav", [](nb::handle data, const std::string& name) {
+    Buffer bytes = bytes_from_python(data);
+    WavInfo w = parse_wav(span_of(bytes), name);
+    nb::dict d;
+    d["audio_format"] = w.format;
+    d["num_channels"] = w.channels;
+    d["sample_rate"] = w.sample_rate;
+    d["bits_per_sample"] = w.bits_per_sample;
+    d["block_align"] = w.block_align;
+    d["num_frames"] = w.num_frames();
+    d["data_offset"] = w.data_offset;
+    return d;
+  }, nb::arg("data"), nb::arg("name"));
+  m.def("list_tar", [](nb::handle data, const std::string& name) {
+    Buffer bytes = bytes_from_python(data);
+    std::vector<TarMember> members;
+    {
+      nb::gil_scoped_release release;
+      members = list_tar(span_of(bytes), name);
+    }
+    nb::list out;
+    for (const TarMember& t : members) out.append(nb::make_tuple(t.name, t.offset, t.size));
+    return nb::make_tuple(bytes, out);
+  }, nb::arg("data"), nb::arg("name"), "(archive Buffer, [(name, offset, size)])");
+  m.def("read_file", [](const std::string& path) {
+    nb::gil_scoped_release release;
+    return read_file(path);
+  }, nb::arg("path"));
+  m.def("load_npy_op", [] {
+    return NativeOp{std::make_shared<LoadNpyOp>(), "load_npy", &typeid(EncodedFile), &typeid(Buffer)};
+  });
+  m.def("load_wav_op", [] {
+    return NativeOp{std::make_shared<LoadWavOp>(), "load_wav", &typeid(EncodedFile), &typeid(Buffer)};
+  });
+  m.def("tar_members_op", [] {
+    return NativeOp{std::make_shared<TarMembersOp>(), "tar_members", &typeid(EncodedFile),
+                    &typeid(EncodedFile)};
   });
 
   const std::type_info* kStr = &typeid(std::string);

@@ -38,7 +38,10 @@ std::size_t dtype_size(DType dtype) {
     case DType::kInt64:
     case DType::kUint64:
     case DType::kFloat64:
+    case DType::kComplex64:
       return 8;
+    case DType::kComplex128:
+      return 16;
   }
   return 1;
 }
@@ -69,6 +72,10 @@ const char* dtype_name(DType dtype) {
       return "float32";
     case DType::kFloat64:
       return "float64";
+    case DType::kComplex64:
+      return "complex64";
+    case DType::kComplex128:
+      return "complex128";
   }
   return "?";
 }

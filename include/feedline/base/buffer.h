@@ -39,6 +39,8 @@ enum class DType : uint8_t {
   kFloat16,
   kFloat32,
   kFloat64,
+  kComplex64,
+  kComplex128,
 };
 
 // Size of one element in bytes.

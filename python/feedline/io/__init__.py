@@ -1,5 +1,5 @@
-"""Loading data into arrays: images today (JPEG, PNG), with audio, video and
-array formats to follow.
+"""Loading data into arrays: images (JPEG, PNG), NumPy files (NPY, NPZ),
+WAV audio, and TAR and ZIP archives; audio and video through FFmpeg follow.
 
 Every decode runs in C++ with the GIL released and returns a
 :class:`Buffer`, which NumPy (``numpy.asarray``, :func:`to_numpy`) and
@@ -17,6 +17,7 @@ import logging
 import os
 
 from .._feedline_ext import io as _io
+from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._options import image_options
 
 Buffer = _io.Buffer
@@ -26,7 +27,15 @@ _LG = logging.getLogger(__name__)
 
 __all__ = [
     "Buffer",
+    "NpzFile",
+    "ZipArchive",
     "decode_image",
+    "iter_tarfile",
+    "load_npy",
+    "load_npz",
+    "load_wav",
+    "open_zip",
+    "parse_wav",
     "load_image",
     "load_image_batch",
     "to_numpy",

@@ -30,7 +30,7 @@ from __future__ import annotations
 from .._feedline_ext import io as _io
 from ._options import image_options
 
-__all__ = ["decode_batch", "decode_image", "read_file", "stack"]
+__all__ = ["decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members"]
 
 
 def read_file():
@@ -60,3 +60,23 @@ def stack():
     """A batch (list) of same-shaped Buffers -> one Buffer with a leading
     batch dimension. Put it after ``aggregate(n)``."""
     return _io.stack_op()
+
+
+def load_npy():
+    """Encoded NPY bytes (from :func:`read_file`, :func:`tar_members` or
+    bytes) -> Buffer viewing them."""
+    return _io.load_npy_op()
+
+
+def load_wav():
+    """Encoded WAV bytes -> Buffer (frames, channels)."""
+    return _io.load_wav_op()
+
+
+def tar_members():
+    """A tar archive (from :func:`read_file`, or bytes) -> each regular
+    file's bytes, named by its member name, viewing the archive (a generator
+    op: 0..n items per archive). Follow it with a decoder op, e.g.
+    ``read_file() -> tar_members() -> decode_image()`` for a WebDataset-style
+    image shard."""
+    return _io.tar_members_op()

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Parsers of the array, audio and archive formats that need no codec: NPY,
+// ZIP (and so NPZ), WAV and TAR.
+//
+// They read the caller's bytes in place. Results are Buffers that view those
+// bytes and keep them alive through the input Buffer's owner; a copy happens
+// only when the data must change (inflating a deflated ZIP member, swapping
+// big-endian NPY data, widening 24-bit WAV samples).
+//
+// Every read is bounds-checked. Malformed input (truncated headers, sizes
+// that overrun, bogus dtypes, negative or overflowing shapes, a member that
+// inflates beyond its declared size or beyond `max_size`) raises FormatError
+// naming the input and the byte offset where the problem is; nothing is
+// ever read out of bounds.
+//
+// Thread safety: every function may run concurrently; none keeps state.
+
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/base/buffer.h"
+
+namespace feedline {
+
+// --- NPY -------------------------------------------------------------------
+
+// Parses an NPY file (format versions 1, 2 and 3; C or Fortran order; bool,
+// int8..int64, uint8..uint64, float16/32/64, complex64/128; either byte
+// order). `bytes` is a 1-D uint8 Buffer.
+Buffer load_npy(const Buffer& bytes, std::string_view name);
+
+// --- ZIP / NPZ -------------------------------------------------------------
+
+struct ZipEntry {
+  std::string name;
+  uint64_t data_offset = 0;      // where the (compressed) data starts
+  uint64_t compressed_size = 0;
+  uint64_t size = 0;             // uncompressed
+  uint16_t method = 0;           // 0 stored, 8 deflate
+};
+
+// Lists the members of a ZIP archive (zip64 included) from its central
+// directory.
+std::vector<ZipEntry> list_zip(std::span<const uint8_t> data, std::string_view name);
+
+// The default limit on one inflated member (a zip bomb guard): 4 GiB.
+inline constexpr uint64_t kDefaultMaxMemberSize = uint64_t{1} << 32;
+
+// Returns a member's bytes: a view of `archive` when stored, an inflated copy
+// when deflated. Throws FormatError for other methods, corrupt data, or a
+// member larger than `max_size`.
+Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry, std::string_view name,
+                      uint64_t max_size = kDefaultMaxMemberSize);
+
+// --- WAV -------------------------------------------------------------------
+
+struct WavInfo {
+  int format = 0;  // 1 PCM integer, 3 IEEE float (also from EXTENSIBLE)
+  int channels = 0;
+  int sample_rate = 0;
+  int bits_per_sample = 0;
+  int block_align = 0;
+  uint64_t data_offset = 0;
+  uint64_t data_size = 0;  // clipped to the bytes present
+  uint64_t num_frames() const { return block_align ? data_size / block_align : 0; }
+};
+
+WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name);
+
+// Samples as (frames, channels): uint8 for 8-bit, int16, int32 (24-bit
+// widened into the high bytes, a copy), int32 or float32 for 32-bit, float64.
+// With a window, only frames [start_frame, start_frame + num_frames).
+Buffer load_wav(const Buffer& bytes, std::string_view name, uint64_t start_frame = 0,
+                std::optional<uint64_t> num_frames = std::nullopt);
+
+// --- TAR -------------------------------------------------------------------
+
+struct TarMember {
+  std::string name;
+  uint64_t offset = 0;  // of the member's data
+  uint64_t size = 0;
+};
+
+// Lists the regular files of a tar archive (ustar, GNU long names, pax
+// path/size records); directories, links and other types are skipped.
+std::vector<TarMember> list_tar(std::span<const uint8_t> data, std::string_view name);
+
+}  // namespace feedline

@@ -1,0 +1,173 @@
+"""NPY/NPZ, WAV, TAR and ZIP without FFmpeg: zero-copy views of the bytes.
+
+The parsing runs in C++ with the GIL released; results are NumPy arrays that
+view the input bytes (or the file, read once) and keep them alive. A copy
+happens only when it must: a deflated member is inflated, big-endian data is
+swapped, 24-bit audio is widened to int32.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from .._feedline_ext import io as _io
+
+__all__ = ["NpzFile", "ZipArchive", "iter_tarfile", "load_npy", "load_npz", "load_wav", "open_zip"]
+
+
+def _source(src, what):
+    """(bytes-like or Buffer, name) for a path or bytes-like ``src``."""
+    if isinstance(src, (str, os.PathLike)):
+        path = os.fspath(src)
+        return _io.read_file(path), path
+    return src, f"<{what} of {len(memoryview(src).cast('B')) if not isinstance(src, _io.Buffer) else src.nbytes} bytes>"
+
+
+def load_npy(data, *, copy: bool = False) -> np.ndarray:
+    """Loads an NPY file held in ``data`` (bytes-like) or at a path.
+
+    Returns a NumPy array viewing the bytes (``copy=False``): a ``bytes``
+    object is kept alive by the array; changes to a ``bytearray`` show
+    through. Fortran order and big-endian data are honoured (the latter with
+    one copy). Raises :class:`feedline.FormatError` naming the offset of the
+    problem.
+    """
+    src, name = _source(data, "npy")
+    array = np.asarray(_io.load_npy(src, name))
+    return array.copy() if copy else array
+
+
+class NpzFile(Mapping):
+    """A lazy, read-only mapping of the arrays in an NPZ archive.
+
+    Keys work with or without ``.npy``; ``files`` lists them without it.
+    Each access parses (and, for compressed archives, inflates) that one
+    member; stored members are zero-copy views of the archive.
+    """
+
+    def __init__(self, archive, entries, name, max_size):
+        self._archive = archive
+        self._entries = {e[0]: e for e in entries}
+        self._name = name
+        self._max_size = max_size
+        self.files = [k[:-4] if k.endswith(".npy") else k for k in self._entries]
+
+    def _entry(self, key):
+        for candidate in (key, key + ".npy"):
+            if candidate in self._entries:
+                return self._entries[candidate]
+        raise KeyError(f"{key!r} is not in the archive {self._name}")
+
+    def __getitem__(self, key) -> np.ndarray:
+        entry = self._entry(key)
+        member = f"{self._name}:{entry[0]}"
+        raw = _io.read_zip_entry(self._archive, entry, member, self._max_size)
+        return np.asarray(_io.load_npy(raw, member))
+
+    def __contains__(self, key):
+        return key in self._entries or key + ".npy" in self._entries
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def __repr__(self):
+        return f"NpzFile object with {len(self)} entries."
+
+
+def load_npz(data, *, max_member_size: int = 1 << 32) -> NpzFile:
+    """Opens an NPZ archive (stored or deflate-compressed, zip64 included)
+    held in ``data`` or at a path. ``max_member_size`` bounds what one member
+    may inflate to (a zip-bomb guard)."""
+    src, name = _source(data, "npz")
+    archive, entries = _io.list_zip(src, name)
+    return NpzFile(archive, entries, name, max_member_size)
+
+
+class ZipArchive(Mapping):
+    """A read-only mapping from member names to their bytes (memoryviews of
+    the archive for stored members, inflated copies for deflated ones)."""
+
+    def __init__(self, archive, entries, name, max_size):
+        self._archive = archive
+        self._entries = {e[0]: e for e in entries}
+        self._name = name
+        self._max_size = max_size
+
+    def __getitem__(self, key) -> memoryview:
+        entry = self._entries[key]
+        buf = _io.read_zip_entry(self._archive, entry, f"{self._name}:{key}", self._max_size)
+        return memoryview(np.asarray(buf))
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def sizes(self):
+        """{name: uncompressed size}."""
+        return {k: e[3] for k, e in self._entries.items()}
+
+
+def open_zip(data, *, max_member_size: int = 1 << 32) -> ZipArchive:
+    """Opens a ZIP archive held in ``data`` or at a path."""
+    src, name = _source(data, "zip")
+    archive, entries = _io.list_zip(src, name)
+    return ZipArchive(archive, entries, name, max_member_size)
+
+
+def load_wav(data, time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> np.ndarray:
+    """Loads the samples of a WAV file as ``(frames, channels)``: uint8,
+    int16, int32 (24-bit widened, 32-bit PCM), float32 or float64, a view of
+    the bytes (24-bit: a copy). Odd chunk layouts and WAVE_FORMAT_EXTENSIBLE
+    are handled. With a window, only those frames."""
+    src, name = _source(data, "wav")
+    start, frames = 0, None
+    if time_offset_seconds is not None or duration_seconds is not None:
+        info = _io.parse_wav(src, name)
+        rate = info["sample_rate"]
+        if time_offset_seconds is not None:
+            if time_offset_seconds < 0:
+                raise ValueError(f"time_offset_seconds must be >= 0, got {time_offset_seconds}")
+            start = int(time_offset_seconds * rate)
+        if duration_seconds is not None:
+            if duration_seconds < 0:
+                raise ValueError(f"duration_seconds must be >= 0, got {duration_seconds}")
+            frames = int(duration_seconds * rate)
+    return np.asarray(_io.load_wav(src, name, start, frames))
+
+
+def parse_wav(data) -> dict:
+    """The WAV header: audio_format, num_channels, sample_rate,
+    bits_per_sample, block_align, num_frames, data_offset."""
+    src, name = _source(data, "wav")
+    return _io.parse_wav(src, name)
+
+
+def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
+    """Yields ``(name, data)`` for each regular file of a tar archive.
+
+    ``src`` is bytes-like or a path (data: zero-copy memoryviews of the
+    archive), or a file-like object with ``read()`` (read whole once; data:
+    bytes). ustar, GNU long names and pax path/size records are handled;
+    directories and links are skipped. A damaged archive raises
+    :class:`feedline.FormatError` with the offset.
+    """
+    from_file = hasattr(src, "read") and not isinstance(src, (bytes, bytearray, memoryview))
+    if from_file:
+        data, name = src.read(), getattr(src, "name", "<tar stream>")
+        if not isinstance(name, str):
+            name = "<tar stream>"
+    else:
+        data, name = _source(src, "tar")
+    archive, members = _io.list_tar(data, name)
+    view = memoryview(np.asarray(archive)).cast("B")
+    for member, offset, size in members:
+        chunk = view[offset : offset + size]
+        yield member, (bytes(chunk) if from_file else chunk)

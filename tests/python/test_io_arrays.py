@@ -1,0 +1,278 @@
+"""NPY/NPZ, WAV, TAR and ZIP: round trips against numpy, wave, tarfile and
+zipfile over a matrix of dtypes, shapes and header variants; zero-copy and
+lifetime; bad input; native ops."""
+
+import gc
+import io
+import struct
+import tarfile
+import wave
+import zipfile
+
+import numpy as np
+import pytest
+
+import feedline
+import feedline.io as fio
+from feedline.io import ops
+from feedline.pipeline import PipelineBuilder
+
+DTYPES = ["?", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16"]
+SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4)]
+
+
+def npy_bytes(array, version=None):
+    b = io.BytesIO()
+    np.lib.format.write_array(b, array, version=version)
+    return b.getvalue()
+
+
+def sample(dtype, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal(shape) * 100).astype(np.dtype(dtype).newbyteorder("="))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * a
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_npy_round_trip_every_dtype_and_shape(dtype, shape):
+    a = sample(dtype, shape)
+    got = fio.load_npy(npy_bytes(a))
+    assert got.dtype == a.dtype.newbyteorder("=") and got.shape == a.shape
+    np.testing.assert_array_equal(got, a)
+
+
+@pytest.mark.parametrize("byteorder", ["<", ">"])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
+def test_npy_header_variants(byteorder, order, version):
+    a = np.asarray(sample("f8", (3, 5)).astype(byteorder + "f8"), order=order)
+    got = fio.load_npy(npy_bytes(a, version))
+    np.testing.assert_array_equal(got, a)
+    if order == "F":
+        assert got.flags.f_contiguous
+
+
+def test_npy_is_a_zero_copy_view_that_keeps_its_bytes():
+    a = np.arange(10, dtype="<i4")
+    raw = bytearray(npy_bytes(a))
+    view = fio.load_npy(raw)
+    raw[-4:] = struct.pack("<i", 99)  # the array sees the bytes it views
+    assert view[-1] == 99
+    data = npy_bytes(a)
+    arr = fio.load_npy(data)
+    del data
+    gc.collect()
+    np.testing.assert_array_equal(arr, a)
+    owned = fio.load_npy(npy_bytes(a), copy=True)
+    assert owned.flags.owndata
+
+
+def test_npy_from_a_path(tmp_path):
+    a = sample("u2", (4, 4))
+    np.save(tmp_path / "a.npy", a)
+    np.testing.assert_array_equal(fio.load_npy(tmp_path / "a.npy"), a)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_npz_round_trip_lazily(compressed):
+    arrays = {"x": sample("f4", (3, 2)), "y": sample("i8", (7,)), "empty": np.zeros((0, 3))}
+    b = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(b, *[arrays["y"]], **arrays)
+    z = fio.load_npz(b.getvalue())
+    assert sorted(z.files) == ["arr_0", "empty", "x", "y"]
+    assert "x" in z and "x.npy" in z and "nope" not in z
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(z[k], v)
+    np.testing.assert_array_equal(z["arr_0.npy"], arrays["y"])
+    with pytest.raises(KeyError):
+        z["nope"]
+    assert repr(z) == "NpzFile object with 4 entries."
+
+
+def test_zip_stored_deflated_and_zip64():
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w") as zf:
+        zf.writestr("stored.bin", b"abc" * 100, compress_type=zipfile.ZIP_STORED)
+        zf.writestr("deflated.bin", b"xyz" * 1000, compress_type=zipfile.ZIP_DEFLATED)
+        with zf.open("zip64.bin", "w", force_zip64=True) as f:
+            f.write(b"64" * 50)
+    z = fio.open_zip(b.getvalue())
+    assert bytes(z["stored.bin"]) == b"abc" * 100
+    assert bytes(z["deflated.bin"]) == b"xyz" * 1000
+    assert bytes(z["zip64.bin"]) == b"64" * 50
+    assert z.sizes()["deflated.bin"] == 3000
+
+
+def test_zip_bomb_is_refused_beyond_the_limit():
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("big.npy", npy_bytes(np.zeros(1_000_000, dtype="u1")))
+    z = fio.load_npz(b.getvalue(), max_member_size=100_000)
+    with pytest.raises(feedline.FormatError, match="over the limit"):
+        z["big"]
+
+
+def wav_bytes(samples, rate, width):
+    b = io.BytesIO()
+    with wave.open(b, "wb") as w:
+        w.setnchannels(samples.shape[1])
+        w.setsampwidth(width)
+        w.setframerate(rate)
+        w.writeframes(samples.tobytes())
+    return b.getvalue()
+
+
+def riff(fmt_chunk, data, extra_chunks_before=(), pad_odd=b""):
+    chunks = b"".join(extra_chunks_before) + fmt_chunk + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", 4 + len(chunks)) + b"WAVE" + chunks
+
+
+@pytest.mark.parametrize("channels", [1, 2, 6])
+@pytest.mark.parametrize(("width", "dtype"), [(1, "u1"), (2, "<i2"), (4, "<i4")])
+def test_wav_pcm_round_trip(channels, width, dtype):
+    rng = np.random.default_rng(channels)
+    info = np.iinfo(dtype)
+    s = rng.integers(info.min, info.max, size=(100, channels), dtype=dtype)
+    got = fio.load_wav(wav_bytes(s, 16000, width))
+    assert got.shape == (100, channels) and got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, s)
+
+
+def test_wav_24_bit_is_widened_to_int32():
+    s = np.array([[0, -1], [8388607, -8388608]], dtype="<i4")
+    raw = b"".join(int(v).to_bytes(3, "little", signed=True) for v in s.ravel())
+    b = io.BytesIO()
+    with wave.open(b, "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(3)
+        w.setframerate(8000)
+        w.writeframes(raw)
+    np.testing.assert_array_equal(fio.load_wav(b.getvalue()), s * 256)
+
+
+def test_wav_float_extensible_and_odd_chunks():
+    s = np.linspace(-1, 1, 40, dtype="<f4").reshape(20, 2)
+    fmt = b"fmt " + struct.pack("<IHHIIHH", 16, 3, 2, 8000, 8000 * 8, 8, 32)
+    odd = b"LIST" + struct.pack("<I", 3) + b"abc" + b"\x00"  # odd size, padded
+    got = fio.load_wav(riff(fmt, s.tobytes(), extra_chunks_before=[odd]))
+    np.testing.assert_array_equal(got, s)
+    # WAVE_FORMAT_EXTENSIBLE with a float sub-format.
+    guid = struct.pack("<H", 3) + b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+    ext = b"fmt " + struct.pack("<IHHIIHHHHI", 40, 0xFFFE, 2, 8000, 8000 * 8, 8, 32, 22, 32, 3) + guid
+    np.testing.assert_array_equal(fio.load_wav(riff(ext, s.tobytes())), s)
+
+
+def test_wav_windows():
+    s = np.arange(200, dtype="<i2").reshape(100, 2)
+    data = wav_bytes(s, 100, 2)
+    np.testing.assert_array_equal(fio.load_wav(data, time_offset_seconds=0.25, duration_seconds=0.1), s[25:35])
+    np.testing.assert_array_equal(fio.load_wav(data, time_offset_seconds=0.9), s[90:])
+    with pytest.raises(feedline.FormatError, match="past the end"):
+        fio.load_wav(data, time_offset_seconds=2.0)
+    info = fio.parse_wav(data)
+    assert (info["num_channels"], info["sample_rate"], info["num_frames"]) == (2, 100, 100)
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_tar_round_trip(tmp_path, fmt):
+    long_name = "deep/" + "n" * 120 + ".bin" if fmt != tarfile.USTAR_FORMAT else "deep/dir/file.bin"
+    members = {"a.txt": b"hello", long_name: bytes(range(256)) * 3, "empty": b""}
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=fmt) as tf:
+        d = tarfile.TarInfo("deep")
+        d.type = tarfile.DIRTYPE
+        tf.addfile(d)
+        for name, data in members.items():
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+        link = tarfile.TarInfo("link")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "a.txt"
+        tf.addfile(link)
+    got = [(n, bytes(d)) for n, d in fio.iter_tarfile(b.getvalue())]
+    assert got == list(members.items())
+    path = tmp_path / "a.tar"
+    path.write_bytes(b.getvalue())
+    assert [n for n, _ in fio.iter_tarfile(path)] == list(members)
+    with open(path, "rb") as f:
+        assert [(n, d) for n, d in fio.iter_tarfile(f)] == list(members.items())
+
+
+@pytest.mark.parametrize(
+    ("loader", "data", "match"),
+    [
+        (fio.load_npy, b"\x93NUMPY\x01\x00\x50", "truncated"),
+        (fio.load_npy, b"NOTNUMPY", "bad magic"),
+        (fio.load_npy, b"\x93NUMPY\x09\x00" + b"\x00" * 8, "version"),
+        (fio.load_npz, b"PK\x05\x06" + b"\x00" * 10, "not a ZIP"),
+        (fio.load_wav, b"RIFF\x00\x00\x00\x00WAVE", "no fmt"),
+        (fio.load_wav, b"RIFF" + b"\x00" * 40, "not a WAV"),
+    ],
+)
+def test_bad_input_raises_format_errors_with_offsets(loader, data, match):
+    with pytest.raises(feedline.FormatError, match=match) as info:
+        loader(data)
+    assert "(at byte " in str(info.value)
+
+
+def npy_with_header(header):
+    h = header.encode()
+    h += b" " * (-(len(h) + 11) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }", "truncated"),
+        ("{'descr': '<q9', 'fortran_order': False, 'shape': (1,), }", "unsupported dtype"),
+        ("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", "unsupported dtype"),
+        ("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", "negative"),
+        ("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 8), }", "overflows"),
+        ("{'descr': '<f4', 'shape': (1,), }", "fortran_order"),
+    ],
+)
+def test_malformed_npy_headers(header, match):
+    with pytest.raises(feedline.FormatError, match=match):
+        fio.load_npy(npy_with_header(header))
+
+
+def test_tar_with_a_bad_checksum_or_overrun():
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w") as tf:
+        ti = tarfile.TarInfo("x")
+        ti.size = 600
+        tf.addfile(ti, io.BytesIO(b"z" * 600))
+    data = bytearray(b.getvalue())
+    data[0] ^= 1
+    with pytest.raises(feedline.FormatError, match="checksum"):
+        list(fio.iter_tarfile(bytes(data)))
+    with pytest.raises(feedline.FormatError, match="overruns"):
+        list(fio.iter_tarfile(b.getvalue()[:800]))
+
+
+def test_native_ops_read_a_tar_shard_of_npy_files(tmp_path):
+    arrays = [sample("f4", (2, 3), seed=i) for i in range(5)]
+    path = tmp_path / "shard.tar"
+    with tarfile.open(path, "w") as tf:
+        for i, a in enumerate(arrays):
+            data = npy_bytes(a)
+            ti = tarfile.TarInfo(f"{i}.npy")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    p = (
+        PipelineBuilder()
+        .add_source([str(path)])
+        .pipe(ops.read_file())
+        .pipe(ops.tar_members())
+        .pipe(ops.load_npy(), concurrency=2)
+        .add_sink(8)
+        .build(num_threads=2)
+    )
+    with p.auto_stop():
+        got = [np.asarray(b) for b in p]
+    assert sorted(g.sum() for g in got) == sorted(a.sum() for a in arrays)
