@@ -147,18 +147,20 @@ Buffer load_npy(const Buffer& bytes, std::string_view name) {
   const uint64_t data_at = header_at + header_len;
   std::span<const uint8_t> data = r.bytes(data_at, count * itemsize);
 
+  // Strides, checked on their own: an array with a zero dimension has no
+  // bytes, but its other dimensions can still be absurd.
   std::vector<int64_t> strides(shape.size());
   int64_t stride = static_cast<int64_t>(itemsize);
+  auto step = [&](std::size_t i) {
+    strides[i] = stride;
+    if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride)) {
+      r.fail(header_at, "NPY shape overflows");
+    }
+  };
   if (fortran_order) {
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      strides[i] = stride;
-      stride *= shape[i];
-    }
+    for (std::size_t i = 0; i < shape.size(); ++i) step(i);
   } else {
-    for (std::size_t i = shape.size(); i-- > 0;) {
-      strides[i] = stride;
-      stride *= shape[i];
-    }
+    for (std::size_t i = shape.size(); i-- > 0;) step(i);
   }
   if (!descr.big_endian) {
     return Buffer::view(bytes.owner(), const_cast<uint8_t*>(data.data()), descr.dtype, shape,

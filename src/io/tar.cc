@@ -64,7 +64,10 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r, uint64_t where
       if (len > data.size()) r.fail(where, "pax record overruns its header");
       ++j;
     }
-    if (len == 0 || i + len > data.size() || j >= data.size() || data[j] != ' ') {
+    // "<len> <key>=<value>\n": the length covers its own digits, the space
+    // and the newline.
+    if (len < j - i + 2 || i + len > data.size() || j >= data.size() || data[j] != ' ' ||
+        data[i + len - 1] != '\n') {
       r.fail(where, "malformed pax record");
     }
     std::string record(reinterpret_cast<const char*>(&data[j + 1]), i + len - j - 2);

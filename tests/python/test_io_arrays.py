@@ -276,3 +276,19 @@ def test_native_ops_read_a_tar_shard_of_npy_files(tmp_path):
     with p.auto_stop():
         got = [np.asarray(b) for b in p]
     assert sorted(g.sum() for g in got) == sorted(a.sum() for a in arrays)
+
+
+def test_regressions_found_by_the_fuzzers():
+    # A zero-size array whose other dimension overflows the strides.
+    header = "{'descr': '<c16', 'fortran_order': False, 'shape': (0, 5290767529898624985), }"
+    with pytest.raises(feedline.FormatError, match="overflows"):
+        fio.load_npy(npy_with_header(header))
+    # A pax record whose length does not cover its own digits.
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        pax = tarfile.TarInfo("pax")
+        pax.type = tarfile.XHDTYPE
+        pax.size = 4
+        tf.addfile(pax, io.BytesIO(b"1 x\n"))
+    with pytest.raises(feedline.FormatError, match="malformed pax record"):
+        list(fio.iter_tarfile(b.getvalue()))
