@@ -11,7 +11,7 @@ page cache. Each load function is mapped over the files with a
 is not timed); the consumer, in the main thread, counts items and payload
 bytes of each result. The ``loop`` column is the same load function in a
 plain ``for`` loop with no pool: it shows the per-file cost without the pool's
-own cost (about 20 us per task on this machine, as much as parsing a small
+own cost (about 25 us per task on this machine: more than parsing a small
 file costs in C++).
 
 Row groups and their contenders (every contender gets the same bytes and must
@@ -690,7 +690,8 @@ def print_goals(all_results, quick):
 def describe(group, entries):
     sizes = [os.path.getsize(e["path"]) for e in entries]
     total = sum(sizes)
-    text = f"{len(entries)} {group.file_unit}s, {total / 2**20:.1f} MiB ({total / len(entries) / 1024:.1f} KiB each"
+    unit = group.file_unit + ("s" if len(entries) != 1 else "")
+    text = f"{len(entries)} {unit}, {total / 2**20:.1f} MiB ({total / len(entries) / 1024:.1f} KiB each"
     items = sum(e["items"] for e in entries)
     if items != len(entries):
         text += f", {items / len(entries):.0f} {group.item_unit}s each"
