@@ -161,7 +161,11 @@ GROUPS = [
         1 / 40,
         "tarfile",
         5.0,
-        (("feedline", "feedline.io.iter_tarfile"), ("tarfile", "tarfile + extractfile"), ("spdl", "spdl.io.iter_tarfile")),
+        (
+            ("feedline", "feedline.io.iter_tarfile"),
+            ("tarfile", "tarfile + extractfile"),
+            ("spdl", "spdl.io.iter_tarfile"),
+        ),
         item_unit="member",
         file_unit="shard",
     ),
@@ -763,7 +767,7 @@ def parent_main(args):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
-        "--files", type=int, default=2000, help="NPY files; NPZ and WAV get half as many, TAR a shard per 40 (default 2000)"
+        "--files", type=int, default=2000, help="NPY files; NPZ and WAV get half as many, TAR one shard per 40"
     )
     p.add_argument("--repeat", type=int, default=3, help="timed runs per mode (median is reported)")
     p.add_argument("--only", help=f"comma-separated groups ({','.join(GROUP_BY_NAME)}) or GROUP:CONTENDER")

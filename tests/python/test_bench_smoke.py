@@ -37,3 +37,12 @@ def test_images_benchmark_runs():
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "feedline, native ops" in r.stdout
+
+
+def test_arrays_benchmark_runs():
+    # numpy, wave and tarfile are always there; SPDL and soundfile are optional.
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "arrays.py"), "--quick"], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "feedline.io.iter_tarfile" in r.stdout
