@@ -384,6 +384,41 @@ class TarMembersOp final : public GeneratorOp {
   }
 };
 
+// A ZIP archive -> each member's bytes, named by the member (views for
+// stored members, inflated copies for deflated ones). Directories (names
+// ending in '/') are skipped.
+class ZipMembersGenerator final : public ItemGenerator {
+ public:
+  ZipMembersGenerator(EncodedFile archive, std::vector<ZipEntry> entries)
+      : archive_(std::move(archive)), entries_(std::move(entries)) {}
+  bool next(Item* out) override {
+    while (next_ < entries_.size() && !entries_[next_].name.empty() &&
+           entries_[next_].name.back() == '/') {
+      ++next_;
+    }
+    if (next_ == entries_.size()) return false;
+    const ZipEntry& e = entries_[next_++];
+    std::string name = archive_.name + ":" + e.name;
+    Buffer bytes = read_zip_entry(archive_.bytes, e, name);
+    *out = Item(EncodedFile{e.name, std::move(bytes)});
+    return true;
+  }
+
+ private:
+  EncodedFile archive_;
+  std::vector<ZipEntry> entries_;
+  std::size_t next_ = 0;
+};
+
+class ZipMembersOp final : public GeneratorOp {
+ public:
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    EncodedFile archive = input.take_as<EncodedFile>();
+    std::vector<ZipEntry> entries = list_zip(span_of(archive.bytes), archive.name);
+    return std::make_unique<ZipMembersGenerator>(std::move(archive), std::move(entries));
+  }
+};
+
 nb::list zip_entries(const std::vector<ZipEntry>& entries) {
   nb::list out;
   for (const ZipEntry& e : entries) {
@@ -524,6 +559,10 @@ void bind_io(nb::module_& parent) {
   });
   m.def("load_wav_op", [] {
     return NativeOp{std::make_shared<LoadWavOp>(), "load_wav", &typeid(EncodedFile), &typeid(Buffer)};
+  });
+  m.def("zip_members_op", [] {
+    return NativeOp{std::make_shared<ZipMembersOp>(), "zip_members", &typeid(EncodedFile),
+                    &typeid(EncodedFile)};
   });
   m.def("tar_members_op", [] {
     return NativeOp{std::make_shared<TarMembersOp>(), "tar_members", &typeid(EncodedFile),

@@ -292,3 +292,23 @@ def test_regressions_found_by_the_fuzzers():
         tf.addfile(pax, io.BytesIO(b"1 x\n"))
     with pytest.raises(feedline.FormatError, match="malformed pax record"):
         list(fio.iter_tarfile(b.getvalue()))
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_native_ops_read_npz_members(tmp_path, compressed):
+    arrays = {"a": sample("i4", (4,)), "b": sample("f8", (2, 2))}
+    path = tmp_path / "x.npz"
+    (np.savez_compressed if compressed else np.savez)(path, **arrays)
+    p = (
+        PipelineBuilder()
+        .add_source([str(path)])
+        .pipe(ops.read_file())
+        .pipe(ops.zip_members())
+        .pipe(ops.load_npy())
+        .add_sink(4)
+        .build(num_threads=1)
+    )
+    with p.auto_stop():
+        got = sorted((np.asarray(b) for b in p), key=lambda a: a.size)
+    np.testing.assert_array_equal(got[0], arrays["a"])
+    np.testing.assert_array_equal(got[1], arrays["b"])

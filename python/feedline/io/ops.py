@@ -30,7 +30,7 @@ from __future__ import annotations
 from .._feedline_ext import io as _io
 from ._options import image_options
 
-__all__ = ["decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members"]
+__all__ = ["decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members", "zip_members"]
 
 
 def read_file():
@@ -80,3 +80,12 @@ def tar_members():
     ``read_file() -> tar_members() -> decode_image()`` for a WebDataset-style
     image shard."""
     return _io.tar_members_op()
+
+
+def zip_members():
+    """A ZIP archive (an ``.npz``, say; from :func:`read_file`, or bytes) ->
+    each member's bytes, named by the member: views of the archive for
+    stored members, inflated copies for deflated ones (a generator op).
+    ``read_file() -> zip_members() -> load_npy()`` reads every array of a set
+    of NPZ files without the GIL."""
+    return _io.zip_members_op()
