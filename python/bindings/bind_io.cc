@@ -121,7 +121,7 @@ nb::dict array_interface(const Buffer& b) {
   d["version"] = 3;
   d["shape"] = to_tuple(b.shape());
   d["typestr"] = typestr(b.dtype());
-  d["data"] = nb::make_tuple(reinterpret_cast<uintptr_t>(b.data()), false);
+  d["data"] = nb::make_tuple(reinterpret_cast<uintptr_t>(b.data()), !b.writable());
   d["strides"] = b.contiguous() ? nb::object(nb::none()) : nb::object(to_tuple(b.strides()));
   return d;
 }
@@ -154,7 +154,8 @@ Buffer bytes_from_python(nb::handle obj) {
   if (PyBytes_Check(obj.ptr())) {
     auto owner = std::make_shared<PyObj>(PyObj::borrow(obj.ptr()));
     return Buffer::view(owner, PyBytes_AS_STRING(obj.ptr()), DType::kUint8,
-                        {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))});
+                        {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))}, {},
+                        /*writable=*/false);
   }
   if (!PyObject_CheckBuffer(obj.ptr())) throw InvalidArgument("expected a bytes-like object");
   PyObject* mv = PyMemoryView_FromObject(obj.ptr());
@@ -165,7 +166,8 @@ Buffer bytes_from_python(nb::handle obj) {
   auto owner = std::make_shared<PyObj>(PyObj::steal(mv));
   Py_buffer* view = PyMemoryView_GET_BUFFER(mv);
   if (PyBuffer_IsContiguous(view, 'C')) {
-    return Buffer::view(owner, view->buf, DType::kUint8, {static_cast<int64_t>(view->len)});
+    return Buffer::view(owner, view->buf, DType::kUint8, {static_cast<int64_t>(view->len)}, {},
+                        view->readonly == 0);
   }
   Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
   if (PyBuffer_ToContiguous(out.data(), view, view->len, 'C') != 0) {
@@ -364,7 +366,7 @@ class TarMembersGenerator final : public ItemGenerator {
     const TarMember& m = members_[next_++];
     Buffer bytes = Buffer::view(archive_.bytes.owner(),
                                 archive_.bytes.data_as<uint8_t>() + m.offset, DType::kUint8,
-                                {static_cast<int64_t>(m.size)});
+                                {static_cast<int64_t>(m.size)}, {}, archive_.bytes.writable());
     *out = Item(EncodedFile{m.name, std::move(bytes)});
     return true;
   }
@@ -446,6 +448,8 @@ void bind_io(nb::module_& parent) {
       .def_prop_ro("dtype", [](const Buffer& b) { return std::string(dtype_name(b.dtype())); })
       .def_prop_ro("ndim", &Buffer::ndim)
       .def_prop_ro("nbytes", &Buffer::nbytes)
+      .def_prop_ro("writable", &Buffer::writable,
+                   "False for views of read-only memory (bytes, file mappings).")
       .def_prop_ro("__array_interface__", &array_interface)
       .def("__dlpack__",
            [](const Buffer& b, nb::args, nb::kwargs) { return dlpack_capsule(b); },
@@ -554,6 +558,10 @@ void bind_io(nb::module_& parent) {
     nb::gil_scoped_release release;
     return read_file(path);
   }, nb::arg("path"));
+  m.def("map_file", [](const std::string& path) {
+    nb::gil_scoped_release release;
+    return map_file(path);
+  }, nb::arg("path"), "The file memory-mapped read-only (no copy).");
   m.def("load_npy_op", [] {
     return NativeOp{std::make_shared<LoadNpyOp>(), "load_npy", &typeid(EncodedFile), &typeid(Buffer)};
   });

@@ -113,7 +113,7 @@ Buffer Buffer::allocate(DType dtype, std::vector<int64_t> shape) {
 }
 
 Buffer Buffer::view(std::shared_ptr<const void> owner, void* data, DType dtype,
-                    std::vector<int64_t> shape, std::vector<int64_t> strides) {
+                    std::vector<int64_t> shape, std::vector<int64_t> strides, bool writable) {
   if (!strides.empty() && strides.size() != shape.size()) {
     throw InvalidArgument("a buffer view needs one stride per dimension");
   }
@@ -123,6 +123,7 @@ Buffer Buffer::view(std::shared_ptr<const void> owner, void* data, DType dtype,
   b.dtype_ = dtype;
   b.strides_ = strides.empty() ? contiguous_strides(shape, dtype_size(dtype)) : std::move(strides);
   b.shape_ = std::move(shape);
+  b.writable_ = writable;
   return b;
 }
 

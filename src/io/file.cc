@@ -3,11 +3,13 @@
 #include "feedline/io/file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "feedline/base/error.h"
@@ -48,6 +50,22 @@ Buffer read_file(const std::string& path) {
     done += static_cast<std::size_t>(n);
   }
   return out;
+}
+
+Buffer map_file(const std::string& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(path, "cannot open", errno);
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
+  const auto size = static_cast<std::size_t>(st.st_size);
+  if (size == 0) return Buffer::allocate(DType::kUint8, {0});
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
+  if (p == MAP_FAILED) fail(path, "cannot map", errno);
+  // The descriptor may close now; the mapping stays until the last view.
+  std::shared_ptr<void> owner(p, [size](void* q) { ::munmap(q, size); });
+  return Buffer::view(std::move(owner), p, DType::kUint8, {static_cast<int64_t>(size)}, {},
+                      /*writable=*/false);
 }
 
 }  // namespace feedline

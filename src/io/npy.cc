@@ -164,7 +164,7 @@ Buffer load_npy(const Buffer& bytes, std::string_view name) {
   }
   if (!descr.big_endian) {
     return Buffer::view(bytes.owner(), const_cast<uint8_t*>(data.data()), descr.dtype, shape,
-                        strides);
+                        strides, bytes.writable());
   }
   // Big-endian data: one copy, swapped to native order, same layout.
   Buffer native = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(data.size())});

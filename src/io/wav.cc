@@ -105,7 +105,8 @@ Buffer load_wav(const Buffer& bytes, std::string_view name, uint64_t start_frame
       return out;
     }
   }
-  return Buffer::view(bytes.owner(), const_cast<uint8_t*>(first), dtype, shape);
+  return Buffer::view(bytes.owner(), const_cast<uint8_t*>(first), dtype, shape, {},
+                      bytes.writable());
 }
 
 }  // namespace feedline

@@ -114,7 +114,7 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e, std::string_view
   if (e.method == 0) {
     if (e.size != e.compressed_size) r.fail(e.data_offset, who + ": stored sizes disagree");
     return Buffer::view(archive.owner(), const_cast<uint8_t*>(src.data()), DType::kUint8,
-                        {static_cast<int64_t>(src.size())});
+                        {static_cast<int64_t>(src.size())}, {}, archive.writable());
   }
   if (e.method != 8) {
     r.fail(e.data_offset, who + ": compression method " + std::to_string(e.method) +

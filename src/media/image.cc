@@ -305,6 +305,7 @@ void decode_image_into(std::span<const uint8_t> data, const ImageOptions& option
   media::check_dimensions(info.width, info.height, options.max_pixels, name);
   Plan plan = make_plan(info.width, info.height, options);
   std::vector<int64_t> shape = shape_of(plan, options);
+  if (!out.writable()) throw InvalidArgument(std::string(name) + ": the output buffer is read-only");
   if (out.shape() != shape || out.dtype() != options.dtype || !out.contiguous()) {
     throw InvalidArgument(std::string(name) + ": decodes to " +
                           Buffer::view(nullptr, nullptr, options.dtype, shape).to_string() +

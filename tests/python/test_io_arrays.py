@@ -61,8 +61,10 @@ def test_npy_is_a_zero_copy_view_that_keeps_its_bytes():
     view = fio.load_npy(raw)
     raw[-4:] = struct.pack("<i", 99)  # the array sees the bytes it views
     assert view[-1] == 99
+    assert view.flags.writeable  # a bytearray may be written through
     data = npy_bytes(a)
     arr = fio.load_npy(data)
+    assert not arr.flags.writeable  # bytes are immutable
     del data
     gc.collect()
     np.testing.assert_array_equal(arr, a)
@@ -312,3 +314,20 @@ def test_native_ops_read_npz_members(tmp_path, compressed):
         got = sorted((np.asarray(b) for b in p), key=lambda a: a.size)
     np.testing.assert_array_equal(got[0], arrays["a"])
     np.testing.assert_array_equal(got[1], arrays["b"])
+
+
+def test_paths_are_memory_mapped_not_copied(tmp_path):
+    a = sample("f4", (64, 64))
+    path = tmp_path / "a.npy"
+    np.save(path, a)
+    got = fio.load_npy(path)
+    np.testing.assert_array_equal(got, a)
+    assert not got.flags.writeable  # a read-only mapping underneath
+    # The array's memory is the file's mapping: it lies in a mapped region of
+    # this file, as /proc/self/maps shows.
+    addr = got.ctypes.data
+    maps = open("/proc/self/maps").read().splitlines()
+    region = [line for line in maps if str(path) in line]
+    assert any(int(r.split("-")[0], 16) <= addr < int(r.split()[0].split("-")[1], 16) for r in region)
+    del got
+    gc.collect()

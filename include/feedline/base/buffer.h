@@ -59,10 +59,12 @@ class Buffer {
   static Buffer allocate(DType dtype, std::vector<int64_t> shape);
 
   // A view of memory that `owner` keeps alive. `strides` are in bytes; empty
-  // means C-contiguous.
+  // means C-contiguous. A view of memory that must not be written (a Python
+  // bytes object, a read-only file mapping) is made with writable = false,
+  // and views derived from it pass that on.
   static Buffer view(std::shared_ptr<const void> owner, void* data, DType dtype,
                      std::vector<int64_t> shape,
-                     std::vector<int64_t> strides = {});
+                     std::vector<int64_t> strides = {}, bool writable = true);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -79,6 +81,9 @@ class Buffer {
   // The object that keeps the memory alive (shared by every view).
   const std::shared_ptr<const void>& owner() const { return owner_; }
   bool has_value() const { return owner_ != nullptr; }
+  // False when the memory must not be written (NumPy then sees a read-only
+  // array).
+  bool writable() const { return writable_; }
 
   // "float32[32, 3, 224, 224]".
   std::string to_string() const;
@@ -89,6 +94,7 @@ class Buffer {
   DType dtype_ = DType::kUint8;
   std::vector<int64_t> shape_;
   std::vector<int64_t> strides_;
+  bool writable_ = true;
 };
 
 // Returns the C-contiguous byte strides of `shape` for elements of `itemsize`.

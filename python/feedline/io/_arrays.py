@@ -1,7 +1,7 @@
 """NPY/NPZ, WAV, TAR and ZIP without FFmpeg: zero-copy views of the bytes.
 
 The parsing runs in C++ with the GIL released; results are NumPy arrays that
-view the input bytes (or the file, read once) and keep them alive. A copy
+view the input bytes (or the memory-mapped file) and keep them alive. A copy
 happens only when it must: a deflated member is inflated, big-endian data is
 swapped, 24-bit audio is widened to int32.
 """
@@ -19,10 +19,12 @@ __all__ = ["NpzFile", "ZipArchive", "iter_tarfile", "load_npy", "load_npz", "loa
 
 
 def _source(src, what):
-    """(bytes-like or Buffer, name) for a path or bytes-like ``src``."""
+    """(bytes-like or Buffer, name) for a path or bytes-like ``src``. A path
+    is memory-mapped: results view the file's pages, and a large archive is
+    never read whole."""
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
-        return _io.read_file(path), path
+        return _io.map_file(path), path
     return src, f"<{what} of {len(memoryview(src).cast('B')) if not isinstance(src, _io.Buffer) else src.nbytes} bytes>"
 
 
