@@ -30,6 +30,7 @@
 #include "feedline/base/log.h"
 #include "feedline/io/file.h"
 #include "feedline/io/formats.h"
+#include "feedline/media/audio.h"
 #include "feedline/media/image.h"
 #include "feedline/pipeline/op.h"
 #include "native_op.h"
@@ -421,6 +422,29 @@ class ZipMembersOp final : public GeneratorOp {
   }
 };
 
+// Encoded audio (any format FFmpeg reads) -> float32 (channels, samples).
+class LoadAudioOp final : public MapOp {
+ public:
+  explicit LoadAudioOp(AudioOptions options) : options_(options) {}
+  Item call(Item input) override {
+    EncodedFile& f = input.as<EncodedFile>();
+    return Item(load_audio(span_of(f.bytes), options_, f.name));
+  }
+
+ private:
+  const AudioOptions options_;
+};
+
+AudioOptions audio_options(int sample_rate, int channels, double start,
+                           std::optional<double> duration) {
+  AudioOptions o;
+  o.sample_rate = sample_rate;
+  o.channels = channels;
+  o.start = start;
+  o.duration = duration;
+  return o;
+}
+
 nb::list zip_entries(const std::vector<ZipEntry>& entries) {
   nb::list out;
   for (const ZipEntry& e : entries) {
@@ -562,6 +586,25 @@ void bind_io(nb::module_& parent) {
     nb::gil_scoped_release release;
     return map_file(path);
   }, nb::arg("path"), "The file memory-mapped read-only (no copy).");
+  m.def("load_audio", [](nb::handle data, const std::string& name, int sample_rate, int channels,
+                         double start, std::optional<double> duration) {
+    Buffer bytes = bytes_from_python(data);
+    AudioOptions o = audio_options(sample_rate, channels, start, duration);
+    AudioInfo info;
+    Buffer out;
+    {
+      nb::gil_scoped_release release;
+      out = load_audio(span_of(bytes), o, name, &info);
+    }
+    return nb::make_tuple(out, info.sample_rate, info.codec);
+  }, nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"), nb::arg("channels"),
+        nb::arg("start"), nb::arg("duration").none());
+  m.def("ffmpeg_versions", &ffmpeg_versions);
+  m.def("set_ffmpeg_log_level", &set_ffmpeg_log_level, nb::arg("level"));
+  m.def("load_audio_op", [](int sample_rate, int channels) {
+    return NativeOp{std::make_shared<LoadAudioOp>(audio_options(sample_rate, channels, 0, std::nullopt)),
+                    "load_audio", &typeid(EncodedFile), &typeid(Buffer)};
+  }, nb::arg("sample_rate"), nb::arg("channels"));
   m.def("load_npy_op", [] {
     return NativeOp{std::make_shared<LoadNpyOp>(), "load_npy", &typeid(EncodedFile), &typeid(Buffer)};
   });

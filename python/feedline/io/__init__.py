@@ -1,5 +1,6 @@
 """Loading data into arrays: images (JPEG, PNG), NumPy files (NPY, NPZ),
-WAV audio, and TAR and ZIP archives; audio and video through FFmpeg follow.
+WAV audio, TAR and ZIP archives, and any audio FFmpeg reads (video through
+FFmpeg follows).
 
 Every decode runs in C++ with the GIL released and returns a
 :class:`Buffer`, which NumPy (``numpy.asarray``, :func:`to_numpy`) and
@@ -17,6 +18,7 @@ import logging
 import os
 
 from .._feedline_ext import io as _io
+from ._audio import load_audio
 from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._options import image_options
 
@@ -31,6 +33,7 @@ __all__ = [
     "ZipArchive",
     "decode_image",
     "iter_tarfile",
+    "load_audio",
     "load_npy",
     "load_npz",
     "load_wav",

@@ -30,7 +30,7 @@ from __future__ import annotations
 from .._feedline_ext import io as _io
 from ._options import image_options
 
-__all__ = ["decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members", "zip_members"]
+__all__ = ["load_audio", "decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members", "zip_members"]
 
 
 def read_file():
@@ -89,3 +89,9 @@ def zip_members():
     ``read_file() -> zip_members() -> load_npy()`` reads every array of a set
     of NPZ files without the GIL."""
     return _io.zip_members_op()
+
+
+def load_audio(*, sample_rate: int | None = None, num_channels: int | None = None):
+    """Encoded audio (any format FFmpeg reads; from :func:`read_file`,
+    :func:`tar_members` or bytes) -> float32 Buffer (channels, samples)."""
+    return _io.load_audio_op(sample_rate or 0, num_channels or 0)

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "feedline/media/audio.h"
+#include "media/ffmpeg/ffmpeg.h"
+
+namespace feedline {
+namespace media::ffmpeg {
+
+namespace {
+constexpr int kAvioBufferSize = 1 << 16;
+}  // namespace
+
+void quiet_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
+}
+
+MemoryInput::MemoryInput(std::span<const uint8_t> data, std::string_view name) : data_(data) {
+  quiet_logging();
+  auto* buffer = static_cast<uint8_t*>(av_malloc(kAvioBufferSize));
+  if (buffer == nullptr) throw std::bad_alloc();
+  avio_.reset(avio_alloc_context(buffer, kAvioBufferSize, 0, this, &MemoryInput::read, nullptr,
+                                 &MemoryInput::seek));
+  if (!avio_) {
+    av_free(buffer);
+    throw std::bad_alloc();
+  }
+  AVFormatContext* fmt = avformat_alloc_context();
+  if (fmt == nullptr) throw std::bad_alloc();
+  fmt->pb = avio_.get();
+  fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  // On failure avformat_open_input frees the context itself.
+  int rc = avformat_open_input(&fmt, nullptr, nullptr, nullptr);
+  if (rc < 0) fail(name, "not a media file FFmpeg can read", rc);
+  format_.reset(fmt);
+  rc = avformat_find_stream_info(fmt, nullptr);
+  if (rc < 0) fail(name, "cannot read the stream information", rc);
+}
+
+int MemoryInput::read(void* opaque, uint8_t* buf, int size) {
+  auto* self = static_cast<MemoryInput*>(opaque);
+  const auto left = static_cast<int64_t>(self->data_.size()) - self->pos_;
+  if (left <= 0) return AVERROR_EOF;
+  const int n = static_cast<int>(std::min<int64_t>(left, size));
+  std::memcpy(buf, self->data_.data() + self->pos_, static_cast<std::size_t>(n));
+  self->pos_ += n;
+  return n;
+}
+
+int64_t MemoryInput::seek(void* opaque, int64_t offset, int whence) {
+  auto* self = static_cast<MemoryInput*>(opaque);
+  const auto size = static_cast<int64_t>(self->data_.size());
+  if ((whence & AVSEEK_SIZE) != 0) return size;
+  int64_t base = 0;
+  switch (whence & ~AVSEEK_FORCE) {
+    case SEEK_SET:
+      base = 0;
+      break;
+    case SEEK_CUR:
+      base = self->pos_;
+      break;
+    case SEEK_END:
+      base = size;
+      break;
+    default:
+      return AVERROR(EINVAL);
+  }
+  if (offset > size || offset < -size) return AVERROR(EINVAL);
+  const int64_t to = base + offset;
+  if (to < 0 || to > size) return AVERROR(EINVAL);
+  self->pos_ = to;
+  return to;
+}
+
+}  // namespace media::ffmpeg
+
+namespace {
+
+using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace): one file's FFmpeg glue
+
+// Appends converted planar float samples to one vector per channel.
+class Collector {
+ public:
+  explicit Collector(int channels) : planes_(static_cast<std::size_t>(channels)) {}
+  void append(uint8_t** data, int samples) {
+    for (std::size_t c = 0; c < planes_.size(); ++c) {
+      const auto* p = reinterpret_cast<const float*>(data[c]);
+      planes_[c].insert(planes_[c].end(), p, p + samples);
+    }
+  }
+  std::size_t samples() const { return planes_.empty() ? 0 : planes_[0].size(); }
+  const std::vector<float>& plane(std::size_t c) const { return planes_[c]; }
+
+ private:
+  std::vector<std::vector<float>> planes_;
+};
+
+class Converter {
+ public:
+  Converter(AVCodecContext* in, const AVChannelLayout& out_layout, int out_rate,
+            std::string_view name)
+      : channels_(out_layout.nb_channels), name_(name) {
+    SwrContext* swr = nullptr;
+    int rc = swr_alloc_set_opts2(&swr, layout_arg(&out_layout), AV_SAMPLE_FMT_FLTP, out_rate,
+                                 layout_arg(&in->ch_layout), in->sample_fmt, in->sample_rate, 0,
+                                 nullptr);
+    if (rc < 0) fail(name, "cannot set up sample conversion", rc);
+    swr_.reset(swr);
+    rc = swr_init(swr);
+    if (rc < 0) fail(name, "cannot set up sample conversion", rc);
+  }
+
+  // Converts `frame` (null: flush what the resampler holds) into `out`.
+  void convert(const AVFrame* frame, Collector* out) {
+    const int in_samples = frame != nullptr ? frame->nb_samples : 0;
+    const int capacity = swr_get_out_samples(swr_.get(), in_samples);
+    if (capacity <= 0) return;
+    std::vector<std::vector<float>> tmp(static_cast<std::size_t>(channels_),
+                                        std::vector<float>(static_cast<std::size_t>(capacity)));
+    std::vector<uint8_t*> planes;
+    for (auto& t : tmp) planes.push_back(reinterpret_cast<uint8_t*>(t.data()));
+    const int n = swr_convert(swr_.get(), planes.data(), capacity,
+                              frame != nullptr ? const_cast<const uint8_t**>(frame->extended_data)
+                                               : nullptr,
+                              in_samples);
+    if (n < 0) fail(name_, "sample conversion failed", n);
+    out->append(planes.data(), n);
+  }
+
+ private:
+  SwrPtr swr_;
+  const int channels_;
+  std::string_view name_;
+};
+
+}  // namespace
+
+void set_ffmpeg_log_level(int level) {
+  quiet_logging();  // so that the first decode does not undo this
+  av_log_set_level(level);
+}
+
+std::string ffmpeg_versions() {
+  auto v = [](const char* lib, unsigned version) {
+    return std::string(lib) + " " + std::to_string(AV_VERSION_MAJOR(version)) + "." +
+           std::to_string(AV_VERSION_MINOR(version)) + "." +
+           std::to_string(AV_VERSION_MICRO(version));
+  };
+  return v("libavformat", avformat_version()) + ", " + v("libavcodec", avcodec_version()) + ", " +
+         v("libavutil", avutil_version()) + ", " + v("libswresample", swresample_version());
+}
+
+Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
+                  std::string_view name, AudioInfo* info) {
+  if (options.sample_rate < 0 || options.channels < 0 || options.channels > 64) {
+    throw InvalidArgument("sample_rate must be >= 0 and channels in [0, 64]");
+  }
+  if (!(options.start >= 0) || (options.duration && !(*options.duration >= 0))) {
+    throw InvalidArgument("start and duration must be >= 0");
+  }
+  if (data.empty()) throw DecodeError(std::string(name) + ": empty input, not media");
+  MemoryInput input(data, name);
+  AVFormatContext* fmt = input.format();
+  const AVCodec* codec = nullptr;
+  const int stream = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
+  if (stream == AVERROR_DECODER_NOT_FOUND) fail(name, "no decoder for the audio codec", stream);
+  if (stream < 0) fail(name, "no audio stream", stream);
+  CodecPtr ctx(avcodec_alloc_context3(codec));
+  if (!ctx) throw std::bad_alloc();
+  int rc = avcodec_parameters_to_context(ctx.get(), fmt->streams[stream]->codecpar);
+  if (rc < 0) fail(name, "bad codec parameters", rc);
+  ctx->pkt_timebase = fmt->streams[stream]->time_base;
+  rc = avcodec_open2(ctx.get(), codec, nullptr);
+  if (rc < 0) fail(name, std::string("cannot open the ") + codec->name + " decoder", rc);
+  if (ctx->ch_layout.nb_channels <= 0 || ctx->sample_rate <= 0) {
+    throw DecodeError(std::string(name) + ": the audio stream has no channels or sample rate");
+  }
+  if (ctx->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
+    const int n = ctx->ch_layout.nb_channels;
+    av_channel_layout_uninit(&ctx->ch_layout);
+    av_channel_layout_default(&ctx->ch_layout, n);
+  }
+
+  AVChannelLayout out_layout{};
+  if (options.channels > 0) {
+    av_channel_layout_default(&out_layout, options.channels);
+  } else {
+    rc = av_channel_layout_copy(&out_layout, &ctx->ch_layout);
+    if (rc < 0) fail(name, "bad channel layout", rc);
+  }
+  struct LayoutGuard {
+    AVChannelLayout* l;
+    ~LayoutGuard() { av_channel_layout_uninit(l); }
+  } layout_guard{&out_layout};
+  const int out_rate = options.sample_rate > 0 ? options.sample_rate : ctx->sample_rate;
+  Converter converter(ctx.get(), out_layout, out_rate, name);
+  Collector collected(out_layout.nb_channels);
+
+  PacketPtr packet(av_packet_alloc());
+  FramePtr frame(av_frame_alloc());
+  if (!packet || !frame) throw std::bad_alloc();
+  auto drain = [&]() {
+    for (;;) {
+      int r = avcodec_receive_frame(ctx.get(), frame.get());
+      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return;
+      if (r < 0) fail(name, "decoding failed", r);
+      converter.convert(frame.get(), &collected);
+      av_frame_unref(frame.get());
+    }
+  };
+  for (;;) {
+    rc = av_read_frame(fmt, packet.get());
+    if (rc == AVERROR_EOF) break;
+    if (rc < 0) fail(name, "reading packets failed", rc);
+    if (packet->stream_index == stream) {
+      rc = avcodec_send_packet(ctx.get(), packet.get());
+      av_packet_unref(packet.get());
+      if (rc < 0 && rc != AVERROR(EAGAIN)) fail(name, "decoding failed", rc);
+      drain();
+    } else {
+      av_packet_unref(packet.get());
+    }
+  }
+  rc = avcodec_send_packet(ctx.get(), nullptr);
+  if (rc < 0 && rc != AVERROR_EOF) fail(name, "decoding failed", rc);
+  drain();
+  converter.convert(nullptr, &collected);
+
+  const auto total = static_cast<int64_t>(collected.samples());
+  const auto first = std::min<int64_t>(total, static_cast<int64_t>(std::floor(options.start * out_rate)));
+  int64_t count = total - first;
+  if (options.duration) {
+    count = std::min<int64_t>(count, static_cast<int64_t>(std::floor(*options.duration * out_rate)));
+  }
+  const int channels = out_layout.nb_channels;
+  Buffer out = Buffer::allocate(DType::kFloat32, {channels, count});
+  for (int c = 0; c < channels && count > 0; ++c) {
+    std::memcpy(out.data_as<float>() + static_cast<int64_t>(c) * count,
+                collected.plane(static_cast<std::size_t>(c)).data() + first,
+                static_cast<std::size_t>(count) * sizeof(float));
+  }
+  if (info != nullptr) {
+    info->sample_rate = out_rate;
+    info->channels = channels;
+    info->codec = codec->name;
+  }
+  return out;
+}
+
+}  // namespace feedline
