@@ -40,7 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const ImageOptions& o : options) {
     try {
       feedline::Buffer b = feedline::decode_image(bytes, o, "fuzz");
-      volatile uint8_t sink = b.nbytes() > 0 ? b.data_as<uint8_t>()[b.nbytes() - 1] : 0;
+      volatile uint8_t sink =
+          b.nbytes() > 0 ? b.data_as<uint8_t>()[b.nbytes() - 1] : 0;
       (void)sink;
     } catch (const feedline::DecodeError&) {
     } catch (const feedline::InvalidArgument&) {

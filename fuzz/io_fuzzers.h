@@ -20,8 +20,8 @@ namespace feedline::fuzz {
 inline Buffer exact_copy(const uint8_t* data, size_t size) {
   std::shared_ptr<uint8_t[]> copy(new uint8_t[size == 0 ? 1 : size]);
   if (size > 0) std::memcpy(copy.get(), data, size);
-  return Buffer::view(std::shared_ptr<const void>(copy, copy.get()), copy.get(), DType::kUint8,
-                      {static_cast<int64_t>(size)});
+  return Buffer::view(std::shared_ptr<const void>(copy, copy.get()), copy.get(),
+                      DType::kUint8, {static_cast<int64_t>(size)});
 }
 
 template <typename F>

@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
     for (const feedline::ZipEntry& e : feedline::list_zip(bytes, "fuzz")) {
       try {
-        feedline::Buffer member = feedline::read_zip_entry(b, e, "fuzz", 1 << 20);
+        feedline::Buffer member =
+            feedline::read_zip_entry(b, e, "fuzz", 1 << 20);
         feedline::load_npy(member, "fuzz member");
       } catch (const feedline::FormatError&) {
       }

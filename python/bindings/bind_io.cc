@@ -122,18 +122,22 @@ nb::dict array_interface(const Buffer& b) {
   d["version"] = 3;
   d["shape"] = to_tuple(b.shape());
   d["typestr"] = typestr(b.dtype());
-  d["data"] = nb::make_tuple(reinterpret_cast<uintptr_t>(b.data()), !b.writable());
-  d["strides"] = b.contiguous() ? nb::object(nb::none()) : nb::object(to_tuple(b.strides()));
+  d["data"] =
+      nb::make_tuple(reinterpret_cast<uintptr_t>(b.data()), !b.writable());
+  d["strides"] = b.contiguous() ? nb::object(nb::none())
+                                : nb::object(to_tuple(b.strides()));
   return d;
 }
 
 // A DLPack capsule ("dltensor") viewing the Buffer and keeping it alive.
 nb::object dlpack_capsule(const Buffer& b) {
   auto* keep = new Buffer(b);
-  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Buffer*>(p); });
+  nb::capsule owner(keep,
+                    [](void* p) noexcept { delete static_cast<Buffer*>(p); });
   std::vector<size_t> shape(b.shape().begin(), b.shape().end());
   std::vector<int64_t> strides;
-  for (int64_t s : b.strides()) strides.push_back(s / static_cast<int64_t>(dtype_size(b.dtype())));
+  for (int64_t s : b.strides())
+    strides.push_back(s / static_cast<int64_t>(dtype_size(b.dtype())));
   nb::ndarray<> arr(b.data(), shape.size(), shape.data(), owner, strides.data(),
                     dlpack_dtype(b.dtype()), nb::device::cpu::value);
   return nb::cast(arr, nb::rv_policy::reference);
@@ -158,7 +162,8 @@ Buffer bytes_from_python(nb::handle obj) {
                         {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))}, {},
                         /*writable=*/false);
   }
-  if (!PyObject_CheckBuffer(obj.ptr())) throw InvalidArgument("expected a bytes-like object");
+  if (!PyObject_CheckBuffer(obj.ptr()))
+    throw InvalidArgument("expected a bytes-like object");
   PyObject* mv = PyMemoryView_FromObject(obj.ptr());
   if (mv == nullptr) {
     PyErr_Clear();
@@ -167,10 +172,12 @@ Buffer bytes_from_python(nb::handle obj) {
   auto owner = std::make_shared<PyObj>(PyObj::steal(mv));
   Py_buffer* view = PyMemoryView_GET_BUFFER(mv);
   if (PyBuffer_IsContiguous(view, 'C')) {
-    return Buffer::view(owner, view->buf, DType::kUint8, {static_cast<int64_t>(view->len)}, {},
+    return Buffer::view(owner, view->buf, DType::kUint8,
+                        {static_cast<int64_t>(view->len)}, {},
                         view->readonly == 0);
   }
-  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
+  Buffer out =
+      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
   if (PyBuffer_ToContiguous(out.data(), view, view->len, 'C') != 0) {
     PyErr_Clear();
     throw InvalidArgument("cannot read the bytes-like object");
@@ -179,14 +186,19 @@ Buffer bytes_from_python(nb::handle obj) {
 }
 
 Item encoded_from_python(nb::handle obj) {
-  if (PyUnicode_Check(obj.ptr()) || PyObject_HasAttrString(obj.ptr(), "__fspath__")) {
-    throw InvalidArgument("expected encoded bytes; read paths with feedline.io.ops.read_file() first");
+  if (PyUnicode_Check(obj.ptr()) ||
+      PyObject_HasAttrString(obj.ptr(), "__fspath__")) {
+    throw InvalidArgument(
+        "expected encoded bytes; read paths with feedline.io.ops.read_file() "
+        "first");
   }
   Buffer b = bytes_from_python(obj);
-  return Item(EncodedFile{"<" + std::to_string(b.nbytes()) + " bytes>", std::move(b)});
+  return Item(
+      EncodedFile{"<" + std::to_string(b.nbytes()) + " bytes>", std::move(b)});
 }
 
-// --- native ops ----------------------------------------------------------------
+// --- native ops
+// ----------------------------------------------------------------
 
 class ReadFileOp final : public MapOp {
  public:
@@ -223,8 +235,10 @@ class StackOp final : public MapOp {
     auto* dst = out.data_as<uint8_t>();
     for (Item& item : batch) {
       const Buffer& b = item.as<Buffer>();
-      if (b.shape() != first.shape() || b.dtype() != first.dtype() || !b.contiguous()) {
-        throw InvalidArgument("stack: items differ: " + first.to_string() + " and " + b.to_string() +
+      if (b.shape() != first.shape() || b.dtype() != first.dtype() ||
+          !b.contiguous()) {
+        throw InvalidArgument("stack: items differ: " + first.to_string() +
+                              " and " + b.to_string() +
                               " (resize or crop them to one size)");
       }
       std::memcpy(dst, b.data(), b.nbytes());
@@ -243,7 +257,8 @@ class DecodeBatchOp final : public MapOp {
 
   // Python values in the batch (bytes from a Python source) become encoded
   // files, all under one GIL hold; one that does not convert is left out.
-  static void convert_python_values(ItemBatch* batch, std::vector<std::string>* errors) {
+  static void convert_python_values(ItemBatch* batch,
+                                    std::vector<std::string>* errors) {
     bool any = false;
     for (Item& item : *batch) any |= item.holds<PyObj>();
     if (!any) return;
@@ -274,7 +289,8 @@ class DecodeBatchOp final : public MapOp {
     std::vector<ImageFailure> failures;
     Buffer out = decode_image_batch(images, options_, &failures);
     for (ImageFailure& f : failures) errors.push_back(std::move(f.message));
-    for (const std::string& e : errors) log(LogLevel::kWarning, "decode_batch: " + e);
+    for (const std::string& e : errors)
+      log(LogLevel::kWarning, "decode_batch: " + e);
     if (!batch.empty() && errors.size() == batch.size()) {
       throw DecodeError("decode_batch: all " + std::to_string(batch.size()) +
                         " images failed; first: " + errors[0]);
@@ -286,9 +302,11 @@ class DecodeBatchOp final : public MapOp {
   const ImageOptions options_;
 };
 
-// --- Python functions -----------------------------------------------------------
+// --- Python functions
+// -----------------------------------------------------------
 
-Buffer py_decode_image(nb::handle data, const ImageOptions& options, const std::string& name) {
+Buffer py_decode_image(nb::handle data, const ImageOptions& options,
+                       const std::string& name) {
   Buffer bytes = bytes_from_python(data);
   nb::gil_scoped_release release;
   return decode_image(span_of(bytes), options, name);
@@ -307,13 +325,15 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
   std::vector<EncodedFile> files;
   std::vector<bool> is_path;
   for (nb::handle s : srcs) {
-    if (PyUnicode_Check(s.ptr()) || PyObject_HasAttrString(s.ptr(), "__fspath__")) {
+    if (PyUnicode_Check(s.ptr()) ||
+        PyObject_HasAttrString(s.ptr(), "__fspath__")) {
       nb::object fs = nb::steal(PyOS_FSPath(s.ptr()));
       if (!fs.is_valid()) throw nb::python_error();
       files.push_back({nb::cast<std::string>(fs), Buffer()});
       is_path.push_back(true);
     } else {
-      files.push_back({"<source " + std::to_string(files.size()) + ">", bytes_from_python(s)});
+      files.push_back({"<source " + std::to_string(files.size()) + ">",
+                       bytes_from_python(s)});
       is_path.push_back(false);
     }
   }
@@ -332,9 +352,11 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
   }
   std::vector<ImageFailure> decode_failures;
   Buffer batch = decode_image_batch(images, options, &decode_failures);
-  for (ImageFailure& f : decode_failures) failures.push_back({index[f.index], std::move(f.message)});
+  for (ImageFailure& f : decode_failures)
+    failures.push_back({index[f.index], std::move(f.message)});
   std::vector<std::pair<int, std::string>> out;
-  for (ImageFailure& f : failures) out.emplace_back(static_cast<int>(f.index), std::move(f.message));
+  for (ImageFailure& f : failures)
+    out.emplace_back(static_cast<int>(f.index), std::move(f.message));
   return {batch, out};
 }
 
@@ -356,71 +378,71 @@ class LoadWavOp final : public MapOp {
   }
 };
 
-// A tar archive -> its regular files, one item each (named "<archive>/<member>"
-// in errors), viewing the archive's bytes.
-class TarMembersGenerator final : public ItemGenerator {
+// An archive -> one EncodedFile per member, in order, named by the member.
+// `list` reads the archive's index; `read` gives one member's bytes.
+template <typename Member>
+class ArchiveMembersOp final : public GeneratorOp {
  public:
-  TarMembersGenerator(EncodedFile archive, std::vector<TarMember> members)
-      : archive_(std::move(archive)), members_(std::move(members)) {}
-  bool next(Item* out) override {
-    if (next_ == members_.size()) return false;
-    const TarMember& m = members_[next_++];
-    Buffer bytes = Buffer::view(archive_.bytes.owner(),
-                                archive_.bytes.data_as<uint8_t>() + m.offset, DType::kUint8,
-                                {static_cast<int64_t>(m.size)}, {}, archive_.bytes.writable());
-    *out = Item(EncodedFile{m.name, std::move(bytes)});
-    return true;
+  using List = std::vector<Member> (*)(const EncodedFile& archive);
+  using Read = Buffer (*)(const EncodedFile& archive, const Member& member);
+  ArchiveMembersOp(List list, Read read) : list_(list), read_(read) {}
+
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    EncodedFile archive = input.take_as<EncodedFile>();
+    std::vector<Member> members = list_(archive);
+    return std::make_unique<Generator>(std::move(archive), std::move(members),
+                                       read_);
   }
 
  private:
-  EncodedFile archive_;
-  std::vector<TarMember> members_;
-  std::size_t next_ = 0;
-};
-
-class TarMembersOp final : public GeneratorOp {
- public:
-  std::unique_ptr<ItemGenerator> start(Item input) override {
-    EncodedFile archive = input.take_as<EncodedFile>();
-    std::vector<TarMember> members = list_tar(span_of(archive.bytes), archive.name);
-    return std::make_unique<TarMembersGenerator>(std::move(archive), std::move(members));
-  }
-};
-
-// A ZIP archive -> each member's bytes, named by the member (views for
-// stored members, inflated copies for deflated ones). Directories (names
-// ending in '/') are skipped.
-class ZipMembersGenerator final : public ItemGenerator {
- public:
-  ZipMembersGenerator(EncodedFile archive, std::vector<ZipEntry> entries)
-      : archive_(std::move(archive)), entries_(std::move(entries)) {}
-  bool next(Item* out) override {
-    while (next_ < entries_.size() && !entries_[next_].name.empty() &&
-           entries_[next_].name.back() == '/') {
-      ++next_;
+  class Generator final : public ItemGenerator {
+   public:
+    Generator(EncodedFile archive, std::vector<Member> members, Read read)
+        : archive_(std::move(archive)),
+          members_(std::move(members)),
+          read_(read) {}
+    bool next(Item* out) override {
+      if (next_ == members_.size()) return false;
+      const Member& m = members_[next_++];
+      *out = Item(EncodedFile{m.name, read_(archive_, m)});
+      return true;
     }
-    if (next_ == entries_.size()) return false;
-    const ZipEntry& e = entries_[next_++];
-    std::string name = archive_.name + ":" + e.name;
-    Buffer bytes = read_zip_entry(archive_.bytes, e, name);
-    *out = Item(EncodedFile{e.name, std::move(bytes)});
-    return true;
-  }
 
- private:
-  EncodedFile archive_;
-  std::vector<ZipEntry> entries_;
-  std::size_t next_ = 0;
+   private:
+    EncodedFile archive_;
+    std::vector<Member> members_;
+    Read read_;
+    std::size_t next_ = 0;
+  };
+
+  const List list_;
+  const Read read_;
 };
 
-class ZipMembersOp final : public GeneratorOp {
- public:
-  std::unique_ptr<ItemGenerator> start(Item input) override {
-    EncodedFile archive = input.take_as<EncodedFile>();
-    std::vector<ZipEntry> entries = list_zip(span_of(archive.bytes), archive.name);
-    return std::make_unique<ZipMembersGenerator>(std::move(archive), std::move(entries));
-  }
-};
+// TAR: regular files, as views of the archive.
+std::vector<TarMember> list_tar_members(const EncodedFile& archive) {
+  return list_tar(span_of(archive.bytes), archive.name);
+}
+Buffer view_tar_member(const EncodedFile& archive, const TarMember& m) {
+  return Buffer::view(archive.bytes.owner(),
+                      archive.bytes.data_as<uint8_t>() + m.offset,
+                      DType::kUint8, {static_cast<int64_t>(m.size)}, {},
+                      archive.bytes.writable());
+}
+
+// ZIP: members but directories (names ending in '/'); stored ones as views,
+// deflated ones inflated.
+std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
+  std::vector<ZipEntry> entries =
+      list_zip(span_of(archive.bytes), archive.name);
+  std::erase_if(entries, [](const ZipEntry& e) {
+    return !e.name.empty() && e.name.back() == '/';
+  });
+  return entries;
+}
+Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
+  return read_zip_entry(archive.bytes, e, archive.name + ":" + e.name);
+}
 
 // Encoded audio (any format FFmpeg reads) -> float32 (channels, samples).
 class LoadAudioOp final : public MapOp {
@@ -448,7 +470,8 @@ AudioOptions audio_options(int sample_rate, int channels, double start,
 nb::list zip_entries(const std::vector<ZipEntry>& entries) {
   nb::list out;
   for (const ZipEntry& e : entries) {
-    out.append(nb::make_tuple(e.name, e.data_offset, e.compressed_size, e.size, e.method));
+    out.append(nb::make_tuple(e.name, e.data_offset, e.compressed_size, e.size,
+                              e.method));
   }
   return out;
 }
@@ -464,30 +487,44 @@ void bind_io(nb::module_& parent) {
   register_type_name(typeid(Buffer), "feedline.io.Buffer");
   register_type_name(typeid(EncodedFile), "encoded file");
 
-  nb::class_<Buffer>(m, "Buffer",
-                     "An N-d array owned by feedline. Zero-copy to NumPy (numpy.asarray, the\n"
-                     "array interface) and to DLPack consumers (torch.from_dlpack); the memory\n"
-                     "stays alive as long as any view of it.")
+  nb::class_<Buffer>(
+      m, "Buffer",
+      "An N-d array owned by feedline. Zero-copy to NumPy (numpy.asarray, the\n"
+      "array interface) and to DLPack consumers (torch.from_dlpack); the "
+      "memory\n"
+      "stays alive as long as any view of it.")
       .def_prop_ro("shape", [](const Buffer& b) { return to_tuple(b.shape()); })
-      .def_prop_ro("dtype", [](const Buffer& b) { return std::string(dtype_name(b.dtype())); })
+      .def_prop_ro(
+          "dtype",
+          [](const Buffer& b) { return std::string(dtype_name(b.dtype())); })
       .def_prop_ro("ndim", &Buffer::ndim)
       .def_prop_ro("nbytes", &Buffer::nbytes)
-      .def_prop_ro("writable", &Buffer::writable,
-                   "False for views of read-only memory (bytes, file mappings).")
+      .def_prop_ro(
+          "writable", &Buffer::writable,
+          "False for views of read-only memory (bytes, file mappings).")
       .def_prop_ro("__array_interface__", &array_interface)
-      .def("__dlpack__",
-           [](const Buffer& b, nb::args, nb::kwargs) { return dlpack_capsule(b); },
-           "A DLPack capsule of the buffer (CPU; stream and version requests are "
-           "accepted and ignored).")
-      .def("__dlpack_device__", [](const Buffer&) { return nb::make_tuple(1, 0); })
-      .def("__len__", [](const Buffer& b) { return b.ndim() > 0 ? b.shape()[0] : 0; })
-      .def("__repr__", [](const Buffer& b) { return "Buffer(" + b.to_string() + ")"; });
+      .def(
+          "__dlpack__",
+          [](const Buffer& b, nb::args, nb::kwargs) {
+            return dlpack_capsule(b);
+          },
+          "A DLPack capsule of the buffer (CPU; stream and version requests "
+          "are "
+          "accepted and ignored).")
+      .def("__dlpack_device__",
+           [](const Buffer&) { return nb::make_tuple(1, 0); })
+      .def("__len__",
+           [](const Buffer& b) { return b.ndim() > 0 ? b.shape()[0] : 0; })
+      .def("__repr__",
+           [](const Buffer& b) { return "Buffer(" + b.to_string() + ")"; });
 
   nb::enum_<PixelFormat>(m, "PixelFormat")
       .value("RGB", PixelFormat::kRgb)
       .value("BGR", PixelFormat::kBgr)
       .value("GRAY", PixelFormat::kGray);
-  nb::enum_<Layout>(m, "Layout").value("HWC", Layout::kHWC).value("CHW", Layout::kCHW);
+  nb::enum_<Layout>(m, "Layout")
+      .value("HWC", Layout::kHWC)
+      .value("CHW", Layout::kCHW);
   nb::enum_<ResizeMode>(m, "ResizeMode")
       .value("STRETCH", ResizeMode::kStretch)
       .value("PAD", ResizeMode::kPad)
@@ -504,8 +541,11 @@ void bind_io(nb::module_& parent) {
       .def_rw("pixel_format", &ImageOptions::pixel_format)
       .def_rw("layout", &ImageOptions::layout)
       .def_prop_rw(
-          "float32", [](const ImageOptions& o) { return o.dtype == DType::kFloat32; },
-          [](ImageOptions& o, bool f) { o.dtype = f ? DType::kFloat32 : DType::kUint8; })
+          "float32",
+          [](const ImageOptions& o) { return o.dtype == DType::kFloat32; },
+          [](ImageOptions& o, bool f) {
+            o.dtype = f ? DType::kFloat32 : DType::kUint8;
+          })
       .def_rw("mean", &ImageOptions::mean)
       .def_rw("std", &ImageOptions::std)
       .def_rw("dct_scaling", &ImageOptions::dct_scaling)
@@ -515,9 +555,11 @@ void bind_io(nb::module_& parent) {
         return to_tuple(image_output_shape(w, h, o));
       });
 
-  m.def("decode_image", &py_decode_image, nb::arg("data"), nb::arg("options"), nb::arg("name"));
+  m.def("decode_image", &py_decode_image, nb::arg("data"), nb::arg("options"),
+        nb::arg("name"));
   m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
-  m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"), nb::arg("options"));
+  m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
+        nb::arg("options"));
   m.def("probe_image", [](nb::handle data, const std::string& name) {
     Buffer bytes = bytes_from_python(data);
     ImageInfo info = probe_image(span_of(bytes), name);
@@ -526,103 +568,144 @@ void bind_io(nb::module_& parent) {
 
   // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
   // place) and runs with the GIL released.
-  m.def("load_npy", [](nb::handle data, const std::string& name) {
-    Buffer bytes = bytes_from_python(data);
-    nb::gil_scoped_release release;
-    return load_npy(bytes, name);
-  }, nb::arg("data"), nb::arg("name"));
-  m.def("list_zip", [](nb::handle data, const std::string& name) {
-    Buffer bytes = bytes_from_python(data);
-    std::vector<ZipEntry> entries;
-    {
-      nb::gil_scoped_release release;
-      entries = list_zip(span_of(bytes), name);
-    }
-    return nb::make_tuple(bytes, zip_entries(entries));
-  }, nb::arg("data"), nb::arg("name"),
-        "(archive Buffer, [(name, data_offset, compressed_size, size, method)])");
-  m.def("read_zip_entry", [](const Buffer& archive, nb::tuple t, const std::string& name,
-                             uint64_t max_size) {
-    ZipEntry e{nb::cast<std::string>(t[0]), nb::cast<uint64_t>(t[1]), nb::cast<uint64_t>(t[2]),
-               nb::cast<uint64_t>(t[3]), nb::cast<uint16_t>(t[4])};
-    nb::gil_scoped_release release;
-    return read_zip_entry(archive, e, name, max_size);
-  }, nb::arg("archive"), nb::arg("entry"), nb::arg("name"), nb::arg("max_size"));
-  m.def("load_wav", [](nb::handle data, const std::string& name, uint64_t start,
-                       std::optional<uint64_t> frames) {
-    Buffer bytes = bytes_from_python(data);
-    nb::gil_scoped_release release;
-    return load_wav(bytes, name, start, frames);
-  }, nb::arg("data"), nb::arg("name"), nb::arg("start_frame"), nb::arg("num_frames").none());
-  m.def("parse_wav", [](nb::handle data, const std::string& name) {
-    Buffer bytes = bytes_from_python(data);
-    WavInfo w = parse_wav(span_of(bytes), name);
-    nb::dict d;
-    d["audio_format"] = w.format;
-    d["num_channels"] = w.channels;
-    d["sample_rate"] = w.sample_rate;
-    d["bits_per_sample"] = w.bits_per_sample;
-    d["block_align"] = w.block_align;
-    d["num_frames"] = w.num_frames();
-    d["data_offset"] = w.data_offset;
-    return d;
-  }, nb::arg("data"), nb::arg("name"));
-  m.def("list_tar", [](nb::handle data, const std::string& name) {
-    Buffer bytes = bytes_from_python(data);
-    std::vector<TarMember> members;
-    {
-      nb::gil_scoped_release release;
-      members = list_tar(span_of(bytes), name);
-    }
-    nb::list out;
-    for (const TarMember& t : members) out.append(nb::make_tuple(t.name, t.offset, t.size));
-    return nb::make_tuple(bytes, out);
-  }, nb::arg("data"), nb::arg("name"), "(archive Buffer, [(name, offset, size)])");
-  m.def("read_file", [](const std::string& path) {
-    nb::gil_scoped_release release;
-    return read_file(path);
-  }, nb::arg("path"));
-  m.def("map_file", [](const std::string& path) {
-    nb::gil_scoped_release release;
-    return map_file(path);
-  }, nb::arg("path"), "The file memory-mapped read-only (no copy).");
-  m.def("load_audio", [](nb::handle data, const std::string& name, int sample_rate, int channels,
-                         double start, std::optional<double> duration) {
-    Buffer bytes = bytes_from_python(data);
-    AudioOptions o = audio_options(sample_rate, channels, start, duration);
-    AudioInfo info;
-    Buffer out;
-    {
-      nb::gil_scoped_release release;
-      out = load_audio(span_of(bytes), o, name, &info);
-    }
-    return nb::make_tuple(out, info.sample_rate, info.codec);
-  }, nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"), nb::arg("channels"),
-        nb::arg("start"), nb::arg("duration").none());
+  m.def(
+      "load_npy",
+      [](nb::handle data, const std::string& name) {
+        Buffer bytes = bytes_from_python(data);
+        nb::gil_scoped_release release;
+        return load_npy(bytes, name);
+      },
+      nb::arg("data"), nb::arg("name"));
+  m.def(
+      "list_zip",
+      [](nb::handle data, const std::string& name) {
+        Buffer bytes = bytes_from_python(data);
+        std::vector<ZipEntry> entries;
+        {
+          nb::gil_scoped_release release;
+          entries = list_zip(span_of(bytes), name);
+        }
+        return nb::make_tuple(bytes, zip_entries(entries));
+      },
+      nb::arg("data"), nb::arg("name"),
+      "(archive Buffer, [(name, data_offset, compressed_size, size, method)])");
+  m.def(
+      "read_zip_entry",
+      [](const Buffer& archive, nb::tuple t, const std::string& name,
+         uint64_t max_size) {
+        ZipEntry e{nb::cast<std::string>(t[0]), nb::cast<uint64_t>(t[1]),
+                   nb::cast<uint64_t>(t[2]), nb::cast<uint64_t>(t[3]),
+                   nb::cast<uint16_t>(t[4])};
+        nb::gil_scoped_release release;
+        return read_zip_entry(archive, e, name, max_size);
+      },
+      nb::arg("archive"), nb::arg("entry"), nb::arg("name"),
+      nb::arg("max_size"));
+  m.def(
+      "load_wav",
+      [](nb::handle data, const std::string& name, uint64_t start,
+         std::optional<uint64_t> frames) {
+        Buffer bytes = bytes_from_python(data);
+        nb::gil_scoped_release release;
+        return load_wav(bytes, name, start, frames);
+      },
+      nb::arg("data"), nb::arg("name"), nb::arg("start_frame"),
+      nb::arg("num_frames").none());
+  m.def(
+      "parse_wav",
+      [](nb::handle data, const std::string& name) {
+        Buffer bytes = bytes_from_python(data);
+        WavInfo w = parse_wav(span_of(bytes), name);
+        nb::dict d;
+        d["audio_format"] = w.format;
+        d["num_channels"] = w.channels;
+        d["sample_rate"] = w.sample_rate;
+        d["bits_per_sample"] = w.bits_per_sample;
+        d["block_align"] = w.block_align;
+        d["num_frames"] = w.num_frames();
+        d["data_offset"] = w.data_offset;
+        return d;
+      },
+      nb::arg("data"), nb::arg("name"));
+  m.def(
+      "list_tar",
+      [](nb::handle data, const std::string& name) {
+        Buffer bytes = bytes_from_python(data);
+        std::vector<TarMember> members;
+        {
+          nb::gil_scoped_release release;
+          members = list_tar(span_of(bytes), name);
+        }
+        nb::list out;
+        for (const TarMember& t : members)
+          out.append(nb::make_tuple(t.name, t.offset, t.size));
+        return nb::make_tuple(bytes, out);
+      },
+      nb::arg("data"), nb::arg("name"),
+      "(archive Buffer, [(name, offset, size)])");
+  m.def(
+      "read_file",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        return read_file(path);
+      },
+      nb::arg("path"));
+  m.def(
+      "map_file",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        return map_file(path);
+      },
+      nb::arg("path"), "The file memory-mapped read-only (no copy).");
+  m.def(
+      "load_audio",
+      [](nb::handle data, const std::string& name, int sample_rate,
+         int channels, double start, std::optional<double> duration) {
+        Buffer bytes = bytes_from_python(data);
+        AudioOptions o = audio_options(sample_rate, channels, start, duration);
+        AudioInfo info;
+        Buffer out;
+        {
+          nb::gil_scoped_release release;
+          out = load_audio(span_of(bytes), o, name, &info);
+        }
+        return nb::make_tuple(out, info.sample_rate, info.codec);
+      },
+      nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"),
+      nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
   m.def("ffmpeg_versions", &ffmpeg_versions);
   m.def("set_ffmpeg_log_level", &set_ffmpeg_log_level, nb::arg("level"));
-  m.def("load_audio_op", [](int sample_rate, int channels) {
-    return NativeOp{std::make_shared<LoadAudioOp>(audio_options(sample_rate, channels, 0, std::nullopt)),
-                    "load_audio", &typeid(EncodedFile), &typeid(Buffer)};
-  }, nb::arg("sample_rate"), nb::arg("channels"));
+  m.def(
+      "load_audio_op",
+      [](int sample_rate, int channels) {
+        return NativeOp{std::make_shared<LoadAudioOp>(audio_options(
+                            sample_rate, channels, 0, std::nullopt)),
+                        "load_audio", &typeid(EncodedFile), &typeid(Buffer)};
+      },
+      nb::arg("sample_rate"), nb::arg("channels"));
   m.def("load_npy_op", [] {
-    return NativeOp{std::make_shared<LoadNpyOp>(), "load_npy", &typeid(EncodedFile), &typeid(Buffer)};
+    return NativeOp{std::make_shared<LoadNpyOp>(), "load_npy",
+                    &typeid(EncodedFile), &typeid(Buffer)};
   });
   m.def("load_wav_op", [] {
-    return NativeOp{std::make_shared<LoadWavOp>(), "load_wav", &typeid(EncodedFile), &typeid(Buffer)};
+    return NativeOp{std::make_shared<LoadWavOp>(), "load_wav",
+                    &typeid(EncodedFile), &typeid(Buffer)};
   });
   m.def("zip_members_op", [] {
-    return NativeOp{std::make_shared<ZipMembersOp>(), "zip_members", &typeid(EncodedFile),
-                    &typeid(EncodedFile)};
+    return NativeOp{std::make_shared<ArchiveMembersOp<ZipEntry>>(
+                        &list_zip_files, &read_zip_member),
+                    "zip_members", &typeid(EncodedFile), &typeid(EncodedFile)};
   });
   m.def("tar_members_op", [] {
-    return NativeOp{std::make_shared<TarMembersOp>(), "tar_members", &typeid(EncodedFile),
-                    &typeid(EncodedFile)};
+    return NativeOp{std::make_shared<ArchiveMembersOp<TarMember>>(
+                        &list_tar_members, &view_tar_member),
+                    "tar_members", &typeid(EncodedFile), &typeid(EncodedFile)};
   });
 
   const std::type_info* kStr = &typeid(std::string);
   m.def("read_file_op", [kStr] {
-    return NativeOp{std::make_shared<ReadFileOp>(), "read_file", kStr, &typeid(EncodedFile)};
+    return NativeOp{std::make_shared<ReadFileOp>(), "read_file", kStr,
+                    &typeid(EncodedFile)};
   });
   m.def("decode_image_op", [](const ImageOptions& options) {
     check_image_options(options);
@@ -632,13 +715,15 @@ void bind_io(nb::module_& parent) {
   m.def("decode_batch_op", [](const ImageOptions& options) {
     check_image_options(options);
     if (options.resize_width == 0 && options.crop_width == 0) {
-      throw InvalidArgument("decode_batch needs one output size: give width and height, or crop");
+      throw InvalidArgument(
+          "decode_batch needs one output size: give width and height, or crop");
     }
-    return NativeOp{std::make_shared<DecodeBatchOp>(options), "decode_batch", &typeid(ItemBatch),
-                    &typeid(Buffer)};
+    return NativeOp{std::make_shared<DecodeBatchOp>(options), "decode_batch",
+                    &typeid(ItemBatch), &typeid(Buffer)};
   });
   m.def("stack_op", [] {
-    return NativeOp{std::make_shared<StackOp>(), "stack", &typeid(ItemBatch), &typeid(Buffer)};
+    return NativeOp{std::make_shared<StackOp>(), "stack", &typeid(ItemBatch),
+                    &typeid(Buffer)};
   });
 }
 

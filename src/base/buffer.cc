@@ -94,8 +94,11 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape,
 Buffer Buffer::allocate(DType dtype, std::vector<int64_t> shape) {
   std::size_t bytes = dtype_size(dtype);
   for (int64_t d : shape) {
-    if (d < 0) throw InvalidArgument("buffer dimensions must be >= 0 (got " + std::to_string(d) + ")");
-    if (d != 0 && bytes > std::numeric_limits<std::size_t>::max() / static_cast<std::size_t>(d)) {
+    if (d < 0)
+      throw InvalidArgument("buffer dimensions must be >= 0 (got " +
+                            std::to_string(d) + ")");
+    if (d != 0 && bytes > std::numeric_limits<std::size_t>::max() /
+                              static_cast<std::size_t>(d)) {
       throw InvalidArgument("buffer size overflows");
     }
     bytes *= static_cast<std::size_t>(d);
@@ -113,7 +116,8 @@ Buffer Buffer::allocate(DType dtype, std::vector<int64_t> shape) {
 }
 
 Buffer Buffer::view(std::shared_ptr<const void> owner, void* data, DType dtype,
-                    std::vector<int64_t> shape, std::vector<int64_t> strides, bool writable) {
+                    std::vector<int64_t> shape, std::vector<int64_t> strides,
+                    bool writable) {
   if (!strides.empty() && strides.size() != shape.size()) {
     throw InvalidArgument("a buffer view needs one stride per dimension");
   }
@@ -121,7 +125,8 @@ Buffer Buffer::view(std::shared_ptr<const void> owner, void* data, DType dtype,
   b.owner_ = std::move(owner);
   b.data_ = data;
   b.dtype_ = dtype;
-  b.strides_ = strides.empty() ? contiguous_strides(shape, dtype_size(dtype)) : std::move(strides);
+  b.strides_ = strides.empty() ? contiguous_strides(shape, dtype_size(dtype))
+                               : std::move(strides);
   b.shape_ = std::move(shape);
   b.writable_ = writable;
   return b;

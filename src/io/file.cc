@@ -2,15 +2,15 @@
 
 #include "feedline/io/file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "feedline/base/error.h"
 
@@ -36,7 +36,8 @@ Buffer read_file(const std::string& path) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);
   if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
-  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(st.st_size)});
+  Buffer out =
+      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(st.st_size)});
   auto* p = out.data_as<uint8_t>();
   std::size_t done = 0;
   const auto size = static_cast<std::size_t>(st.st_size);
@@ -64,7 +65,8 @@ Buffer map_file(const std::string& path) {
   if (p == MAP_FAILED) fail(path, "cannot map", errno);
   // The descriptor may close now; the mapping stays until the last view.
   std::shared_ptr<void> owner(p, [size](void* q) { ::munmap(q, size); });
-  return Buffer::view(std::move(owner), p, DType::kUint8, {static_cast<int64_t>(size)}, {},
+  return Buffer::view(std::move(owner), p, DType::kUint8,
+                      {static_cast<int64_t>(size)}, {},
                       /*writable=*/false);
 }
 

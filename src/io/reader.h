@@ -17,7 +17,8 @@ namespace feedline::io {
 
 class Reader {
  public:
-  Reader(std::span<const uint8_t> data, std::string_view name) : data_(data), name_(name) {}
+  Reader(std::span<const uint8_t> data, std::string_view name)
+      : data_(data), name_(name) {}
 
   uint64_t size() const { return data_.size(); }
   bool has(uint64_t offset, uint64_t n) const {
@@ -27,10 +28,12 @@ class Reader {
   // The n bytes at `offset`. Throws: FormatError if they are not all there.
   std::span<const uint8_t> bytes(uint64_t offset, uint64_t n) const {
     if (!has(offset, n)) {
-      fail(offset, "truncated: needs " + std::to_string(n) + " bytes at offset " +
-                       std::to_string(offset) + ", the input has " + std::to_string(data_.size()));
+      fail(offset, "truncated: needs " + std::to_string(n) +
+                       " bytes at offset " + std::to_string(offset) +
+                       ", the input has " + std::to_string(data_.size()));
     }
-    return data_.subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(n));
+    return data_.subspan(static_cast<std::size_t>(offset),
+                         static_cast<std::size_t>(n));
   }
   uint8_t u8(uint64_t offset) const { return bytes(offset, 1)[0]; }
   uint16_t u16(uint64_t offset) const {
@@ -40,20 +43,23 @@ class Reader {
   uint32_t u32(uint64_t offset) const {
     auto b = bytes(offset, 4);
     return static_cast<uint32_t>(b[0]) | (static_cast<uint32_t>(b[1]) << 8) |
-           (static_cast<uint32_t>(b[2]) << 16) | (static_cast<uint32_t>(b[3]) << 24);
+           (static_cast<uint32_t>(b[2]) << 16) |
+           (static_cast<uint32_t>(b[3]) << 24);
   }
   uint64_t u64(uint64_t offset) const {
-    return static_cast<uint64_t>(u32(offset)) | (static_cast<uint64_t>(u32(offset + 4)) << 32);
+    return static_cast<uint64_t>(u32(offset)) |
+           (static_cast<uint64_t>(u32(offset + 4)) << 32);
   }
   bool tag(uint64_t offset, const char (&four)[5]) const {
-    return has(offset, 4) && std::string_view(reinterpret_cast<const char*>(&data_[offset]), 4) ==
-                                 std::string_view(four, 4);
+    return has(offset, 4) &&
+           std::string_view(reinterpret_cast<const char*>(&data_[offset]), 4) ==
+               std::string_view(four, 4);
   }
 
   // Throws FormatError("<name>: <what> (at byte <offset>)").
   [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
-    throw FormatError(std::string(name_) + ": " + what + " (at byte " + std::to_string(offset) +
-                      ")");
+    throw FormatError(std::string(name_) + ": " + what + " (at byte " +
+                      std::to_string(offset) + ")");
   }
 
  private:

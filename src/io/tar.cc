@@ -25,8 +25,8 @@ std::string field(std::span<const uint8_t> b, std::size_t at, std::size_t len) {
   return std::string(reinterpret_cast<const char*>(&b[at]), n);
 }
 
-uint64_t number(std::span<const uint8_t> b, std::size_t at, std::size_t len, const io::Reader& r,
-                uint64_t where) {
+uint64_t number(std::span<const uint8_t> b, std::size_t at, std::size_t len,
+                const io::Reader& r, uint64_t where) {
   if (b[at] & 0x80) {  // GNU base-256
     uint64_t v = b[at] & 0x7F;
     for (std::size_t i = 1; i < len; ++i) {
@@ -53,8 +53,9 @@ bool zero_block(std::span<const uint8_t> b) {
 }
 
 // Applies the "path" and "size" records of a pax header.
-void read_pax(std::span<const uint8_t> data, const io::Reader& r, uint64_t where,
-              std::string* path, uint64_t* size, bool* has_size) {
+void read_pax(std::span<const uint8_t> data, const io::Reader& r,
+              uint64_t where, std::string* path, uint64_t* size,
+              bool* has_size) {
   std::size_t i = 0;
   while (i < data.size()) {
     std::size_t len = 0;
@@ -66,11 +67,12 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r, uint64_t where
     }
     // "<len> <key>=<value>\n": the length covers its own digits, the space
     // and the newline.
-    if (len < j - i + 2 || i + len > data.size() || j >= data.size() || data[j] != ' ' ||
-        data[i + len - 1] != '\n') {
+    if (len < j - i + 2 || i + len > data.size() || j >= data.size() ||
+        data[j] != ' ' || data[i + len - 1] != '\n') {
       r.fail(where, "malformed pax record");
     }
-    std::string record(reinterpret_cast<const char*>(&data[j + 1]), i + len - j - 2);
+    std::string record(reinterpret_cast<const char*>(&data[j + 1]),
+                       i + len - j - 2);
     std::size_t eq = record.find('=');
     if (eq != std::string::npos) {
       std::string key = record.substr(0, eq);
@@ -79,7 +81,8 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r, uint64_t where
       if (key == "size") {
         uint64_t v = 0;
         for (char c : value) {
-          if (c < '0' || c > '9' || (v >> 59)) r.fail(where, "malformed pax size");
+          if (c < '0' || c > '9' || (v >> 59))
+            r.fail(where, "malformed pax size");
           v = v * 10 + static_cast<uint64_t>(c - '0');
         }
         *size = v;
@@ -92,7 +95,8 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r, uint64_t where
 
 }  // namespace
 
-std::vector<TarMember> list_tar(std::span<const uint8_t> data, std::string_view name) {
+std::vector<TarMember> list_tar(std::span<const uint8_t> data,
+                                std::string_view name) {
   io::Reader r(data, name);
   std::vector<TarMember> members;
   std::string next_name;
@@ -104,7 +108,8 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data, std::string_view 
     if (zero_block(h)) break;
     uint64_t stored = number(h, 148, 8, r, at + 148);
     uint64_t sum = 0;
-    for (std::size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : h[i];
+    for (std::size_t i = 0; i < kBlock; ++i)
+      sum += (i >= 148 && i < 156) ? ' ' : h[i];
     if (sum != stored) r.fail(at, "bad tar header checksum");
     char type = static_cast<char>(h[156]);
     uint64_t size = number(h, 124, 12, r, at + 124);
@@ -123,7 +128,8 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data, std::string_view 
         std::string member = next_name;
         if (member.empty()) {
           member = field(h, 0, 100);
-          if (std::string(reinterpret_cast<const char*>(&h[257]), 5) == "ustar") {
+          if (std::string(reinterpret_cast<const char*>(&h[257]), 5) ==
+              "ustar") {
             std::string prefix = field(h, 345, 155);
             if (!prefix.empty()) member = prefix + "/" + member;
           }

@@ -18,7 +18,8 @@ namespace feedline {
 
 WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name) {
   io::Reader r(data, name);
-  if (!r.tag(0, "RIFF") || !r.tag(8, "WAVE")) r.fail(0, "not a WAV file (no RIFF/WAVE header)");
+  if (!r.tag(0, "RIFF") || !r.tag(8, "WAVE"))
+    r.fail(0, "not a WAV file (no RIFF/WAVE header)");
   WavInfo info;
   bool have_fmt = false;
   uint64_t at = 12;
@@ -54,28 +55,35 @@ WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name) {
   if (!have_fmt) r.fail(12, "no fmt chunk");
   if (info.data_offset == 0) r.fail(at, "no data chunk");
   const int bits = info.bits_per_sample;
-  const bool valid_bits = info.format == 1 ? (bits == 8 || bits == 16 || bits == 24 || bits == 32)
-                                           : (bits == 32 || bits == 64);
-  if (!valid_bits) r.fail(12, "unsupported bits per sample: " + std::to_string(bits));
-  if (info.channels <= 0 || info.sample_rate <= 0) r.fail(12, "zero channels or sample rate");
+  const bool valid_bits =
+      info.format == 1 ? (bits == 8 || bits == 16 || bits == 24 || bits == 32)
+                       : (bits == 32 || bits == 64);
+  if (!valid_bits)
+    r.fail(12, "unsupported bits per sample: " + std::to_string(bits));
+  if (info.channels <= 0 || info.sample_rate <= 0)
+    r.fail(12, "zero channels or sample rate");
   if (info.block_align != info.channels * bits / 8) {
-    r.fail(12, "block_align " + std::to_string(info.block_align) + " does not match " +
-                   std::to_string(info.channels) + " channels of " + std::to_string(bits) + " bits");
+    r.fail(12, "block_align " + std::to_string(info.block_align) +
+                   " does not match " + std::to_string(info.channels) +
+                   " channels of " + std::to_string(bits) + " bits");
   }
   return info;
 }
 
-Buffer load_wav(const Buffer& bytes, std::string_view name, uint64_t start_frame,
-                std::optional<uint64_t> num_frames) {
+Buffer load_wav(const Buffer& bytes, std::string_view name,
+                uint64_t start_frame, std::optional<uint64_t> num_frames) {
   std::span<const uint8_t> data(bytes.data_as<const uint8_t>(), bytes.nbytes());
   WavInfo info = parse_wav(data, name);
   const uint64_t total = info.num_frames();
   if (start_frame > total) {
-    throw FormatError(std::string(name) + ": start frame " + std::to_string(start_frame) +
-                      " is past the end (" + std::to_string(total) + " frames)");
+    throw FormatError(std::string(name) + ": start frame " +
+                      std::to_string(start_frame) + " is past the end (" +
+                      std::to_string(total) + " frames)");
   }
-  uint64_t frames = std::min(total - start_frame, num_frames.value_or(total - start_frame));
-  const uint8_t* first = data.data() + info.data_offset + start_frame * info.block_align;
+  uint64_t frames =
+      std::min(total - start_frame, num_frames.value_or(total - start_frame));
+  const uint8_t* first =
+      data.data() + info.data_offset + start_frame * info.block_align;
   std::vector<int64_t> shape = {static_cast<int64_t>(frames), info.channels};
   DType dtype = DType::kUint8;
   switch (info.bits_per_sample) {
@@ -98,15 +106,16 @@ Buffer load_wav(const Buffer& bytes, std::string_view name, uint64_t start_frame
       const uint64_t n = frames * static_cast<uint64_t>(info.channels);
       for (uint64_t i = 0; i < n; ++i) {
         const uint8_t* s = first + 3 * i;
-        uint32_t v = (static_cast<uint32_t>(s[0]) << 8) | (static_cast<uint32_t>(s[1]) << 16) |
+        uint32_t v = (static_cast<uint32_t>(s[0]) << 8) |
+                     (static_cast<uint32_t>(s[1]) << 16) |
                      (static_cast<uint32_t>(s[2]) << 24);
         std::memcpy(&dst[i], &v, 4);
       }
       return out;
     }
   }
-  return Buffer::view(bytes.owner(), const_cast<uint8_t*>(first), dtype, shape, {},
-                      bytes.writable());
+  return Buffer::view(bytes.owner(), const_cast<uint8_t*>(first), dtype, shape,
+                      {}, bytes.writable());
 }
 
 }  // namespace feedline

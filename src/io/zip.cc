@@ -6,12 +6,12 @@
 // inflated with zlib into a buffer of their declared size, which bounds the
 // work a zip bomb can cause.
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
 
 #include "feedline/base/error.h"
 #include "feedline/io/formats.h"
@@ -32,14 +32,16 @@ struct Directory {
 };
 
 Directory find_directory(const io::Reader& r) {
-  if (r.size() < 22) r.fail(0, "not a ZIP archive (shorter than its end record)");
+  if (r.size() < 22)
+    r.fail(0, "not a ZIP archive (shorter than its end record)");
   // The end record is the last 22 bytes plus a comment of up to 65535.
   uint64_t lowest = r.size() > 22 + 65535 ? r.size() - 22 - 65535 : 0;
   for (uint64_t at = r.size() - 22 + 1; at-- > lowest;) {
     if (r.u32(at) != kEocd) continue;
     Directory d{r.u16(at + 10), r.u32(at + 16)};
     if (d.count == 0xFFFF || d.offset == 0xFFFFFFFF) {
-      if (at < 20 || r.u32(at - 20) != kZip64Locator) r.fail(at, "zip64 locator missing");
+      if (at < 20 || r.u32(at - 20) != kZip64Locator)
+        r.fail(at, "zip64 locator missing");
       uint64_t z = r.u64(at - 20 + 8);
       if (r.u32(z) != kZip64Eocd) r.fail(z, "zip64 end record missing");
       d.count = r.u64(z + 32);
@@ -52,8 +54,8 @@ Directory find_directory(const io::Reader& r) {
 
 // Reads the zip64 extra field of a central record: the 8-byte values of the
 // fields that are 0xFFFFFFFF, in the order size, compressed size, offset.
-void apply_zip64(const io::Reader& r, uint64_t extra, uint64_t extra_len, ZipEntry* e,
-                 uint64_t* local) {
+void apply_zip64(const io::Reader& r, uint64_t extra, uint64_t extra_len,
+                 ZipEntry* e, uint64_t* local) {
   uint64_t end = extra + extra_len;
   while (extra + 4 <= end) {
     uint16_t id = r.u16(extra);
@@ -77,7 +79,8 @@ void apply_zip64(const io::Reader& r, uint64_t extra, uint64_t extra_len, ZipEnt
 
 }  // namespace
 
-std::vector<ZipEntry> list_zip(std::span<const uint8_t> data, std::string_view name) {
+std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
+                               std::string_view name) {
   io::Reader r(data, name);
   Directory dir = find_directory(r);
   std::vector<ZipEntry> entries;
@@ -95,7 +98,8 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data, std::string_view n
     auto raw = r.bytes(at + 46, name_len);
     e.name.assign(raw.begin(), raw.end());
     apply_zip64(r, at + 46 + name_len, extra_len, &e, &local);
-    if (r.u32(local) != kLocal) r.fail(local, "bad local header of '" + e.name + "'");
+    if (r.u32(local) != kLocal)
+      r.fail(local, "bad local header of '" + e.name + "'");
     e.data_offset = local + 30 + r.u16(local + 26) + r.u16(local + 28);
     if (!r.has(e.data_offset, e.compressed_size)) {
       r.fail(e.data_offset, "member '" + e.name + "' overruns the archive");
@@ -106,27 +110,34 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data, std::string_view n
   return entries;
 }
 
-Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e, std::string_view name,
-                      uint64_t max_size) {
-  io::Reader r(std::span<const uint8_t>(archive.data_as<const uint8_t>(), archive.nbytes()), name);
+Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
+                      std::string_view name, uint64_t max_size) {
+  io::Reader r(std::span<const uint8_t>(archive.data_as<const uint8_t>(),
+                                        archive.nbytes()),
+               name);
   std::span<const uint8_t> src = r.bytes(e.data_offset, e.compressed_size);
   std::string who = "member '" + e.name + "'";
   if (e.method == 0) {
-    if (e.size != e.compressed_size) r.fail(e.data_offset, who + ": stored sizes disagree");
-    return Buffer::view(archive.owner(), const_cast<uint8_t*>(src.data()), DType::kUint8,
-                        {static_cast<int64_t>(src.size())}, {}, archive.writable());
+    if (e.size != e.compressed_size)
+      r.fail(e.data_offset, who + ": stored sizes disagree");
+    return Buffer::view(archive.owner(), const_cast<uint8_t*>(src.data()),
+                        DType::kUint8, {static_cast<int64_t>(src.size())}, {},
+                        archive.writable());
   }
   if (e.method != 8) {
-    r.fail(e.data_offset, who + ": compression method " + std::to_string(e.method) +
+    r.fail(e.data_offset, who + ": compression method " +
+                              std::to_string(e.method) +
                               " is not supported (stored and deflate are)");
   }
   if (e.size > max_size) {
     r.fail(e.data_offset, who + " inflates to " + std::to_string(e.size) +
-                              " bytes, over the limit of " + std::to_string(max_size));
+                              " bytes, over the limit of " +
+                              std::to_string(max_size));
   }
   Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(e.size)});
   z_stream z{};
-  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw Internal("zlib: inflateInit2 failed");
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
+    throw Internal("zlib: inflateInit2 failed");
   struct End {
     z_stream* z;
     ~End() { inflateEnd(z); }
@@ -153,14 +164,17 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e, std::string_view
       z.avail_out = 1;
       z.avail_in = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
       rc = inflate(&z, Z_NO_FLUSH);
-      if (z.avail_out == 0) r.fail(e.data_offset, who + " inflates beyond its declared size");
+      if (z.avail_out == 0)
+        r.fail(e.data_offset, who + " inflates beyond its declared size");
     }
     if (rc == Z_BUF_ERROR && in_left == 0) break;
   }
   if (rc != Z_STREAM_END) {
-    r.fail(e.data_offset, who + ": corrupt deflate data" + (z.msg ? std::string(" (") + z.msg + ")" : ""));
+    r.fail(e.data_offset, who + ": corrupt deflate data" +
+                              (z.msg ? std::string(" (") + z.msg + ")" : ""));
   }
-  if (out_left != 0) r.fail(e.data_offset, who + " inflates to fewer bytes than declared");
+  if (out_left != 0)
+    r.fail(e.data_offset, who + " inflates to fewer bytes than declared");
   return out;
 }
 

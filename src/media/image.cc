@@ -33,7 +33,8 @@ struct Plan {
 };
 
 // The larger or smaller of the two scale factors, applied to both sides.
-void fit(int width, int height, int target_w, int target_h, bool cover, Plan* p) {
+void fit(int width, int height, int target_w, int target_h, bool cover,
+         Plan* p) {
   double sx = static_cast<double>(target_w) / width;
   double sy = static_cast<double>(target_h) / height;
   double s = cover ? std::max(sx, sy) : std::min(sx, sy);
@@ -67,7 +68,8 @@ Plan make_plan(int width, int height, const ImageOptions& o) {
       p.scaled_w = o.resize_width;
       p.scaled_h = o.resize_height;
     } else {
-      fit(width, height, o.resize_width, o.resize_height, o.resize_mode == ResizeMode::kCrop, &p);
+      fit(width, height, o.resize_width, o.resize_height,
+          o.resize_mode == ResizeMode::kCrop, &p);
     }
   }
   p.out_w = p.scaled_w;
@@ -88,9 +90,10 @@ Plan make_plan(int width, int height, const ImageOptions& o) {
   }
   if (o.crop_width > 0) {
     if (o.crop_width > p.out_w || o.crop_height > p.out_h) {
-      throw InvalidArgument("crop " + std::to_string(o.crop_width) + "x" +
-                            std::to_string(o.crop_height) + " is larger than the resized image " +
-                            std::to_string(p.scaled_w) + "x" + std::to_string(p.scaled_h));
+      throw InvalidArgument(
+          "crop " + std::to_string(o.crop_width) + "x" +
+          std::to_string(o.crop_height) + " is larger than the resized image " +
+          std::to_string(p.scaled_w) + "x" + std::to_string(p.scaled_h));
     }
     if (p.canvas_w != p.out_w || p.canvas_h != p.out_h) {
       throw InvalidArgument("a crop cannot follow a padded resize");
@@ -104,7 +107,9 @@ Plan make_plan(int width, int height, const ImageOptions& o) {
   return p;
 }
 
-int channels_of(const ImageOptions& o) { return o.pixel_format == PixelFormat::kGray ? 1 : 3; }
+int channels_of(const ImageOptions& o) {
+  return o.pixel_format == PixelFormat::kGray ? 1 : 3;
+}
 
 std::vector<int64_t> shape_of(const Plan& p, const ImageOptions& o) {
   int64_t c = channels_of(o);
@@ -128,14 +133,16 @@ class OutputWriter final : public media::RowSink {
         out_(out) {
     for (int c = 0; c < 3; ++c) {
       scale_[c] = 1.f / (255.f * o.std[static_cast<std::size_t>(c)]);
-      bias_[c] = -o.mean[static_cast<std::size_t>(c)] / o.std[static_cast<std::size_t>(c)];
+      bias_[c] = -o.mean[static_cast<std::size_t>(c)] /
+                 o.std[static_cast<std::size_t>(c)];
     }
     if (p.canvas_w != p.out_w || p.canvas_h != p.out_h) fill_black();
   }
 
   void row(int y, const float* v) override {
     y += pad_y_;
-    const std::size_t plane = static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
+    const std::size_t plane =
+        static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
     const std::size_t row_start = static_cast<std::size_t>(y) * w_ + pad_x_;
     if (layout_ == Layout::kHWC) {
       const std::size_t n = static_cast<std::size_t>(row_w_) * channels_;
@@ -157,7 +164,8 @@ class OutputWriter final : public media::RowSink {
         float* dst = static_cast<float*>(out_) + at;
         const float scale = scale_[c];
         const float bias = bias_[c];
-        for (int x = 0; x < row_w_; ++x) dst[x] = v[x * channels_ + c] * scale + bias;
+        for (int x = 0; x < row_w_; ++x)
+          dst[x] = v[x * channels_ + c] * scale + bias;
       } else {
         store_u8(v + c, static_cast<std::size_t>(row_w_), channels_,
                  static_cast<uint8_t*>(out_) + at);
@@ -203,36 +211,42 @@ class OutputWriter final : public media::RowSink {
   float bias_[3];
 };
 
-media::DecodedPixels decode_pixels(std::span<const uint8_t> data, const ImageOptions& o,
-                                   const Plan& plan_at_full_size, std::string_view name) {
+media::DecodedPixels decode_pixels(std::span<const uint8_t> data,
+                                   const ImageOptions& o,
+                                   const Plan& plan_at_full_size,
+                                   std::string_view name) {
   if (media::is_jpeg(data)) {
     bool resize = o.resize_shorter > 0 || o.resize_width > 0;
-    return media::decode_jpeg(data, o.pixel_format, resize ? plan_at_full_size.scaled_w : 0,
-                              resize ? plan_at_full_size.scaled_h : 0, o.dct_scaling,
-                              o.max_pixels, name);
+    return media::decode_jpeg(data, o.pixel_format,
+                              resize ? plan_at_full_size.scaled_w : 0,
+                              resize ? plan_at_full_size.scaled_h : 0,
+                              o.dct_scaling, o.max_pixels, name);
   }
-  if (media::is_png(data)) return media::decode_png(data, o.pixel_format, o.max_pixels, name);
-  if (data.empty()) throw DecodeError(std::string(name) + ": empty input, not an image");
+  if (media::is_png(data))
+    return media::decode_png(data, o.pixel_format, o.max_pixels, name);
+  if (data.empty())
+    throw DecodeError(std::string(name) + ": empty input, not an image");
   throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
 }
 
-void decode_to(std::span<const uint8_t> data, const ImageOptions& o, std::string_view name,
-               const Plan& plan, void* out) {
+void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
+               std::string_view name, const Plan& plan, void* out) {
   media::DecodedPixels px = decode_pixels(data, o, plan, name);
   OutputWriter writer(o, plan, out);
-  media::Pixels src{px.data.get(), px.width,     px.height,    px.channels,
-                    px.stride,       px.extent_w, px.extent_h};
+  media::Pixels src{px.data.get(), px.width,    px.height,  px.channels,
+                    px.stride,     px.extent_w, px.extent_h};
   bool resize = plan.scaled_w != px.width || plan.scaled_h != px.height ||
                 (px.extent_w > 0 && px.extent_w != px.width) ||
                 (px.extent_h > 0 && px.extent_h != px.height);
   if (resize) {
-    media::resample(src, plan.scaled_w, plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h,
-                    writer);
+    media::resample(src, plan.scaled_w, plan.scaled_h, plan.x0, plan.y0,
+                    plan.out_w, plan.out_h, writer);
     return;
   }
   std::vector<float> row(static_cast<std::size_t>(plan.out_w) * px.channels);
   for (int y = 0; y < plan.out_h; ++y) {
-    const uint8_t* s = px.data.get() + static_cast<std::ptrdiff_t>(y + plan.y0) * px.stride +
+    const uint8_t* s = px.data.get() +
+                       static_cast<std::ptrdiff_t>(y + plan.y0) * px.stride +
                        static_cast<std::ptrdiff_t>(plan.x0) * px.channels;
     for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
     writer.row(y, row.data());
@@ -243,10 +257,12 @@ void decode_to(std::span<const uint8_t> data, const ImageOptions& o, std::string
 
 namespace media {
 
-void check_dimensions(int width, int height, int64_t max_pixels, std::string_view name) {
+void check_dimensions(int width, int height, int64_t max_pixels,
+                      std::string_view name) {
   if (width <= 0 || height <= 0 || int64_t{width} * height > max_pixels) {
-    throw DecodeError(std::string(name) + ": image of " + std::to_string(width) + " x " +
-                      std::to_string(height) + " pixels is empty or exceeds the limit of " +
+    throw DecodeError(std::string(name) + ": image of " +
+                      std::to_string(width) + " x " + std::to_string(height) +
+                      " pixels is empty or exceeds the limit of " +
                       std::to_string(max_pixels) + " pixels");
   }
 }
@@ -256,19 +272,23 @@ void check_dimensions(int width, int height, int64_t max_pixels, std::string_vie
 void check_image_options(const ImageOptions& o) {
   auto positive_pair = [](int a, int b, const char* what) {
     if ((a > 0) != (b > 0) || a < 0 || b < 0) {
-      throw InvalidArgument(std::string(what) + " needs both a width and a height > 0 (got " +
-                            std::to_string(a) + " x " + std::to_string(b) + ")");
+      throw InvalidArgument(
+          std::string(what) + " needs both a width and a height > 0 (got " +
+          std::to_string(a) + " x " + std::to_string(b) + ")");
     }
   };
   positive_pair(o.resize_width, o.resize_height, "resize");
   positive_pair(o.crop_width, o.crop_height, "crop");
-  if (o.resize_shorter < 0) throw InvalidArgument("resize_shorter must be >= 0");
+  if (o.resize_shorter < 0)
+    throw InvalidArgument("resize_shorter must be >= 0");
   if (o.resize_shorter > 0 && o.resize_width > 0) {
-    throw InvalidArgument("give either resize_shorter or resize_width/height, not both");
+    throw InvalidArgument(
+        "give either resize_shorter or resize_width/height, not both");
   }
   if (o.dtype != DType::kUint8 && o.dtype != DType::kFloat32) {
-    throw InvalidArgument(std::string("image dtype must be uint8 or float32, got ") +
-                          dtype_name(o.dtype));
+    throw InvalidArgument(
+        std::string("image dtype must be uint8 or float32, got ") +
+        dtype_name(o.dtype));
   }
   for (float s : o.std) {
     if (!(s != 0.f)) throw InvalidArgument("std must be non-zero");
@@ -279,11 +299,13 @@ void check_image_options(const ImageOptions& o) {
 ImageInfo probe_image(std::span<const uint8_t> data, std::string_view name) {
   if (media::is_jpeg(data)) return media::probe_jpeg(data, name);
   if (media::is_png(data)) return media::probe_png(data, name);
-  if (data.empty()) throw DecodeError(std::string(name) + ": empty input, not an image");
+  if (data.empty())
+    throw DecodeError(std::string(name) + ": empty input, not an image");
   throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
 }
 
-std::vector<int64_t> image_output_shape(int width, int height, const ImageOptions& options) {
+std::vector<int64_t> image_output_shape(int width, int height,
+                                        const ImageOptions& options) {
   return shape_of(make_plan(width, height, options), options);
 }
 
@@ -298,24 +320,30 @@ Buffer decode_image(std::span<const uint8_t> data, const ImageOptions& options,
   return out;
 }
 
-void decode_image_into(std::span<const uint8_t> data, const ImageOptions& options,
-                       std::string_view name, const Buffer& out) {
+void decode_image_into(std::span<const uint8_t> data,
+                       const ImageOptions& options, std::string_view name,
+                       const Buffer& out) {
   check_image_options(options);
   ImageInfo info = probe_image(data, name);
   media::check_dimensions(info.width, info.height, options.max_pixels, name);
   Plan plan = make_plan(info.width, info.height, options);
   std::vector<int64_t> shape = shape_of(plan, options);
-  if (!out.writable()) throw InvalidArgument(std::string(name) + ": the output buffer is read-only");
-  if (out.shape() != shape || out.dtype() != options.dtype || !out.contiguous()) {
-    throw InvalidArgument(std::string(name) + ": decodes to " +
-                          Buffer::view(nullptr, nullptr, options.dtype, shape).to_string() +
-                          ", which does not fit the output " + out.to_string() +
-                          " (give a resize or crop so that every image has the same size)");
+  if (!out.writable())
+    throw InvalidArgument(std::string(name) +
+                          ": the output buffer is read-only");
+  if (out.shape() != shape || out.dtype() != options.dtype ||
+      !out.contiguous()) {
+    throw InvalidArgument(
+        std::string(name) + ": decodes to " +
+        Buffer::view(nullptr, nullptr, options.dtype, shape).to_string() +
+        ", which does not fit the output " + out.to_string() +
+        " (give a resize or crop so that every image has the same size)");
   }
   decode_to(data, options, name, plan, out.data());
 }
 
-Buffer decode_image_batch(std::span<const EncodedImage> images, const ImageOptions& options,
+Buffer decode_image_batch(std::span<const EncodedImage> images,
+                          const ImageOptions& options,
                           std::vector<ImageFailure>* failures) {
   check_image_options(options);
   // Probe first: the batch is allocated once, for the images that can go in.
@@ -324,21 +352,26 @@ Buffer decode_image_batch(std::span<const EncodedImage> images, const ImageOptio
   for (std::size_t i = 0; i < images.size(); ++i) {
     try {
       ImageInfo info = probe_image(images[i].data, images[i].name);
-      media::check_dimensions(info.width, info.height, options.max_pixels, images[i].name);
-      std::vector<int64_t> s = image_output_shape(info.width, info.height, options);
+      media::check_dimensions(info.width, info.height, options.max_pixels,
+                              images[i].name);
+      std::vector<int64_t> s =
+          image_output_shape(info.width, info.height, options);
       if (shape.empty()) shape = s;
       if (s != shape) {
-        throw InvalidArgument(std::string(images[i].name) +
-                              ": decodes to a different size than the batch (give a resize to "
-                              "width x height, or a crop)");
+        throw InvalidArgument(
+            std::string(images[i].name) +
+            ": decodes to a different size than the batch (give a resize to "
+            "width x height, or a crop)");
       }
       good.push_back(i);
     } catch (const std::exception& e) {
       failures->push_back({i, e.what()});
     }
   }
-  std::vector<int64_t> batch_shape = shape.empty() ? std::vector<int64_t>{0} : shape;
-  if (!shape.empty()) batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(good.size()));
+  std::vector<int64_t> batch_shape =
+      shape.empty() ? std::vector<int64_t>{0} : shape;
+  if (!shape.empty())
+    batch_shape.insert(batch_shape.begin(), static_cast<int64_t>(good.size()));
   Buffer batch = Buffer::allocate(options.dtype, batch_shape);
   if (good.empty()) return batch;
   const std::size_t slot_bytes = batch.nbytes() / good.size();
@@ -346,7 +379,8 @@ Buffer decode_image_batch(std::span<const EncodedImage> images, const ImageOptio
   for (std::size_t i : good) {
     // A later failure leaves its slot to the next image: the batch stays
     // dense, in input order.
-    Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + filled * slot_bytes,
+    Buffer slot = Buffer::view(batch.owner(),
+                               batch.data_as<uint8_t>() + filled * slot_bytes,
                                options.dtype, shape);
     try {
       decode_image_into(images[i].data, options, images[i].name, slot);

@@ -4,11 +4,11 @@
 // file, a corrupt segment) are errors: TJFLAG_STOPONWARNING stops the decode
 // instead of returning an image padded with grey.
 
-#include <turbojpeg.h>
-
 #include <cstring>
 #include <memory>
 #include <string>
+
+#include <turbojpeg.h>
 
 #include "feedline/base/error.h"
 #include "media/codecs.h"
@@ -37,7 +37,8 @@ void* decompressor() {
 }
 
 [[noreturn]] void fail(void* handle, std::string_view name, const char* what) {
-  std::string message = std::string(name) + ": " + what + ": " + tjGetErrorStr2(handle);
+  std::string message =
+      std::string(name) + ": " + what + ": " + tjGetErrorStr2(handle);
   thread_handle().reset();
   throw DecodeError(message);
 }
@@ -49,9 +50,11 @@ struct Header {
   int colorspace = 0;
 };
 
-Header read_header(void* h, std::span<const uint8_t> data, std::string_view name) {
+Header read_header(void* h, std::span<const uint8_t> data,
+                   std::string_view name) {
   Header hd;
-  if (tjDecompressHeader3(h, data.data(), static_cast<unsigned long>(data.size()), &hd.width,
+  if (tjDecompressHeader3(h, data.data(),
+                          static_cast<unsigned long>(data.size()), &hd.width,
                           &hd.height, &hd.subsampling, &hd.colorspace) != 0) {
     fail(h, name, "invalid JPEG header");
   }
@@ -60,7 +63,8 @@ Header read_header(void* h, std::span<const uint8_t> data, std::string_view name
 
 // Adobe-style inverted CMYK (what libjpeg returns for CMYK and YCCK JPEGs)
 // to RGB, as Pillow converts it.
-void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format, uint8_t* out) {
+void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format,
+                    uint8_t* out) {
   for (int i = 0; i < n; ++i) {
     int k = cmyk[4 * i + 3];
     uint8_t r = static_cast<uint8_t>(cmyk[4 * i + 0] * k / 255);
@@ -74,7 +78,8 @@ void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format, uint8_t* out
         out[3 * i] = b, out[3 * i + 1] = g, out[3 * i + 2] = r;
         break;
       case PixelFormat::kGray:
-        out[i] = static_cast<uint8_t>((r * 299 + g * 587 + b * 114 + 500) / 1000);
+        out[i] =
+            static_cast<uint8_t>((r * 299 + g * 587 + b * 114 + 500) / 1000);
         break;
     }
   }
@@ -83,7 +88,8 @@ void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format, uint8_t* out
 }  // namespace
 
 bool is_jpeg(std::span<const uint8_t> data) {
-  return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+  return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 &&
+         data[2] == 0xFF;
 }
 
 ImageInfo probe_jpeg(std::span<const uint8_t> data, std::string_view name) {
@@ -91,9 +97,9 @@ ImageInfo probe_jpeg(std::span<const uint8_t> data, std::string_view name) {
   return ImageInfo{hd.width, hd.height, "jpeg"};
 }
 
-DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int min_width,
-                          int min_height, bool dct_scaling, int64_t max_pixels,
-                          std::string_view name) {
+DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
+                          int min_width, int min_height, bool dct_scaling,
+                          int64_t max_pixels, std::string_view name) {
   void* h = decompressor();
   Header hd = read_header(h, data, name);
   check_dimensions(hd.width, hd.height, max_pixels, name);
@@ -110,11 +116,13 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int
     tjscalingfactor* factors = tjGetScalingFactors(&n);
     for (int i = 0; i < n; ++i) {
       const tjscalingfactor& f = factors[i];
-      const bool power_of_two = f.num == 1 && (f.denom == 2 || f.denom == 4 || f.denom == 8);
+      const bool power_of_two =
+          f.num == 1 && (f.denom == 2 || f.denom == 4 || f.denom == 8);
       if (!power_of_two) continue;
       int sw = TJSCALED(hd.width, f);
       int sh = TJSCALED(hd.height, f);
-      if (sw >= min_width && sh >= min_height && sw * static_cast<int64_t>(sh) < int64_t{w} * hgt) {
+      if (sw >= min_width && sh >= min_height &&
+          sw * static_cast<int64_t>(sh) < int64_t{w} * hgt) {
         w = sw;
         hgt = sh;
         chosen = f;
@@ -130,21 +138,26 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format, int
   out.extent_h = static_cast<double>(hd.height) * chosen.num / chosen.denom;
   out.channels = format == PixelFormat::kGray ? 1 : 3;
   out.stride = static_cast<std::ptrdiff_t>(w) * out.channels;
-  out.data.reset(new uint8_t[static_cast<std::size_t>(out.stride) * static_cast<std::size_t>(hgt)]);
+  out.data.reset(new uint8_t[static_cast<std::size_t>(out.stride) *
+                             static_cast<std::size_t>(hgt)]);
   const int flags = TJFLAG_STOPONWARNING;
   if (cmyk) {
     // libjpeg-turbo cannot convert CMYK to RGB itself.
-    std::unique_ptr<uint8_t[]> tmp(new uint8_t[static_cast<std::size_t>(w) * hgt * 4]);
-    if (tjDecompress2(h, data.data(), static_cast<unsigned long>(data.size()), tmp.get(), w,
-                      0, hgt, TJPF_CMYK, flags) != 0) {
+    std::unique_ptr<uint8_t[]> tmp(
+        new uint8_t[static_cast<std::size_t>(w) * hgt * 4]);
+    if (tjDecompress2(h, data.data(), static_cast<unsigned long>(data.size()),
+                      tmp.get(), w, 0, hgt, TJPF_CMYK, flags) != 0) {
       fail(h, name, "corrupt JPEG data");
     }
     cmyk_to_format(tmp.get(), w * hgt, format, out.data.get());
     return out;
   }
-  int pf = format == PixelFormat::kGray ? TJPF_GRAY : format == PixelFormat::kBgr ? TJPF_BGR : TJPF_RGB;
-  if (tjDecompress2(h, data.data(), static_cast<unsigned long>(data.size()), out.data.get(),
-                    w, static_cast<int>(out.stride), hgt, pf, flags) != 0) {
+  int pf = format == PixelFormat::kGray  ? TJPF_GRAY
+           : format == PixelFormat::kBgr ? TJPF_BGR
+                                         : TJPF_RGB;
+  if (tjDecompress2(h, data.data(), static_cast<unsigned long>(data.size()),
+                    out.data.get(), w, static_cast<int>(out.stride), hgt, pf,
+                    flags) != 0) {
     fail(h, name, "corrupt JPEG data");
   }
   return out;

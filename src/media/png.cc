@@ -5,11 +5,11 @@
 // are read as 8-bit RGBA and then reduced to the requested format the way
 // Pillow's convert() does: alpha dropped, grey as ITU-R 601-2 luma.
 
-#include <png.h>
-
 #include <cstring>
 #include <memory>
 #include <string>
+
+#include <png.h>
 
 #include "feedline/base/error.h"
 #include "media/codecs.h"
@@ -23,7 +23,8 @@ struct ImageGuard {
   ~ImageGuard() { png_image_free(image); }
 };
 
-void begin(png_image* image, std::span<const uint8_t> data, std::string_view name) {
+void begin(png_image* image, std::span<const uint8_t> data,
+           std::string_view name) {
   std::memset(image, 0, sizeof(*image));
   image->version = PNG_IMAGE_VERSION;
   if (png_image_begin_read_from_memory(image, data.data(), data.size()) == 0) {
@@ -32,13 +33,15 @@ void begin(png_image* image, std::span<const uint8_t> data, std::string_view nam
 }
 
 uint8_t luma(const uint8_t* rgb) {
-  return static_cast<uint8_t>((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+  return static_cast<uint8_t>(
+      (rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
 }
 
 }  // namespace
 
 bool is_png(std::span<const uint8_t> data) {
-  static constexpr uint8_t kMagic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  static constexpr uint8_t kMagic[8] = {0x89, 'P',  'N',  'G',
+                                        '\r', '\n', 0x1A, '\n'};
   return data.size() >= 8 && std::memcmp(data.data(), kMagic, 8) == 0;
 }
 
@@ -46,11 +49,12 @@ ImageInfo probe_png(std::span<const uint8_t> data, std::string_view name) {
   png_image image;
   begin(&image, data, name);
   ImageGuard guard{&image};
-  return ImageInfo{static_cast<int>(image.width), static_cast<int>(image.height), "png"};
+  return ImageInfo{static_cast<int>(image.width),
+                   static_cast<int>(image.height), "png"};
 }
 
-DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format, int64_t max_pixels,
-                         std::string_view name) {
+DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
+                         int64_t max_pixels, std::string_view name) {
   png_image image;
   begin(&image, data, name);
   ImageGuard guard{&image};
@@ -61,10 +65,12 @@ DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format, int6
   const int h = static_cast<int>(image.height);
   check_dimensions(w, h, max_pixels, name);
   image.format = PNG_FORMAT_RGBA;
-  const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
+  const std::size_t n =
+      static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
   std::unique_ptr<uint8_t[]> rgba(new uint8_t[n * 4]);
   if (png_image_finish_read(&image, nullptr, rgba.get(), 0, nullptr) == 0) {
-    throw DecodeError(std::string(name) + ": corrupt PNG data: " + image.message);
+    throw DecodeError(std::string(name) +
+                      ": corrupt PNG data: " + image.message);
   }
   DecodedPixels out;
   out.width = w;

@@ -71,7 +71,9 @@ class Buffer {
   const std::vector<int64_t>& strides() const { return strides_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const;
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  std::size_t nbytes() const {
+    return static_cast<std::size_t>(numel()) * dtype_size(dtype_);
+  }
   bool contiguous() const;
   void* data() const { return data_; }
   template <typename T>

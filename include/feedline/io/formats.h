@@ -40,15 +40,16 @@ Buffer load_npy(const Buffer& bytes, std::string_view name);
 
 struct ZipEntry {
   std::string name;
-  uint64_t data_offset = 0;      // where the (compressed) data starts
+  uint64_t data_offset = 0;  // where the (compressed) data starts
   uint64_t compressed_size = 0;
-  uint64_t size = 0;             // uncompressed
-  uint16_t method = 0;           // 0 stored, 8 deflate
+  uint64_t size = 0;    // uncompressed
+  uint16_t method = 0;  // 0 stored, 8 deflate
 };
 
 // Lists the members of a ZIP archive (zip64 included) from its central
 // directory.
-std::vector<ZipEntry> list_zip(std::span<const uint8_t> data, std::string_view name);
+std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
+                               std::string_view name);
 
 // The default limit on one inflated member (a zip bomb guard): 4 GiB.
 inline constexpr uint64_t kDefaultMaxMemberSize = uint64_t{1} << 32;
@@ -56,7 +57,8 @@ inline constexpr uint64_t kDefaultMaxMemberSize = uint64_t{1} << 32;
 // Returns a member's bytes: a view of `archive` when stored, an inflated copy
 // when deflated. Throws FormatError for other methods, corrupt data, or a
 // member larger than `max_size`.
-Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry, std::string_view name,
+Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry,
+                      std::string_view name,
                       uint64_t max_size = kDefaultMaxMemberSize);
 
 // --- WAV -------------------------------------------------------------------
@@ -69,7 +71,9 @@ struct WavInfo {
   int block_align = 0;
   uint64_t data_offset = 0;
   uint64_t data_size = 0;  // clipped to the bytes present
-  uint64_t num_frames() const { return block_align ? data_size / block_align : 0; }
+  uint64_t num_frames() const {
+    return block_align ? data_size / block_align : 0;
+  }
 };
 
 WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name);
@@ -77,7 +81,8 @@ WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name);
 // Samples as (frames, channels): uint8 for 8-bit, int16, int32 (24-bit
 // widened into the high bytes, a copy), int32 or float32 for 32-bit, float64.
 // With a window, only frames [start_frame, start_frame + num_frames).
-Buffer load_wav(const Buffer& bytes, std::string_view name, uint64_t start_frame = 0,
+Buffer load_wav(const Buffer& bytes, std::string_view name,
+                uint64_t start_frame = 0,
                 std::optional<uint64_t> num_frames = std::nullopt);
 
 // --- TAR -------------------------------------------------------------------
@@ -90,6 +95,7 @@ struct TarMember {
 
 // Lists the regular files of a tar archive (ustar, GNU long names, pax
 // path/size records); directories, links and other types are skipped.
-std::vector<TarMember> list_tar(std::span<const uint8_t> data, std::string_view name);
+std::vector<TarMember> list_tar(std::span<const uint8_t> data,
+                                std::string_view name);
 
 }  // namespace feedline

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+#include "feedline/media/audio.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "feedline/media/audio.h"
 #include "media/ffmpeg/ffmpeg.h"
 
 namespace feedline {
@@ -22,11 +23,13 @@ void quiet_logging() {
   std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
 }
 
-MemoryInput::MemoryInput(std::span<const uint8_t> data, std::string_view name) : data_(data) {
+MemoryInput::MemoryInput(std::span<const uint8_t> data, std::string_view name)
+    : data_(data) {
   quiet_logging();
   auto* buffer = static_cast<uint8_t*>(av_malloc(kAvioBufferSize));
   if (buffer == nullptr) throw std::bad_alloc();
-  avio_.reset(avio_alloc_context(buffer, kAvioBufferSize, 0, this, &MemoryInput::read, nullptr,
+  avio_.reset(avio_alloc_context(buffer, kAvioBufferSize, 0, this,
+                                 &MemoryInput::read, nullptr,
                                  &MemoryInput::seek));
   if (!avio_) {
     av_free(buffer);
@@ -49,7 +52,8 @@ int MemoryInput::read(void* opaque, uint8_t* buf, int size) {
   const auto left = static_cast<int64_t>(self->data_.size()) - self->pos_;
   if (left <= 0) return AVERROR_EOF;
   const int n = static_cast<int>(std::min<int64_t>(left, size));
-  std::memcpy(buf, self->data_.data() + self->pos_, static_cast<std::size_t>(n));
+  std::memcpy(buf, self->data_.data() + self->pos_,
+              static_cast<std::size_t>(n));
   self->pos_ += n;
   return n;
 }
@@ -83,19 +87,23 @@ int64_t MemoryInput::seek(void* opaque, int64_t offset, int whence) {
 
 namespace {
 
-using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace): one file's FFmpeg glue
+using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace): one
+                                // file's FFmpeg glue
 
 // Appends converted planar float samples to one vector per channel.
 class Collector {
  public:
-  explicit Collector(int channels) : planes_(static_cast<std::size_t>(channels)) {}
+  explicit Collector(int channels)
+      : planes_(static_cast<std::size_t>(channels)) {}
   void append(uint8_t** data, int samples) {
     for (std::size_t c = 0; c < planes_.size(); ++c) {
       const auto* p = reinterpret_cast<const float*>(data[c]);
       planes_[c].insert(planes_[c].end(), p, p + samples);
     }
   }
-  std::size_t samples() const { return planes_.empty() ? 0 : planes_[0].size(); }
+  std::size_t samples() const {
+    return planes_.empty() ? 0 : planes_[0].size();
+  }
   const std::vector<float>& plane(std::size_t c) const { return planes_[c]; }
 
  private:
@@ -108,9 +116,10 @@ class Converter {
             std::string_view name)
       : channels_(out_layout.nb_channels), name_(name) {
     SwrContext* swr = nullptr;
-    int rc = swr_alloc_set_opts2(&swr, layout_arg(&out_layout), AV_SAMPLE_FMT_FLTP, out_rate,
-                                 layout_arg(&in->ch_layout), in->sample_fmt, in->sample_rate, 0,
-                                 nullptr);
+    int rc =
+        swr_alloc_set_opts2(&swr, layout_arg(&out_layout), AV_SAMPLE_FMT_FLTP,
+                            out_rate, layout_arg(&in->ch_layout),
+                            in->sample_fmt, in->sample_rate, 0, nullptr);
     if (rc < 0) fail(name, "cannot set up sample conversion", rc);
     swr_.reset(swr);
     rc = swr_init(swr);
@@ -122,14 +131,16 @@ class Converter {
     const int in_samples = frame != nullptr ? frame->nb_samples : 0;
     const int capacity = swr_get_out_samples(swr_.get(), in_samples);
     if (capacity <= 0) return;
-    std::vector<std::vector<float>> tmp(static_cast<std::size_t>(channels_),
-                                        std::vector<float>(static_cast<std::size_t>(capacity)));
+    std::vector<std::vector<float>> tmp(
+        static_cast<std::size_t>(channels_),
+        std::vector<float>(static_cast<std::size_t>(capacity)));
     std::vector<uint8_t*> planes;
     for (auto& t : tmp) planes.push_back(reinterpret_cast<uint8_t*>(t.data()));
-    const int n = swr_convert(swr_.get(), planes.data(), capacity,
-                              frame != nullptr ? const_cast<const uint8_t**>(frame->extended_data)
-                                               : nullptr,
-                              in_samples);
+    const int n = swr_convert(
+        swr_.get(), planes.data(), capacity,
+        frame != nullptr ? const_cast<const uint8_t**>(frame->extended_data)
+                         : nullptr,
+        in_samples);
     if (n < 0) fail(name_, "sample conversion failed", n);
     out->append(planes.data(), n);
   }
@@ -149,38 +160,48 @@ void set_ffmpeg_log_level(int level) {
 
 std::string ffmpeg_versions() {
   auto v = [](const char* lib, unsigned version) {
-    return std::string(lib) + " " + std::to_string(AV_VERSION_MAJOR(version)) + "." +
-           std::to_string(AV_VERSION_MINOR(version)) + "." +
+    return std::string(lib) + " " + std::to_string(AV_VERSION_MAJOR(version)) +
+           "." + std::to_string(AV_VERSION_MINOR(version)) + "." +
            std::to_string(AV_VERSION_MICRO(version));
   };
-  return v("libavformat", avformat_version()) + ", " + v("libavcodec", avcodec_version()) + ", " +
-         v("libavutil", avutil_version()) + ", " + v("libswresample", swresample_version());
+  return v("libavformat", avformat_version()) + ", " +
+         v("libavcodec", avcodec_version()) + ", " +
+         v("libavutil", avutil_version()) + ", " +
+         v("libswresample", swresample_version());
 }
 
 Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
                   std::string_view name, AudioInfo* info) {
-  if (options.sample_rate < 0 || options.channels < 0 || options.channels > 64) {
+  if (options.sample_rate < 0 || options.channels < 0 ||
+      options.channels > 64) {
     throw InvalidArgument("sample_rate must be >= 0 and channels in [0, 64]");
   }
-  if (!(options.start >= 0) || (options.duration && !(*options.duration >= 0))) {
+  if (!(options.start >= 0) ||
+      (options.duration && !(*options.duration >= 0))) {
     throw InvalidArgument("start and duration must be >= 0");
   }
-  if (data.empty()) throw DecodeError(std::string(name) + ": empty input, not media");
+  if (data.empty())
+    throw DecodeError(std::string(name) + ": empty input, not media");
   MemoryInput input(data, name);
   AVFormatContext* fmt = input.format();
   const AVCodec* codec = nullptr;
-  const int stream = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
-  if (stream == AVERROR_DECODER_NOT_FOUND) fail(name, "no decoder for the audio codec", stream);
+  const int stream =
+      av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
+  if (stream == AVERROR_DECODER_NOT_FOUND)
+    fail(name, "no decoder for the audio codec", stream);
   if (stream < 0) fail(name, "no audio stream", stream);
   CodecPtr ctx(avcodec_alloc_context3(codec));
   if (!ctx) throw std::bad_alloc();
-  int rc = avcodec_parameters_to_context(ctx.get(), fmt->streams[stream]->codecpar);
+  int rc =
+      avcodec_parameters_to_context(ctx.get(), fmt->streams[stream]->codecpar);
   if (rc < 0) fail(name, "bad codec parameters", rc);
   ctx->pkt_timebase = fmt->streams[stream]->time_base;
   rc = avcodec_open2(ctx.get(), codec, nullptr);
-  if (rc < 0) fail(name, std::string("cannot open the ") + codec->name + " decoder", rc);
+  if (rc < 0)
+    fail(name, std::string("cannot open the ") + codec->name + " decoder", rc);
   if (ctx->ch_layout.nb_channels <= 0 || ctx->sample_rate <= 0) {
-    throw DecodeError(std::string(name) + ": the audio stream has no channels or sample rate");
+    throw DecodeError(std::string(name) +
+                      ": the audio stream has no channels or sample rate");
   }
   if (ctx->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
     const int n = ctx->ch_layout.nb_channels;
@@ -199,7 +220,8 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
     AVChannelLayout* l;
     ~LayoutGuard() { av_channel_layout_uninit(l); }
   } layout_guard{&out_layout};
-  const int out_rate = options.sample_rate > 0 ? options.sample_rate : ctx->sample_rate;
+  const int out_rate =
+      options.sample_rate > 0 ? options.sample_rate : ctx->sample_rate;
   Converter converter(ctx.get(), out_layout, out_rate, name);
   Collector collected(out_layout.nb_channels);
 
@@ -234,10 +256,12 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   converter.convert(nullptr, &collected);
 
   const auto total = static_cast<int64_t>(collected.samples());
-  const auto first = std::min<int64_t>(total, static_cast<int64_t>(std::floor(options.start * out_rate)));
+  const auto first = std::min<int64_t>(
+      total, static_cast<int64_t>(std::floor(options.start * out_rate)));
   int64_t count = total - first;
   if (options.duration) {
-    count = std::min<int64_t>(count, static_cast<int64_t>(std::floor(*options.duration * out_rate)));
+    count = std::min<int64_t>(
+        count, static_cast<int64_t>(std::floor(*options.duration * out_rate)));
   }
   const int channels = out_layout.nb_channels;
   Buffer out = Buffer::allocate(DType::kFloat32, {channels, count});

@@ -37,7 +37,8 @@ inline AVChannelLayout* layout_arg(const AVChannelLayout* layout) {
 }
 
 // Throws DecodeError("<name>: <what>: <FFmpeg's message>").
-[[noreturn]] inline void fail(std::string_view name, const std::string& what, int code) {
+[[noreturn]] inline void fail(std::string_view name, const std::string& what,
+                              int code) {
   char buf[AV_ERROR_MAX_STRING_SIZE] = {};
   av_strerror(code, buf, sizeof(buf));
   throw DecodeError(std::string(name) + ": " + what + ": " + buf);

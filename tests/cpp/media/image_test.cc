@@ -3,8 +3,7 @@
 // decode_image(): geometry, formats, layouts, dtypes and bad input. The test
 // images are encoded here with libjpeg-turbo and libpng themselves.
 
-#include <png.h>
-#include <turbojpeg.h>
+#include "feedline/media/image.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,10 +12,11 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <png.h>
+#include <turbojpeg.h>
 
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
-#include "feedline/media/image.h"
 
 namespace feedline {
 namespace {
@@ -35,11 +35,14 @@ std::vector<uint8_t> pattern(int w, int h) {
   return px;
 }
 
-std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int w, int h, int quality = 95) {
+std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int w, int h,
+                                 int quality = 95) {
   tjhandle tj = tjInitCompress();
   unsigned char* buf = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_444, quality, 0), 0);
+  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size,
+                        TJSAMP_444, quality, 0),
+            0);
   std::vector<uint8_t> out(buf, buf + size);
   tjFree(buf);
   tjDestroy(tj);
@@ -54,9 +57,13 @@ std::vector<uint8_t> encode_png(const std::vector<uint8_t>& rgb, int w, int h) {
   image.height = static_cast<png_uint_32>(h);
   image.format = PNG_FORMAT_RGB;
   png_alloc_size_t size = 0;
-  EXPECT_NE(png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0, nullptr), 0);
+  EXPECT_NE(png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0,
+                                      nullptr),
+            0);
   std::vector<uint8_t> out(size);
-  EXPECT_NE(png_image_write_to_memory(&image, out.data(), &size, 0, rgb.data(), 0, nullptr), 0);
+  EXPECT_NE(png_image_write_to_memory(&image, out.data(), &size, 0, rgb.data(),
+                                      0, nullptr),
+            0);
   out.resize(size);
   return out;
 }
@@ -69,7 +76,9 @@ TEST(ImageTest, PngDecodesLosslessInEveryFormatAndLayout) {
   ASSERT_EQ(hwc.shape(), (std::vector<int64_t>{h, w, 3}));
   EXPECT_EQ(std::memcmp(hwc.data(), rgb.data(), rgb.size()), 0);
 
-  Buffer chw = decode_image(png, {.pixel_format = PixelFormat::kBgr, .layout = Layout::kCHW}, "a.png");
+  Buffer chw = decode_image(
+      png, {.pixel_format = PixelFormat::kBgr, .layout = Layout::kCHW},
+      "a.png");
   ASSERT_EQ(chw.shape(), (std::vector<int64_t>{3, h, w}));
   const uint8_t* c = chw.data_as<uint8_t>();
   for (int y = 0; y < h; ++y) {
@@ -79,14 +88,17 @@ TEST(ImageTest, PngDecodesLosslessInEveryFormatAndLayout) {
       }
     }
   }
-  Buffer gray = decode_image(png, {.pixel_format = PixelFormat::kGray}, "a.png");
+  Buffer gray =
+      decode_image(png, {.pixel_format = PixelFormat::kGray}, "a.png");
   EXPECT_EQ(gray.shape(), (std::vector<int64_t>{h, w, 1}));
 }
 
 TEST(ImageTest, Float32IsNormalisedPerChannel) {
   std::vector<uint8_t> rgb = pattern(4, 4);
   std::vector<uint8_t> png = encode_png(rgb, 4, 4);
-  ImageOptions o{.dtype = DType::kFloat32, .mean = {0.5f, 0.25f, 0.f}, .std = {0.5f, 2.f, 1.f}};
+  ImageOptions o{.dtype = DType::kFloat32,
+                 .mean = {0.5f, 0.25f, 0.f},
+                 .std = {0.5f, 2.f, 1.f}};
   Buffer f = decode_image(png, o, "a.png");
   ASSERT_EQ(f.dtype(), DType::kFloat32);
   const float* v = f.data_as<float>();
@@ -100,19 +112,32 @@ TEST(ImageTest, Float32IsNormalisedPerChannel) {
 
 TEST(ImageTest, GeometryFollowsResizeShorterThenCenterCrop) {
   // 500x375 -> shorter side 256 -> 341x256 -> centre 224x224.
-  EXPECT_EQ(image_output_shape(500, 375, {.resize_shorter = 256}), (std::vector<int64_t>{256, 341, 3}));
-  ImageOptions o{.resize_shorter = 256, .crop_width = 224, .crop_height = 224, .layout = Layout::kCHW};
-  EXPECT_EQ(image_output_shape(500, 375, o), (std::vector<int64_t>{3, 224, 224}));
-  EXPECT_EQ(image_output_shape(300, 400, {.resize_width = 64, .resize_height = 32}),
-            (std::vector<int64_t>{32, 64, 3}));
-  EXPECT_THROW(image_output_shape(100, 100, {.crop_width = 200, .crop_height = 10}), InvalidArgument);
+  EXPECT_EQ(image_output_shape(500, 375, {.resize_shorter = 256}),
+            (std::vector<int64_t>{256, 341, 3}));
+  ImageOptions o{.resize_shorter = 256,
+                 .crop_width = 224,
+                 .crop_height = 224,
+                 .layout = Layout::kCHW};
+  EXPECT_EQ(image_output_shape(500, 375, o),
+            (std::vector<int64_t>{3, 224, 224}));
+  EXPECT_EQ(
+      image_output_shape(300, 400, {.resize_width = 64, .resize_height = 32}),
+      (std::vector<int64_t>{32, 64, 3}));
+  EXPECT_THROW(
+      image_output_shape(100, 100, {.crop_width = 200, .crop_height = 10}),
+      InvalidArgument);
 }
 
 TEST(ImageTest, PadAndCropModesKeepTheAspectRatio) {
   // 200x100 into 64x64: pad fits 64x32 centred on black; crop covers with
   // 128x64 and keeps the middle.
-  std::vector<uint8_t> png = encode_png(std::vector<uint8_t>(200 * 100 * 3, 200), 200, 100);
-  Buffer pad = decode_image(png, {.resize_width = 64, .resize_height = 64, .resize_mode = ResizeMode::kPad}, "a.png");
+  std::vector<uint8_t> png =
+      encode_png(std::vector<uint8_t>(200 * 100 * 3, 200), 200, 100);
+  Buffer pad = decode_image(png,
+                            {.resize_width = 64,
+                             .resize_height = 64,
+                             .resize_mode = ResizeMode::kPad},
+                            "a.png");
   ASSERT_EQ(pad.shape(), (std::vector<int64_t>{64, 64, 3}));
   const uint8_t* p = pad.data_as<uint8_t>();
   auto at = [&](int y, int x) { return p[(y * 64 + x) * 3]; };
@@ -121,9 +146,16 @@ TEST(ImageTest, PadAndCropModesKeepTheAspectRatio) {
   EXPECT_EQ(at(16, 10), 200);
   EXPECT_EQ(at(47, 63), 200);
   EXPECT_EQ(at(48, 10), 0);
-  EXPECT_EQ(image_output_shape(200, 100, {.resize_width = 64, .resize_height = 64, .resize_mode = ResizeMode::kCrop}),
+  EXPECT_EQ(image_output_shape(200, 100,
+                               {.resize_width = 64,
+                                .resize_height = 64,
+                                .resize_mode = ResizeMode::kCrop}),
             (std::vector<int64_t>{64, 64, 3}));
-  Buffer crop = decode_image(png, {.resize_width = 64, .resize_height = 64, .resize_mode = ResizeMode::kCrop}, "a.png");
+  Buffer crop = decode_image(png,
+                             {.resize_width = 64,
+                              .resize_height = 64,
+                              .resize_mode = ResizeMode::kCrop},
+                             "a.png");
   const uint8_t* c = crop.data_as<uint8_t>();
   for (int i = 0; i < 64 * 64 * 3; ++i) ASSERT_EQ(c[i], 200);
 }
@@ -133,46 +165,60 @@ TEST(ImageTest, ResizedJpegKeepsTheContent) {
   std::vector<uint8_t> rgb = pattern(w, h);
   std::vector<uint8_t> jpeg = encode_jpeg(rgb, w, h);
   for (bool dct : {false, true}) {
-    Buffer out = decode_image(jpeg, {.resize_width = 160, .resize_height = 120, .dct_scaling = dct}, "a.jpg");
+    Buffer out = decode_image(
+        jpeg, {.resize_width = 160, .resize_height = 120, .dct_scaling = dct},
+        "a.jpg");
     ASSERT_EQ(out.shape(), (std::vector<int64_t>{120, 160, 3}));
     // The gradient survives: compare with the pattern at output resolution.
     std::vector<uint8_t> want = pattern(160, 120);
     const uint8_t* got = out.data_as<uint8_t>();
     double err = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) err += std::abs(int{got[i]} - int{want[i]});
-    EXPECT_LT(err / static_cast<double>(want.size()), 3.0) << "dct_scaling=" << dct;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      err += std::abs(int{got[i]} - int{want[i]});
+    EXPECT_LT(err / static_cast<double>(want.size()), 3.0)
+        << "dct_scaling=" << dct;
   }
 }
 
 TEST(ImageTest, BadInputIsADecodeErrorNamingTheInput) {
   std::vector<uint8_t> jpeg = encode_jpeg(pattern(64, 64), 64, 64);
   std::vector<uint8_t> png = encode_png(pattern(64, 64), 64, 64);
-  auto expect_decode_error = [](std::vector<uint8_t> bytes, const std::string& what) {
+  auto expect_decode_error = [](std::vector<uint8_t> bytes,
+                                const std::string& what) {
     try {
       decode_image(bytes, {}, "bad.img");
       ADD_FAILURE() << what << ": no error";
     } catch (const DecodeError& e) {
-      EXPECT_NE(std::string(e.what()).find("bad.img"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("bad.img"), std::string::npos)
+          << e.what();
     }
   };
   expect_decode_error({}, "empty");
   expect_decode_error({'h', 'e', 'l', 'l', 'o'}, "not an image");
-  expect_decode_error(std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + jpeg.size() / 2), "truncated jpeg");
-  expect_decode_error(std::vector<uint8_t>(png.begin(), png.begin() + png.size() / 2), "truncated png");
+  expect_decode_error(
+      std::vector<uint8_t>(jpeg.begin(), jpeg.begin() + jpeg.size() / 2),
+      "truncated jpeg");
+  expect_decode_error(
+      std::vector<uint8_t>(png.begin(), png.begin() + png.size() / 2),
+      "truncated png");
   std::vector<uint8_t> corrupt = jpeg;
-  for (std::size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 64; ++i) corrupt[i] = 0xFF;
+  for (std::size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 64; ++i)
+    corrupt[i] = 0xFF;
   expect_decode_error(corrupt, "corrupt jpeg");
   // Dimensions over the limit are refused before decoding.
   EXPECT_THROW(decode_image(jpeg, {.max_pixels = 100}, "big.jpg"), DecodeError);
   // A failure leaves nothing behind: the next good image decodes.
-  EXPECT_EQ(decode_image(jpeg, {}, "good.jpg").shape(), (std::vector<int64_t>{64, 64, 3}));
+  EXPECT_EQ(decode_image(jpeg, {}, "good.jpg").shape(),
+            (std::vector<int64_t>{64, 64, 3}));
 }
 
 TEST(ImageTest, DecodeIntoChecksTheSlot) {
   std::vector<uint8_t> png = encode_png(pattern(8, 8), 8, 8);
   Buffer batch = Buffer::allocate(DType::kUint8, {2, 4, 4, 3});
-  Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + 48, DType::kUint8, {4, 4, 3});
-  decode_image_into(png, {.resize_width = 4, .resize_height = 4}, "a.png", slot);
+  Buffer slot = Buffer::view(batch.owner(), batch.data_as<uint8_t>() + 48,
+                             DType::kUint8, {4, 4, 3});
+  decode_image_into(png, {.resize_width = 4, .resize_height = 4}, "a.png",
+                    slot);
   EXPECT_THROW(decode_image_into(png, {}, "a.png", slot), InvalidArgument);
 }
 
@@ -189,7 +235,9 @@ TEST(ImageTest, BatchDecodesIntoDenseSlotsAndReportsFailures) {
   EXPECT_EQ(failures[0].index, 1u);
   EXPECT_NE(failures[0].message.find("bad"), std::string::npos);
   Buffer second = decode_image(b, o, "b");
-  EXPECT_EQ(std::memcmp(batch.data_as<uint8_t>() + second.nbytes(), second.data(), second.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(batch.data_as<uint8_t>() + second.nbytes(),
+                        second.data(), second.nbytes()),
+            0);
   // Without one output size, a different-sized image fails instead.
   failures.clear();
   Buffer own = decode_image_batch(images, {}, &failures);
