@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -209,17 +210,25 @@ class ReadFileOp final : public MapOp {
   }
 };
 
-class DecodeImageOp final : public MapOp {
+// A loader op: encoded bytes (an EncodedFile from read_file or an archive
+// op, or Python bytes) -> the Buffer `load` makes of them (an image, an NPY
+// array, WAV or FFmpeg audio).
+class LoadOp final : public MapOp {
  public:
-  explicit DecodeImageOp(ImageOptions options) : options_(options) {}
+  using Load = std::function<Buffer(const EncodedFile&)>;
+  explicit LoadOp(Load load) : load_(std::move(load)) {}
   Item call(Item input) override {
-    EncodedFile& f = input.as<EncodedFile>();
-    return Item(decode_image(span_of(f.bytes), options_, f.name));
+    return Item(load_(input.as<EncodedFile>()));
   }
 
  private:
-  const ImageOptions options_;
+  const Load load_;
 };
+
+NativeOp load_op(std::string name, LoadOp::Load load) {
+  return NativeOp{std::make_shared<LoadOp>(std::move(load)), std::move(name),
+                  &typeid(EncodedFile), &typeid(Buffer)};
+}
 
 // A list of same-shaped Buffers (from aggregate) as one Buffer with a leading
 // batch dimension.
@@ -360,24 +369,6 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
   return {batch, out};
 }
 
-// Loader ops over encoded bytes (an EncodedFile from read_file, or Python
-// bytes): NPY -> Buffer, WAV -> Buffer (frames, channels).
-class LoadNpyOp final : public MapOp {
- public:
-  Item call(Item input) override {
-    EncodedFile& f = input.as<EncodedFile>();
-    return Item(load_npy(f.bytes, f.name));
-  }
-};
-
-class LoadWavOp final : public MapOp {
- public:
-  Item call(Item input) override {
-    EncodedFile& f = input.as<EncodedFile>();
-    return Item(load_wav(f.bytes, f.name));
-  }
-};
-
 // An archive -> one EncodedFile per member, in order, named by the member.
 // `list` reads the archive's index; `read` gives one member's bytes.
 template <typename Member>
@@ -443,19 +434,6 @@ std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
 Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
   return read_zip_entry(archive.bytes, e, archive.name + ":" + e.name);
 }
-
-// Encoded audio (any format FFmpeg reads) -> float32 (channels, samples).
-class LoadAudioOp final : public MapOp {
- public:
-  explicit LoadAudioOp(AudioOptions options) : options_(options) {}
-  Item call(Item input) override {
-    EncodedFile& f = input.as<EncodedFile>();
-    return Item(load_audio(span_of(f.bytes), options_, f.name));
-  }
-
- private:
-  const AudioOptions options_;
-};
 
 AudioOptions audio_options(int sample_rate, int channels, double start,
                            std::optional<double> duration) {
@@ -678,18 +656,21 @@ void bind_io(nb::module_& parent) {
   m.def(
       "load_audio_op",
       [](int sample_rate, int channels) {
-        return NativeOp{std::make_shared<LoadAudioOp>(audio_options(
-                            sample_rate, channels, 0, std::nullopt)),
-                        "load_audio", &typeid(EncodedFile), &typeid(Buffer)};
+        AudioOptions o = audio_options(sample_rate, channels, 0, std::nullopt);
+        return load_op("load_audio", [o](const EncodedFile& f) {
+          return load_audio(span_of(f.bytes), o, f.name);
+        });
       },
       nb::arg("sample_rate"), nb::arg("channels"));
   m.def("load_npy_op", [] {
-    return NativeOp{std::make_shared<LoadNpyOp>(), "load_npy",
-                    &typeid(EncodedFile), &typeid(Buffer)};
+    return load_op("load_npy", [](const EncodedFile& f) {
+      return load_npy(f.bytes, f.name);
+    });
   });
   m.def("load_wav_op", [] {
-    return NativeOp{std::make_shared<LoadWavOp>(), "load_wav",
-                    &typeid(EncodedFile), &typeid(Buffer)};
+    return load_op("load_wav", [](const EncodedFile& f) {
+      return load_wav(f.bytes, f.name);
+    });
   });
   m.def("zip_members_op", [] {
     return NativeOp{std::make_shared<ArchiveMembersOp<ZipEntry>>(
@@ -709,8 +690,9 @@ void bind_io(nb::module_& parent) {
   });
   m.def("decode_image_op", [](const ImageOptions& options) {
     check_image_options(options);
-    return NativeOp{std::make_shared<DecodeImageOp>(options), "decode_image",
-                    &typeid(EncodedFile), &typeid(Buffer)};
+    return load_op("decode_image", [options](const EncodedFile& f) {
+      return decode_image(span_of(f.bytes), options, f.name);
+    });
   });
   m.def("decode_batch_op", [](const ImageOptions& options) {
     check_image_options(options);
