@@ -36,22 +36,55 @@
 #include "feedline/pipeline/op.h"
 #include "native_op.h"
 #include "py_ref.h"
+#include "io_common.h"
 
 namespace nb = nanobind;
 
 namespace feedline::bindings {
+
+// Bytes-like Python objects as a 1-D uint8 Buffer, read in place: a bytes
+// object is kept alive by the Buffer; any other C-contiguous buffer
+// (bytearray, memoryview, NumPy array) through a memoryview that holds its
+// export (so a bytearray cannot be resized while viewed). Non-contiguous
+// buffers are copied. Requires: the GIL.
+Buffer bytes_from_python(nb::handle obj) {
+  if (nb::isinstance<Buffer>(obj)) return nb::cast<Buffer>(obj);
+  if (PyBytes_Check(obj.ptr())) {
+    auto owner = std::make_shared<PyObj>(PyObj::borrow(obj.ptr()));
+    return Buffer::view(owner, PyBytes_AS_STRING(obj.ptr()), DType::kUint8,
+                        {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))}, {},
+                        /*writable=*/false);
+  }
+  if (!PyObject_CheckBuffer(obj.ptr()))
+    throw InvalidArgument("expected a bytes-like object");
+  PyObject* mv = PyMemoryView_FromObject(obj.ptr());
+  if (mv == nullptr) {
+    PyErr_Clear();
+    throw InvalidArgument("expected a bytes-like object");
+  }
+  auto owner = std::make_shared<PyObj>(PyObj::steal(mv));
+  Py_buffer* view = PyMemoryView_GET_BUFFER(mv);
+  if (PyBuffer_IsContiguous(view, 'C')) {
+    return Buffer::view(owner, view->buf, DType::kUint8,
+                        {static_cast<int64_t>(view->len)}, {},
+                        view->readonly == 0);
+  }
+  Buffer out =
+      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
+  if (PyBuffer_ToContiguous(out.data(), view, view->len, 'C') != 0) {
+    PyErr_Clear();
+    throw InvalidArgument("cannot read the bytes-like object");
+  }
+  return out;
+}
+
+NativeOp load_op(std::string name, LoadOp::Load load) {
+  return NativeOp{std::make_shared<LoadOp>(std::move(load)), std::move(name),
+                  &typeid(EncodedFile), &typeid(Buffer)};
+}
+
 namespace {
 
-// An encoded file travelling through a pipeline: its name (for errors) and
-// its bytes.
-struct EncodedFile {
-  std::string name;
-  Buffer bytes;
-};
-
-std::span<const uint8_t> span_of(const Buffer& b) {
-  return {b.data_as<const uint8_t>(), b.nbytes()};
-}
 
 // --- Buffer in Python --------------------------------------------------------
 
@@ -150,42 +183,6 @@ nb::object encoded_to_python(Item& item) {
   return nb::bytes(f.bytes.data_as<const char>(), f.bytes.nbytes());
 }
 
-// Bytes-like Python objects as a 1-D uint8 Buffer, read in place: a bytes
-// object is kept alive by the Buffer; any other C-contiguous buffer
-// (bytearray, memoryview, NumPy array) through a memoryview that holds its
-// export (so a bytearray cannot be resized while viewed). Non-contiguous
-// buffers are copied. Requires: the GIL.
-Buffer bytes_from_python(nb::handle obj) {
-  if (nb::isinstance<Buffer>(obj)) return nb::cast<Buffer>(obj);
-  if (PyBytes_Check(obj.ptr())) {
-    auto owner = std::make_shared<PyObj>(PyObj::borrow(obj.ptr()));
-    return Buffer::view(owner, PyBytes_AS_STRING(obj.ptr()), DType::kUint8,
-                        {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))}, {},
-                        /*writable=*/false);
-  }
-  if (!PyObject_CheckBuffer(obj.ptr()))
-    throw InvalidArgument("expected a bytes-like object");
-  PyObject* mv = PyMemoryView_FromObject(obj.ptr());
-  if (mv == nullptr) {
-    PyErr_Clear();
-    throw InvalidArgument("expected a bytes-like object");
-  }
-  auto owner = std::make_shared<PyObj>(PyObj::steal(mv));
-  Py_buffer* view = PyMemoryView_GET_BUFFER(mv);
-  if (PyBuffer_IsContiguous(view, 'C')) {
-    return Buffer::view(owner, view->buf, DType::kUint8,
-                        {static_cast<int64_t>(view->len)}, {},
-                        view->readonly == 0);
-  }
-  Buffer out =
-      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
-  if (PyBuffer_ToContiguous(out.data(), view, view->len, 'C') != 0) {
-    PyErr_Clear();
-    throw InvalidArgument("cannot read the bytes-like object");
-  }
-  return out;
-}
-
 Item encoded_from_python(nb::handle obj) {
   if (PyUnicode_Check(obj.ptr()) ||
       PyObject_HasAttrString(obj.ptr(), "__fspath__")) {
@@ -209,26 +206,6 @@ class ReadFileOp final : public MapOp {
     return Item(EncodedFile{std::move(path), std::move(bytes)});
   }
 };
-
-// A loader op: encoded bytes (an EncodedFile from read_file or an archive
-// op, or Python bytes) -> the Buffer `load` makes of them (an image, an NPY
-// array, WAV or FFmpeg audio).
-class LoadOp final : public MapOp {
- public:
-  using Load = std::function<Buffer(const EncodedFile&)>;
-  explicit LoadOp(Load load) : load_(std::move(load)) {}
-  Item call(Item input) override {
-    return Item(load_(input.as<EncodedFile>()));
-  }
-
- private:
-  const Load load_;
-};
-
-NativeOp load_op(std::string name, LoadOp::Load load) {
-  return NativeOp{std::make_shared<LoadOp>(std::move(load)), std::move(name),
-                  &typeid(EncodedFile), &typeid(Buffer)};
-}
 
 // A list of same-shaped Buffers (from aggregate) as one Buffer with a leading
 // batch dimension.
@@ -662,6 +639,7 @@ void bind_io(nb::module_& parent) {
         });
       },
       nb::arg("sample_rate"), nb::arg("channels"));
+  bind_av(m);
   m.def("load_npy_op", [] {
     return load_op("load_npy", [](const EncodedFile& f) {
       return load_npy(f.bytes, f.name);

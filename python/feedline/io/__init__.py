@@ -1,6 +1,7 @@
-"""Loading data into arrays: images (JPEG, PNG), NumPy files (NPY, NPZ),
-WAV audio, TAR and ZIP archives, and any audio FFmpeg reads (video through
-FFmpeg follows).
+"""Loading data into arrays: images (JPEG and PNG on a fast path, anything
+else through FFmpeg), video and audio through FFmpeg (demux, decode, filter,
+convert, with SPDL's names), NumPy files (NPY, NPZ), WAV audio, TAR and ZIP
+archives.
 
 Every decode runs in C++ with the GIL released and returns a
 :class:`Buffer`, which NumPy (``numpy.asarray``, :func:`to_numpy`) and
@@ -17,8 +18,11 @@ from __future__ import annotations
 import logging
 import os
 
+from .._feedline_ext import DecodeError
 from .._feedline_ext import io as _io
+from . import _av
 from ._audio import load_audio
+from ._av import *  # noqa: F401,F403 -- SPDL's FFmpeg API
 from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._options import image_options
 
@@ -27,7 +31,7 @@ Buffer.__module__ = __name__
 
 _LG = logging.getLogger(__name__)
 
-__all__ = [
+__all__ = _av.__all__ + [
     "Buffer",
     "NpzFile",
     "ZipArchive",
@@ -59,10 +63,40 @@ def decode_image(data, /, *, name: str | None = None, **options) -> Buffer:
     return _io.decode_image(data, image_options(**options), name or f"<{len(data)} bytes>")
 
 
-def load_image(src, /, **options) -> Buffer:
+def load_image(src, /, *, demux_config=None, decode_config=None, filter_desc=_av.FILTER_DESC_DEFAULT,
+               **options) -> Buffer:
     """Reads and decodes the image at path ``src`` (options as
-    :func:`decode_image`)."""
-    return _io.load_image(os.fspath(src), image_options(**options))
+    :func:`decode_image`).
+
+    JPEG and PNG take the fast path (libjpeg-turbo, libpng). Any other
+    format FFmpeg reads (BMP, TIFF, WebP, GIF, ...), or a call with
+    ``demux_config``, ``decode_config`` or ``filter_desc``, goes through
+    FFmpeg (:func:`load_image_ffmpeg`); there ``width``/``height``/
+    ``scale_mode`` and ``pix_fmt`` become the filter chain and the result is
+    ``(H, W, C)`` uint8.
+    """
+    ffmpeg = demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT
+    if not ffmpeg:
+        try:
+            return _io.load_image(os.fspath(src), image_options(**options))
+        except DecodeError as e:
+            if "not a JPEG or PNG image" not in str(e):
+                raise
+    if filter_desc is _av.FILTER_DESC_DEFAULT:
+        extra = set(options) - {"width", "height", "scale_mode", "pix_fmt"}
+        if extra:
+            raise ValueError(f"options {sorted(extra)} apply to JPEG and PNG only; give a filter_desc instead")
+        pix_fmt = {"rgb": "rgb24", "bgr": "bgr24", "gray": "gray"}.get(options.get("pix_fmt", "rgb24"),
+                                                                       options.get("pix_fmt", "rgb24"))
+        if "width" in options or "height" in options:
+            filter_desc = _av.get_video_filter_desc(scale_width=options.get("width"),
+                                                    scale_height=options.get("height"),
+                                                    scale_mode=options.get("scale_mode", "pad"), pix_fmt=pix_fmt)
+        else:
+            return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config,
+                                         pix_fmt=pix_fmt)
+    return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config,
+                                 filter_desc=filter_desc)
 
 
 def load_image_batch(

@@ -95,3 +95,16 @@ def load_audio(*, sample_rate: int | None = None, num_channels: int | None = Non
     """Encoded audio (any format FFmpeg reads; from :func:`read_file`,
     :func:`tar_members` or bytes) -> float32 Buffer (channels, samples)."""
     return _io.load_audio_op(sample_rate or 0, num_channels or 0)
+
+
+def load_video(*, timestamp=None, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24",
+               num_frames: int | None = None):
+    """Native op: encoded video bytes (from :func:`read_file`) -> a uint8
+    Buffer ``(N, H, W, 3)`` of the whole clip, or of the window
+    ``timestamp=(start, end)``; the fast path of
+    :func:`feedline.io.load_video` (``filter_desc``: an FFmpeg chain
+    instead)."""
+    from . import _av
+
+    return _io.load_video_op(_av._window(timestamp), _av._demux_cfg(demux_config), _av._decode_cfg(decode_config),
+                             filter_desc, pix_fmt, int(num_frames or 0))

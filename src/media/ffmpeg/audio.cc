@@ -5,85 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "media/ffmpeg/ffmpeg.h"
 
 namespace feedline {
-namespace media::ffmpeg {
-
-namespace {
-constexpr int kAvioBufferSize = 1 << 16;
-}  // namespace
-
-void quiet_logging() {
-  static std::once_flag once;
-  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
-}
-
-MemoryInput::MemoryInput(std::span<const uint8_t> data, std::string_view name)
-    : data_(data) {
-  quiet_logging();
-  auto* buffer = static_cast<uint8_t*>(av_malloc(kAvioBufferSize));
-  if (buffer == nullptr) throw std::bad_alloc();
-  avio_.reset(avio_alloc_context(buffer, kAvioBufferSize, 0, this,
-                                 &MemoryInput::read, nullptr,
-                                 &MemoryInput::seek));
-  if (!avio_) {
-    av_free(buffer);
-    throw std::bad_alloc();
-  }
-  AVFormatContext* fmt = avformat_alloc_context();
-  if (fmt == nullptr) throw std::bad_alloc();
-  fmt->pb = avio_.get();
-  fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
-  // On failure avformat_open_input frees the context itself.
-  int rc = avformat_open_input(&fmt, nullptr, nullptr, nullptr);
-  if (rc < 0) fail(name, "not a media file FFmpeg can read", rc);
-  format_.reset(fmt);
-  rc = avformat_find_stream_info(fmt, nullptr);
-  if (rc < 0) fail(name, "cannot read the stream information", rc);
-}
-
-int MemoryInput::read(void* opaque, uint8_t* buf, int size) {
-  auto* self = static_cast<MemoryInput*>(opaque);
-  const auto left = static_cast<int64_t>(self->data_.size()) - self->pos_;
-  if (left <= 0) return AVERROR_EOF;
-  const int n = static_cast<int>(std::min<int64_t>(left, size));
-  std::memcpy(buf, self->data_.data() + self->pos_,
-              static_cast<std::size_t>(n));
-  self->pos_ += n;
-  return n;
-}
-
-int64_t MemoryInput::seek(void* opaque, int64_t offset, int whence) {
-  auto* self = static_cast<MemoryInput*>(opaque);
-  const auto size = static_cast<int64_t>(self->data_.size());
-  if ((whence & AVSEEK_SIZE) != 0) return size;
-  int64_t base = 0;
-  switch (whence & ~AVSEEK_FORCE) {
-    case SEEK_SET:
-      base = 0;
-      break;
-    case SEEK_CUR:
-      base = self->pos_;
-      break;
-    case SEEK_END:
-      base = size;
-      break;
-    default:
-      return AVERROR(EINVAL);
-  }
-  if (offset > size || offset < -size) return AVERROR(EINVAL);
-  const int64_t to = base + offset;
-  if (to < 0 || to > size) return AVERROR(EINVAL);
-  self->pos_ = to;
-  return to;
-}
-
-}  // namespace media::ffmpeg
 
 namespace {
 
@@ -182,7 +109,7 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   }
   if (data.empty())
     throw DecodeError(std::string(name) + ": empty input, not media");
-  MemoryInput input(data, name);
+  Input input(av::Source{"", data, nullptr}, av::DemuxConfig{}, name);
   AVFormatContext* fmt = input.format();
   const AVCodec* codec = nullptr;
   const int stream =

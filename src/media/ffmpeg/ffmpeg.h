@@ -1,28 +1,40 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The one place that includes FFmpeg headers: version checks, owners for
-// every FFmpeg object feedline uses, reading from memory, and the
-// FFmpeg-error-to-exception converter. FFmpeg 5.1 (Debian 12) is the oldest
-// version supported: it introduced the AVChannelLayout API used here.
+// every FFmpeg object feedline uses, opening inputs (paths, URLs, bytes in
+// memory), option dictionaries, and the FFmpeg-error-to-exception
+// converter. FFmpeg 5.1 (Debian 12) is the oldest version supported: it
+// introduced the AVChannelLayout API used here. Differences between 5.1 and
+// 7.x are handled here and nowhere else.
 
 #pragma once
 
 extern "C" {
 #include <libavcodec/avcodec.h>
+#include <libavfilter/avfilter.h>
+#include <libavfilter/buffersink.h>
+#include <libavfilter/buffersrc.h>
 #include <libavformat/avformat.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/error.h>
+#include <libavutil/imgutils.h>
 #include <libavutil/opt.h>
+#include <libavutil/pixdesc.h>
 #include <libswresample/swresample.h>
+#include <libswscale/swscale.h>
 }
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "feedline/base/error.h"
+#include "feedline/media/av.h"
 
 #if LIBAVCODEC_VERSION_MAJOR < 59
 #error "feedline needs FFmpeg 5.1 or newer (libavcodec 59)"
@@ -31,17 +43,28 @@ extern "C" {
 namespace feedline::media::ffmpeg {
 
 // FFmpeg 5.1 declares swr_alloc_set_opts2's layouts non-const (later
-// versions take const): the one cast the version differences need.
+// versions take const): one of the casts the version differences need.
 inline AVChannelLayout* layout_arg(const AVChannelLayout* layout) {
   return const_cast<AVChannelLayout*>(layout);
 }
 
+// Key frames: AVFrame::key_frame was replaced by a flag in FFmpeg 6.1.
+inline bool is_key_frame(const AVFrame* f) {
+#ifdef AV_FRAME_FLAG_KEY
+  return (f->flags & AV_FRAME_FLAG_KEY) != 0;
+#else
+  return f->key_frame != 0;
+#endif
+}
+
+// FFmpeg's text for an error code.
+std::string av_error_text(int code);
+
 // Throws DecodeError("<name>: <what>: <FFmpeg's message>").
 [[noreturn]] inline void fail(std::string_view name, const std::string& what,
                               int code) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(code, buf, sizeof(buf));
-  throw DecodeError(std::string(name) + ": " + what + ": " + buf);
+  throw DecodeError(std::string(name) + ": " + what + ": " +
+                    av_error_text(code));
 }
 
 struct FormatDeleter {
@@ -59,10 +82,21 @@ struct PacketDeleter {
 struct SwrDeleter {
   void operator()(SwrContext* p) const { swr_free(&p); }
 };
+struct SwsDeleter {
+  void operator()(SwsContext* p) const { sws_freeContext(p); }
+};
+struct GraphDeleter {
+  void operator()(AVFilterGraph* p) const { avfilter_graph_free(&p); }
+};
 struct AvioDeleter {
   void operator()(AVIOContext* p) const {
     if (p != nullptr) av_freep(&p->buffer);
     avio_context_free(&p);
+  }
+};
+struct ParamsDeleter {
+  void operator()(AVCodecParameters* p) const {
+    avcodec_parameters_free(&p);
   }
 };
 
@@ -71,26 +105,163 @@ using CodecPtr = std::unique_ptr<AVCodecContext, CodecDeleter>;
 using FramePtr = std::unique_ptr<AVFrame, FrameDeleter>;
 using PacketPtr = std::unique_ptr<AVPacket, PacketDeleter>;
 using SwrPtr = std::unique_ptr<SwrContext, SwrDeleter>;
+using SwsPtr = std::unique_ptr<SwsContext, SwsDeleter>;
+using GraphPtr = std::unique_ptr<AVFilterGraph, GraphDeleter>;
 using AvioPtr = std::unique_ptr<AVIOContext, AvioDeleter>;
 
-// An input opened on bytes in memory. The bytes must outlive it.
-class MemoryInput {
+FramePtr new_frame();
+PacketPtr new_packet();
+
+inline AVRational to_av(av::Rational r) { return AVRational{r.num, r.den}; }
+inline av::Rational from_av(AVRational r) { return av::Rational{r.num, r.den}; }
+
+// An AVDictionary built from options; check_consumed() throws
+// InvalidArgument naming any option the consumer did not take.
+class Options {
  public:
-  MemoryInput(std::span<const uint8_t> data, std::string_view name);
+  explicit Options(const std::map<std::string, std::string>& options);
+  ~Options();
+  Options(const Options&) = delete;
+  Options& operator=(const Options&) = delete;
+  AVDictionary** get() { return &dict_; }
+  void check_consumed(std::string_view name, std::string_view what) const;
+
+ private:
+  AVDictionary* dict_ = nullptr;
+};
+
+// An opened input: a path or URL, or bytes in memory read in place through
+// a custom AVIO. The memory's owner is kept alive.
+class Input {
+ public:
+  Input(const av::Source& source, const av::DemuxConfig& config,
+        std::string_view name);
+  ~Input();
+  Input(const Input&) = delete;
+  Input& operator=(const Input&) = delete;
   AVFormatContext* format() const { return format_.get(); }
+  bool stream_info_read() const { return stream_info_read_; }
 
  private:
   static int read(void* opaque, uint8_t* buf, int size);
   static int64_t seek(void* opaque, int64_t offset, int whence);
 
   std::span<const uint8_t> data_;
+  std::shared_ptr<const void> owner_;
   int64_t pos_ = 0;
   AvioPtr avio_;  // declared before format_: destroyed after it
   FormatPtr format_;
+  bool stream_info_read_ = false;
 };
+
+// Opens a decoder for `params` (by name when config.decoder is set), with
+// config.threads threads unless the options say otherwise. Throws
+// DecodeError when no decoder exists, InvalidArgument for unknown names or
+// unconsumed options.
+CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
+                      const av::DecodeConfig& config, std::string_view name);
 
 // Silences FFmpeg's logging once per process (feedline reports errors as
 // exceptions; the Python layer can raise the level again).
 void quiet_logging();
+
+// Returns "yuv420p", "fltp", ... or "none".
+std::string pix_fmt_name(int format);
+std::string sample_fmt_name(int format);
+
+}  // namespace feedline::media::ffmpeg
+
+namespace feedline::media::ffmpeg {
+
+// A configured filter graph and its buffer sources and sinks by instance
+// name. Throws InvalidArgument for a description FFmpeg cannot parse or
+// configure.
+struct ParsedGraph {
+  GraphPtr graph;
+  std::map<std::string, AVFilterContext*> inputs;
+  std::map<std::string, AVFilterContext*> outputs;
+};
+ParsedGraph parse_graph(const std::string& desc);
+
+// The buffer/abuffer source description for frames like `frame` in time
+// base `tb`.
+std::string frame_source_desc(const AVFrame* frame, AVRational tb, bool audio);
+
+// A one-input, one-output chain: "<source>,<middle>,<sink>", set up from
+// the first frame it sees (so it needs no codec parameters up front).
+class Chain {
+ public:
+  Chain(std::string middle, bool audio, AVRational in_time_base,
+        std::string_view name);
+  // Pushes `frame` (a new reference is taken); null signals the end.
+  void push(const AVFrame* frame);
+  // 0 with a frame in `out`, AVERROR(EAGAIN) or AVERROR_EOF.
+  int pull(AVFrame* out);
+  // The output time base (the input's until the first frame).
+  AVRational time_base() const;
+  bool started() const { return graph_.graph != nullptr; }
+
+ private:
+  std::string middle_;
+  bool audio_;
+  AVRational in_tb_;
+  std::string name_;
+  ParsedGraph graph_;
+  AVFilterContext* src_ = nullptr;
+  AVFilterContext* sink_ = nullptr;
+};
+
+}  // namespace feedline::media::ffmpeg
+
+namespace feedline::media::ffmpeg {
+
+// A decoder, an optional filter chain after it, and the window its video
+// output is limited to. Decode errors of single packets are counted, not
+// thrown (a damaged packet costs its frames, not the clip); callers decide
+// when too few frames came out.
+class DecodeSession {
+ public:
+  // Receives each output frame (the sink may take its data with
+  // av_frame_move_ref) and its time base; returns false to stop.
+  using Sink = std::function<bool(AVFrame* frame, AVRational tb)>;
+
+  DecodeSession(const av::Codec& codec, std::optional<std::string> filter,
+                const av::DecodeConfig& config, std::string_view name);
+
+  // Limits video output to frames whose pts lies in the window; the first
+  // frame at or past its end stops the session.
+  void set_window(std::optional<av::Window> window) { window_ = window; }
+  // Sends one packet; with `discard_nonref` the decoder drops the frame if
+  // no other frame refers to it. Returns false once stopped.
+  bool send(const AVPacket* packet, bool discard_nonref, const Sink& sink);
+  // Drains the decoder and the filter.
+  void flush(const Sink& sink);
+  bool stopped() const { return stopped_; }
+  AVCodecContext* context() const { return ctx_.get(); }
+  int errors() const { return errors_; }
+  const std::string& first_error() const { return first_error_; }
+  // Whether skipping non-reference frames before a window leaves the output
+  // unchanged (no filter, or only per-frame filters).
+  bool may_skip_frames() const { return may_skip_; }
+
+ private:
+  void drain(const Sink& sink);
+  void emit(AVFrame* frame, const Sink& sink);
+  void deliver(AVFrame* frame, AVRational tb, const Sink& sink);
+  void note_error(const std::string& what, int code);
+
+  std::string name_;
+  CodecPtr ctx_;
+  std::optional<Chain> chain_;
+  std::optional<av::Window> window_;
+  AVRational tb_;
+  bool audio_;
+  bool may_skip_ = true;
+  bool stopped_ = false;
+  int errors_ = 0;
+  std::string first_error_;
+  FramePtr frame_;
+  FramePtr filtered_;
+};
 
 }  // namespace feedline::media::ffmpeg

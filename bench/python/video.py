@@ -1,0 +1,938 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Video decoding to RGB arrays: feedline against SPDL, PyAV and torchcodec.
+
+What is measured: frames per second delivered as uint8 RGB arrays, on
+2 cores, from a set of H.264 clips at 1280x720 and 1920x1080, in two
+scenarios:
+
+- ``whole``: every clip decoded from start to end into one array of shape
+  (frames, H, W, 3).
+- ``window``: ``--windows`` samples (clip, t), drawn with a fixed seed
+  (alternately a 720p and a 1080p clip, uniformly among those); each loads the
+  8 consecutive frames whose pts lies in the half-open window
+  [t, t + 8 / fps), into an array of shape (8, H, W, 3). ``t`` is drawn as
+  (k + u) / fps with k uniform and u uniform in [0.1, 0.9], so that no frame
+  sits within rounding of either end of the window and the window always
+  holds exactly 8 frames (frames k+1 .. k+8). Every sample opens the file
+  anew, as a data loader does. The clips' GOP is longer than the clip (x264's
+  default keyint=250), so a window at t costs decoding every frame from the
+  clip's start up to t + 8 / fps; only the 8 kept frames need converting to
+  RGB.
+
+Frames/s counts delivered frames only (whole: all of them; window: 8 per
+sample), in a pass over all items of the scenario, 720p and 1080p mixed.
+
+The contenders, each in one or more configurations (``--configs all`` runs
+every configuration below, the default ``--configs best`` runs one per
+library per scenario, chosen from a run of ``--configs all`` on this 2-core
+VM; see ``BEST``):
+
+- ``feedline``: ``feedline.io.load_video(path, timestamp=None | (t, e))``,
+  ``numpy.asarray`` of the returned Buffer (no copy), mapped over the items by
+  a ``concurrent.futures.ThreadPoolExecutor(2)`` (the decode releases the GIL).
+- ``pyav`` (PyAV, with the FFmpeg it bundles): ``av.open(path)``, the first
+  video stream, ``frame.to_ndarray(format="rgb24")`` for every frame kept,
+  ``np.stack``. Windows: ``container.seek(int(t / stream.time_base),
+  stream=stream, backward=True)`` (to the keyframe before t), then decode,
+  drop frames with ``frame.time < t`` and stop at the first ``>= t + 8/fps``.
+  Codec threading: PyAV's default (``thread_type="SLICE"``, which does
+  nothing on x264's single-slice frames) or ``"AUTO"`` (FFmpeg frame + slice
+  threads, count chosen by FFmpeg).
+- ``spdl``: ``spdl.io.to_numpy(spdl.io.load_video(path, timestamp=None |
+  (t, e), decode_config=...))`` (SPDL's default filter converts to rgb24;
+  ``to_numpy`` does not copy). Decoder threads: SPDL's default (1) or
+  ``decoder_options={"threads": "0"}`` (FFmpeg chooses).
+- ``torchcodec``: ``torchcodec.decoders.VideoDecoder(path,
+  seek_mode="approximate" | "exact", num_ffmpeg_threads=1 | 0,
+  dimension_order="NHWC")``. torchcodec decodes to NHWC natively; its default
+  NCHW is a no-copy permuted view of the same memory, so asking for NHWC is
+  the same work and gives the same shape as everyone else. Whole clip:
+  ``get_frames_in_range(0, len(decoder)).data``. Window: frame indices
+  ``first = ceil(t * fps)`` .. ``first + 7`` with ``fps`` from the decoder's
+  metadata (the clips are constant frame rate), ``get_frames_in_range(first,
+  first + 8)``; its time-based ``get_frames_played_in_range(t, e)`` also
+  returns the frame being displayed at t (pts < t), 9 frames here, which is
+  not the work the others do.
+
+How the work is spread over the 2 cores (the configuration's first word):
+
+- ``threads``: ``ThreadPoolExecutor(2)``, items submitted in order with at
+  most 4 (whole) / 16 (window) in flight, results consumed in order. The pool
+  is made once per worker process (not timed).
+- ``processes``: ``torch.utils.data.DataLoader(items, batch_size=None,
+  num_workers=2, prefetch_factor=2 (whole) / 8 (window))``, each item turned
+  into a tensor with ``torch.from_numpy`` in the worker process; the tensors
+  reach the parent through shared memory, as they do for users. The
+  DataLoader is made per timed run (persistent_workers=False), so worker
+  start-up (fork) is inside the timing, as in ``images.py``.
+- ``loop``: a plain loop over the items in the calling thread, relying on the
+  decoder's own threads (FFmpeg frame threading) for the second core.
+
+The comparison of ``threads`` with ``processes`` for the same decoder
+settings says whether a library releases the GIL while it decodes (if it does,
+threads do at least as well as processes); the script prints it when both ran.
+
+How it is measured (the project's design notes on benchmarking): each
+(scenario, configuration) runs in its own process (this script with
+``--worker SCENARIO:CONFIG``, printing one JSON line), after the parent has
+read every clip once so that all of them come from the page cache. A worker
+first decodes one item outside any timing (a baseline that fails here, e.g.
+a library that cannot load its FFmpeg, is reported as unavailable), warms up
+on the first few items, then runs ``--repeat`` timed passes over all items
+(default 3); the median is reported. CPU time is user+sys of the worker (all
+threads) and its children (the DataLoader's worker processes, reaped at the
+end of each pass), per delivered frame; peak RSS is ``ru_maxrss`` of the
+worker plus that of its largest child (forked DataLoader workers share pages
+with their parent, so for them it over-counts). "frames ok" checks that every
+item of every timed pass came back with the expected number of frames and the
+shape (n, H, W, 3) uint8; a contender that drops or adds frames has not won,
+and the script exits 1. After the table, a check in a separate process
+decodes two windows and three frames of a whole clip with every library and
+reports the mean absolute difference from PyAV's pixels (the clips carry
+per-frame noise, so a window off by one frame differs by several grey levels,
+where colour-conversion differences are a fraction of one).
+
+The clips are made once with the ``ffmpeg`` CLI and cached under
+``build/bench-data/video/``: ``testsrc2`` at 30 fps with per-frame noise
+(``noise=alls=N:allf=t``, N = ``--noise``, default 8; about 6.5 Mbit/s at 720p
+and 14 at 1080p, typical of real footage, where alls=20 gives ~57 Mbit/s at
+720p), encoded by libx264 with its defaults (preset medium, crf 23,
+B-frames, keyint 250), yuv420p, MP4. The header prints the encoder's
+settings as recorded in the stream.
+
+Goals for feedline (from the issue): >= 1.2x the best baseline's frames/s on
+whole clips and >= 1.5x on windowed sampling.
+
+Run::
+
+    python bench/python/video.py                  # 4+4 clips of 2 s, 64 windows, median of 3
+    python bench/python/video.py --quick          # smoke run: 1+1 clips of 1 s, 4 windows
+    python bench/python/video.py --configs all    # every configuration (how BEST was chosen)
+    python bench/python/video.py --only pyav,spdl --scenarios window --windows 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import importlib.metadata
+import itertools
+import json
+import math
+import os
+import pathlib
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+from benchlib import cpu_seconds, peak_rss_kib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO / "build" / "bench-data" / "video"
+DATA_VERSION = 1  # bump when the clip generator changes, to regenerate the cache
+
+NUM_WORKERS = 2
+FPS = 30
+WINDOW_FRAMES = 8
+WINDOW_SEED = 1234
+RESOLUTIONS = ((1280, 720), (1920, 1080))
+SCENARIOS = ("whole", "window")
+IN_FLIGHT = {"whole": 4, "window": 16}  # items submitted ahead of the consumer
+# Pixels of the same frame from two libraries differ by colour conversion
+# only (a fraction of a grey level); a frame off by one differs by several.
+SAME_FRAME_MAD = 2.0
+
+
+# -- contenders and their configurations -----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str  # "lib/variant"; the variant starts with threads|processes|loop
+    label: str
+    options: dict = dataclasses.field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def lib(self):
+        return self.name.split("/")[0]
+
+    @property
+    def spread(self):
+        return self.name.split("/")[1].split("-")[0]
+
+
+LIBS = {"feedline": "feedline", "pyav": "PyAV", "spdl": "SPDL", "torchcodec": "torchcodec"}
+BASELINES = ("pyav", "spdl", "torchcodec")
+
+CONFIGS = [
+    Config("feedline/threads", "2 threads", {}),
+    Config("pyav/threads", "2 threads, PyAV default codec threading (SLICE)", {"thread_type": None}),
+    Config("pyav/threads-auto", "2 threads, thread_type=AUTO", {"thread_type": "AUTO"}),
+    Config("pyav/processes", "2 processes (DataLoader), default threading", {"thread_type": None}),
+    Config("pyav/processes-auto", "2 processes (DataLoader), thread_type=AUTO", {"thread_type": "AUTO"}),
+    Config("pyav/loop-auto", "1 thread, thread_type=AUTO", {"thread_type": "AUTO"}),
+    Config("spdl/threads", "2 threads, decoder threads 1 (SPDL default)", {"threads": None}),
+    Config("spdl/threads-t0", "2 threads, decoder threads 0 (FFmpeg picks)", {"threads": 0}),
+    Config("spdl/processes", "2 processes (DataLoader), decoder threads 1", {"threads": None}),
+    Config("spdl/loop-t0", "1 thread, decoder threads 0 (FFmpeg picks)", {"threads": 0}),
+    Config("torchcodec/threads", "2 threads, approximate, ffmpeg threads 1", {"seek_mode": "approximate", "threads": 1}),
+    Config("torchcodec/threads-exact", "2 threads, exact, ffmpeg threads 1", {"seek_mode": "exact", "threads": 1}),
+    Config("torchcodec/threads-t0", "2 threads, approximate, ffmpeg threads 0", {"seek_mode": "approximate", "threads": 0}),
+    Config(
+        "torchcodec/processes", "2 processes (DataLoader), approximate, threads 1", {"seek_mode": "approximate", "threads": 1}
+    ),
+    Config("torchcodec/loop-t0", "1 thread, approximate, ffmpeg threads 0", {"seek_mode": "approximate", "threads": 0}),
+]
+CONFIG_BY_NAME = {c.name: c for c in CONFIGS}
+
+# What --configs best runs: per scenario, the best configuration of each
+# library in a --configs all run on this 2-core VM (numbers in the report
+# that introduced this script). torchcodec could not be measured here (the
+# PyPI wheel needs a CUDA build of torch), so its entry is the one its docs
+# recommend for several decoders in parallel; rerun --configs all where it loads.
+BEST = {
+    "whole": ["feedline/threads", "pyav/threads", "spdl/threads", "torchcodec/threads"],
+    "window": ["feedline/threads", "pyav/threads", "spdl/threads", "torchcodec/threads"],
+}
+
+
+# -- clips ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Clip:
+    path: str
+    width: int
+    height: int
+    frames: int
+    fps: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """One unit of work: a whole clip (window None) or a window (t, e) of it."""
+
+    path: str
+    width: int
+    height: int
+    window: tuple[float, float] | None
+    expected: int  # frames
+
+
+def clip_specs(args):
+    """(filename, width, height, seconds, seed) of every clip this run uses."""
+    specs = []
+    for width, height in RESOLUTIONS:
+        for i in range(args.clips):
+            name = f"{height}p-{args.seconds:g}s-noise{args.noise}-{i}.mp4"
+            specs.append((name, width, height, args.seconds, 1000 * height + i))
+    return specs
+
+
+def _ffmpeg_encode(path, width, height, seconds, noise, seed):
+    source = f"testsrc2=size={width}x{height}:rate={FPS}:duration={seconds},noise=alls={noise}:allf=t:all_seed={seed}"
+    tmp = path.with_suffix(".tmp.mp4")
+    cmd = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", source]
+    cmd += ["-c:v", "libx264", "-preset", "medium", "-pix_fmt", "yuv420p", "-an", str(tmp)]
+    subprocess.run(cmd, check=True)
+    os.replace(tmp, path)
+
+
+def _ffprobe(path):
+    cmd = ["ffprobe", "-v", "error", "-select_streams", "v:0", "-count_packets"]
+    cmd += ["-show_entries", "stream=width,height,nb_frames,nb_read_packets,avg_frame_rate:format=bit_rate"]
+    cmd += ["-of", "json", str(path)]
+    info = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    stream = info["streams"][0]
+    num, den = (int(x) for x in stream["avg_frame_rate"].split("/"))
+    # Keyframes: packets flagged K.
+    cmd = ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=flags", "-of", "csv=p=0", str(path)]
+    flags = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+    return {
+        "width": int(stream["width"]),
+        "height": int(stream["height"]),
+        "frames": int(stream["nb_frames"]),
+        "fps": num / den,
+        "bit_rate": int(info["format"]["bit_rate"]),
+        "keyframes": sum("K" in f for f in flags),
+    }
+
+
+def x264_settings(path):
+    """The encoder's settings as x264 writes them into the stream (an SEI)."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+    m = re.search(rb"x264 - core (\d+)[^\x00]*?options: ([^\x00]*)", head)
+    if not m:
+        return "x264 settings not found in the stream"
+    options = dict(kv.split("=", 1) for kv in m.group(2).decode(errors="replace").split() if "=" in kv)
+    keys = ("bframes", "b_pyramid", "ref", "keyint", "keyint_min", "scenecut", "rc", "crf")
+    shown = " ".join(f"{k}={options[k]}" for k in keys if k in options)
+    return f"x264 core {m.group(1).decode()}: {shown}"
+
+
+def ensure_clips(args):
+    """Makes the missing clips; returns their manifest entries (parent only)."""
+    folder = pathlib.Path(args.data)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest_path = folder / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        clips = manifest["clips"] if manifest.get("version") == DATA_VERSION else {}
+    except (OSError, ValueError, KeyError):
+        clips = {}
+    entries, changed = [], False
+    for name, width, height, seconds, seed in clip_specs(args):
+        path = folder / name
+        if name not in clips or not path.exists():
+            print(f"  making {name} (libx264, preset medium) ...", flush=True)
+            _ffmpeg_encode(path, width, height, seconds, args.noise, seed)
+            clips[name] = _ffprobe(path)
+            changed = True
+        entries.append({"path": str(path), **clips[name]})
+    if changed:
+        manifest_path.write_text(json.dumps({"version": DATA_VERSION, "clips": clips}, indent=1))
+    return entries
+
+
+def read_clips(args):
+    """The clips of this run from the manifest (workers: the parent made them)."""
+    manifest = json.loads((pathlib.Path(args.data) / "manifest.json").read_text())["clips"]
+    clips = []
+    for name, *_ in clip_specs(args):
+        e = manifest[name]
+        clips.append(Clip(str(pathlib.Path(args.data) / name), e["width"], e["height"], e["frames"], e["fps"]))
+    return clips
+
+
+def make_items(scenario, clips, n_windows):
+    """The work list: the same in every process (deterministic)."""
+    by_res = collections.defaultdict(list)
+    for clip in clips:
+        by_res[clip.height].append(clip)
+    groups = [by_res[h] for _, h in RESOLUTIONS if by_res[h]]
+    if scenario == "whole":
+        # 720p and 1080p alternate, so both workers see a mix.
+        ordered = [c for row in itertools.zip_longest(*groups) for c in row if c is not None]
+        return [Item(c.path, c.width, c.height, None, c.frames) for c in ordered]
+    rng = random.Random(WINDOW_SEED)
+    items = []
+    for i in range(n_windows):
+        clip = rng.choice(groups[i % len(groups)])
+        k = rng.randrange(0, clip.frames - WINDOW_FRAMES)  # frames k+1 .. k+8 exist
+        start = (k + rng.uniform(0.1, 0.9)) / clip.fps
+        items.append(Item(clip.path, clip.width, clip.height, (start, start + WINDOW_FRAMES / clip.fps), WINDOW_FRAMES))
+    return items
+
+
+# -- loaders: item -> uint8 array (N, H, W, 3) -------------------------------------
+
+
+def _pyav_loader(thread_type):
+    import av
+    import numpy as np
+
+    def load(item):
+        with av.open(item.path) as container:
+            stream = container.streams.video[0]
+            if thread_type:
+                stream.thread_type = thread_type
+            if item.window is None:
+                frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+            else:
+                start, end = item.window
+                container.seek(int(start / stream.time_base), stream=stream, backward=True)
+                frames = []
+                for f in container.decode(stream):
+                    t = f.time
+                    if t < start:
+                        continue
+                    if t >= end:
+                        break
+                    frames.append(f.to_ndarray(format="rgb24"))
+            return np.stack(frames)
+
+    return load
+
+
+def _spdl_loader(threads):
+    import spdl.io
+
+    decode_config = None if threads is None else spdl.io.DecodeConfig(decoder_options={"threads": str(threads)})
+
+    def load(item):
+        return spdl.io.to_numpy(spdl.io.load_video(item.path, timestamp=item.window, decode_config=decode_config))
+
+    return load
+
+
+def _torchcodec_loader(seek_mode, threads):
+    from torchcodec.decoders import VideoDecoder
+
+    def load(item):
+        decoder = VideoDecoder(item.path, seek_mode=seek_mode, num_ffmpeg_threads=threads, dimension_order="NHWC")
+        if item.window is None:
+            return decoder.get_frames_in_range(0, len(decoder)).data
+        first = math.ceil(item.window[0] * decoder.metadata.average_fps)
+        return decoder.get_frames_in_range(first, first + WINDOW_FRAMES).data
+
+    return load
+
+
+def _feedline_loader():
+    import numpy as np
+
+    import feedline.io as fio
+
+    load_video = fio.load_video  # AttributeError until feedline has it
+
+    def load(item):
+        return np.asarray(load_video(item.path, timestamp=item.window))
+
+    return load
+
+
+def make_loader(config):
+    """Returns load(item). Raises ImportError/AttributeError/OSError if unavailable."""
+    o = config.options
+    if config.lib == "feedline":
+        return _feedline_loader()
+    if config.lib == "pyav":
+        return _pyav_loader(o["thread_type"])
+    if config.lib == "spdl":
+        return _spdl_loader(o["threads"])
+    if config.lib == "torchcodec":
+        return _torchcodec_loader(o["seek_mode"], o["threads"])
+    raise ValueError(config.name)
+
+
+# -- spreading the items over the cores --------------------------------------------
+
+
+def _bounded_map(pool, fn, items, depth):
+    """pool.map in order, with at most `depth` items submitted ahead (memory)."""
+    it = iter(items)
+    pending = collections.deque(pool.submit(fn, x) for x in itertools.islice(it, depth))
+    while pending:
+        out = pending.popleft().result()
+        for x in itertools.islice(it, 1):
+            pending.append(pool.submit(fn, x))
+        yield out
+
+
+class _TorchItems:
+    """A map-style dataset over the items (any object with len/getitem works)."""
+
+    def __init__(self, items, load):
+        self.items, self.load = items, load
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        import torch
+
+        out = self.load(self.items[index])
+        return out if isinstance(out, torch.Tensor) else torch.from_numpy(out)
+
+
+def make_producer(config, load, scenario):
+    """Returns produce(items) -> iterator of outputs in item order, and a closer."""
+    if config.spread == "loop":
+        return (lambda items: map(load, items)), (lambda: None)
+    if config.spread == "threads":
+        import concurrent.futures
+
+        pool = concurrent.futures.ThreadPoolExecutor(NUM_WORKERS)
+        return (lambda items: _bounded_map(pool, load, items, IN_FLIGHT[scenario])), pool.shutdown
+    if config.spread == "processes":
+        from torch.utils.data import DataLoader
+
+        prefetch = IN_FLIGHT[scenario] // NUM_WORKERS
+
+        def produce(items):
+            dataset = _TorchItems(items, load)
+            yield from DataLoader(
+                dataset, batch_size=None, num_workers=NUM_WORKERS, prefetch_factor=prefetch, persistent_workers=False
+            )
+
+        return produce, (lambda: None)
+    raise ValueError(config.name)
+
+
+# -- worker side: one (scenario, configuration) in its own process -----------------
+
+
+def _inspect(out, item):
+    """'' if out is (expected, H, W, 3) uint8, else what is wrong."""
+    shape = tuple(out.shape)
+    want = (item.expected, item.height, item.width, 3)
+    if str(out.dtype) not in ("uint8", "torch.uint8"):
+        return f"dtype {out.dtype}"
+    if shape != want:
+        return f"shape {shape}, expected {want}"
+    return ""
+
+
+def _timed(produce, items):
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
+    frames, counts, bad, example = 0, [], 0, ""
+    for item, out in zip(items, produce(items)):
+        n = int(out.shape[0])
+        frames += n
+        counts.append(n)
+        wrong = _inspect(out, item)
+        if wrong:
+            bad += 1
+            example = example or f"{os.path.basename(item.path)} window={item.window}: {wrong}"
+        del out  # a whole 1080p clip is hundreds of MB: free it before the next
+    wall, cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
+    return {"wall_s": wall, "cpu_s": cpu, "frames": frames, "items": len(counts), "counts": counts, "bad": bad, "example": example}
+
+
+def _unavailable_reason(e):
+    # torchcodec's "Could not load this library: <path>" hides the reason
+    # (e.g. a missing CUDA library) in __cause__: show that one.
+    cause = e.__cause__ if e.__cause__ is not None else e
+    return f"{type(e).__name__}: {cause}"[:160]
+
+
+def lib_info(lib):
+    """Version (and FFmpeg) of a library, as loaded in this process."""
+    try:
+        if lib == "pyav":
+            import av
+
+            return f"PyAV {av.__version__}, bundled FFmpeg {av.ffmpeg_version_info}"
+        if lib == "spdl":
+            import spdl.io.utils
+
+            libavcodec = spdl.io.utils.get_ffmpeg_versions().get("libavcodec")
+            return f"SPDL {_version('spdl')}, system FFmpeg (libavcodec {'.'.join(map(str, libavcodec or ()))})"
+        if lib == "torchcodec":
+            return f"torchcodec {_version('torchcodec')}, torch {_version('torch')}, system FFmpeg"
+        if lib == "feedline":
+            return f"feedline {_version('feedline')}, system FFmpeg"
+    except Exception as e:  # informational only
+        return f"{lib}: {type(e).__name__}"
+    return lib
+
+
+def worker_main(spec, args):
+    """Measures one configuration in one scenario; prints one JSON line."""
+    scenario, name = spec.split(":", 1)
+    config = CONFIG_BY_NAME[name]
+    items = make_items(scenario, read_clips(args), args.windows)
+    try:
+        load = make_loader(config)
+        produce, close = make_producer(config, load, scenario)
+    except (ImportError, AttributeError, OSError) as e:
+        # feedline too: its load_video may not be built yet.
+        print(json.dumps({"unavailable": _unavailable_reason(e)}))
+        return
+    if config.lib != "feedline":
+        try:  # e.g. SPDL without a loadable FFmpeg fails on first use
+            load(items[0])
+        except Exception as e:
+            print(json.dumps({"unavailable": _unavailable_reason(e)}))
+            return
+    n_warm = 1 if args.quick else min(len(items), 2 if scenario == "whole" else 4)
+    warmup = _timed(produce, items[:n_warm])
+    runs = [_timed(produce, items) for _ in range(args.repeat)]
+    close()
+    for r in runs[1:]:
+        del r["counts"]  # the first run's per-item counts are enough for the table
+    print(json.dumps({"warmup": warmup, "runs": runs, "peak_rss_kib": peak_rss_kib(), "info": lib_info(config.lib)}))
+
+
+def check_main(args):
+    """Same work: pixels of each library against PyAV on a few frames.
+
+    Prints one JSON line: per library, the mean and max of the per-frame mean
+    absolute difference (grey levels) from PyAV, or why it could not run.
+    """
+    import numpy as np
+
+    clips = read_clips(args)
+    windows = make_items("window", clips, max(args.windows, 2))[:2]
+    whole = make_items("whole", clips, 0)[0]  # the first 720p clip
+    pick = [0, whole.expected // 2, whole.expected - 1]
+
+    def frames_of(load):
+        out = [np.asarray(load(w)) for w in windows]
+        full = np.asarray(load(whole))
+        out.append(full[pick] if len(full) == whole.expected else full)
+        return out
+
+    loaders = {
+        "pyav": lambda: _pyav_loader(None),
+        "spdl": lambda: _spdl_loader(None),
+        "torchcodec": lambda: _torchcodec_loader("approximate", 1),
+        "feedline": _feedline_loader,
+    }
+    got, report = {}, {}
+    for lib, make in loaders.items():
+        try:
+            got[lib] = frames_of(make())
+        except Exception as e:
+            report[lib] = {"error": _unavailable_reason(e)}
+    reference = got.get("pyav")
+    for lib, frames in got.items():
+        if reference is None:
+            report[lib] = {"error": "no PyAV reference"}
+            continue
+        if [f.shape for f in frames] != [r.shape for r in reference]:
+            shapes = [tuple(f.shape) for f in frames]
+            report[lib] = {"error": f"shapes {shapes} differ from PyAV's {[tuple(r.shape) for r in reference]}"}
+            continue
+        mads = [
+            float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+            for f, r in zip(frames, reference)
+            for a, b in zip(f, r)
+        ]
+        report[lib] = {"frames": len(mads), "mean": statistics.mean(mads), "max": max(mads)}
+    print(json.dumps(report))
+
+
+# -- parent side: data, workers, tables ----------------------------------------------
+
+
+@dataclasses.dataclass
+class Result:
+    scenario: str
+    config: Config
+    frames_per_s: float | None = None
+    cpu_ms_per_frame: float | None = None
+    peak_rss_mib: float | None = None
+    counts: list | None = None
+    info: str = ""
+    ok: bool = False
+    note: str = ""  # why ok is False, or why there are no numbers
+    skipped: bool = False  # unavailable: not a failure
+
+
+def _run_json(cmd, timeout, label):
+    """Runs cmd; returns (its last JSON line as a dict, or None, and a note)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout:.0f} s"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        sys.stdout.flush()  # keep the worker's traceback after what we printed
+        sys.stderr.write(f"--- {label} stderr ---\n{proc.stderr[-4000:]}\n")
+        return None, f"worker failed (exit {proc.returncode})"
+    return json.loads(lines[-1]), ""
+
+
+def _common_args(args):
+    cmd = ["--data", str(args.data), "--clips", str(args.clips), "--seconds", f"{args.seconds:g}"]
+    cmd += ["--noise", str(args.noise), "--windows", str(args.windows), "--repeat", str(args.repeat)]
+    return cmd + (["--quick-worker"] if args.quick else [])
+
+
+def run_config(scenario, config, items, args):
+    result = Result(scenario, config)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{scenario}:{config.name}", *_common_args(args)]
+    report, result.note = _run_json(cmd, args.timeout, f"{scenario}:{config.name}")
+    if report is None:
+        return result
+    if "unavailable" in report:
+        result.skipped, result.note = True, report["unavailable"]
+        return result
+    runs = report["runs"]
+    expected = sum(i.expected for i in items)
+    result.frames_per_s = statistics.median(expected / r["wall_s"] for r in runs)
+    result.cpu_ms_per_frame = statistics.median(r["cpu_s"] / max(r["frames"], 1) * 1e3 for r in runs)
+    result.peak_rss_mib = report["peak_rss_kib"] / 1024
+    result.counts = runs[0]["counts"]
+    result.info = report.get("info", "")
+    for r in runs:
+        if r["items"] != len(items) or r["frames"] != expected or r["bad"]:
+            result.note = f"got {r['frames']} of {expected} frames in {r['items']} of {len(items)} items"
+            if r["bad"]:
+                result.note += f", {r['bad']} wrong ({r['example']})"
+            break
+    result.ok = not result.note
+    return result
+
+
+def _fmt(x, fmt):
+    return "-" if x is None else format(x, fmt)
+
+
+def _ratio(x, base):
+    return "n/a" if x is None or base is None else f"{x / base:.2f}x"
+
+
+def _best_rates(results):
+    """{lib: (best frames/s, config)} over the configurations that ran ok."""
+    best = {}
+    for r in results:
+        if r.ok and (r.config.lib not in best or r.frames_per_s > best[r.config.lib][0]):
+            best[r.config.lib] = (r.frames_per_s, r.config)
+    return best
+
+
+def _best_baseline(best):
+    candidates = [(rate, cfg) for lib, (rate, cfg) in best.items() if lib in BASELINES]
+    return max(candidates, key=lambda c: c[0]) if candidates else (None, None)
+
+
+def print_table(scenario, results, items):
+    best = _best_rates(results)
+    top_rate, _ = _best_baseline(best)
+    baselines_run = [lib for lib in BASELINES if any(r.config.lib == lib for r in results)]
+    header = ["contender", "configuration", "frames/s"]
+    header += [f"vs {LIBS[lib]}" for lib in baselines_run] + ["vs best baseline", "CPU ms/frame", "peak RSS MiB", "frames ok"]
+    rows = []
+    for r in results:
+        lead = [LIBS[r.config.lib], r.config.name.split("/")[1] + ": " + r.config.label]
+        if r.skipped:
+            rows.append([*lead, *["-"] * (len(header) - 3), f"n/a: {r.note}"])
+            continue
+        rate = r.frames_per_s if r.ok else None
+        cells = [*lead, _fmt(r.frames_per_s, ",.1f")]
+        cells += [_ratio(rate, best.get(lib, (None,))[0]) for lib in baselines_run]
+        cells += [_ratio(rate, top_rate), _fmt(r.cpu_ms_per_frame, ".2f"), _fmt(r.peak_rss_mib, ",.0f")]
+        cells.append("yes" if r.ok else f"NO: {r.note}")
+        rows.append(cells)
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
+
+    def line(cells):
+        parts = [str(cells[0]).ljust(widths[0]), str(cells[1]).ljust(widths[1])]
+        parts += [str(c).rjust(w) for c, w in zip(cells[2:-1], widths[2:])]
+        return "  ".join([*parts, str(cells[-1])])
+
+    frames = sum(i.expected for i in items)
+    if scenario == "whole":
+        title = f"Whole clips: {len(items)} clips, {frames} frames per pass"
+    else:
+        title = f"Windows of {WINDOW_FRAMES} frames at random t: {len(items)} samples, {frames} frames per pass"
+    print(f"\n{title}")
+    print(line(header))
+    print("  ".join("-" * w for w in widths) + "  ---------")
+    for row in rows:
+        print(line(row))
+    if best:
+        print("Ratios: against each library's best configuration that ran here.")
+
+
+def print_counts_agree(scenario, results, items):
+    """Frame counts per item agree between contenders (each is also checked against the expected count)."""
+    ran = [r for r in results if r.counts is not None]
+    if len(ran) < 2:
+        return
+    reference = ran[0]
+    differ = [r.config.name for r in ran[1:] if r.counts != reference.counts]
+    if differ:
+        print(f"  per-item frame counts differ from {reference.config.name}'s: {', '.join(differ)}")
+    else:
+        print(f"  per-item frame counts: identical across the {len(ran)} configurations that ran")
+
+
+def print_gil(scenario, results):
+    """threads vs processes with the same decoder settings: does the library release the GIL?"""
+    by_name = {r.config.name: r for r in results if r.ok}
+    lines = []
+    for lib in LIBS:
+        t, p = by_name.get(f"{lib}/threads"), by_name.get(f"{lib}/processes")
+        if t and p:
+            ratio = t.frames_per_s / p.frames_per_s
+            verdict = "releases the GIL" if ratio >= 0.9 else "threads lose to processes: holds the GIL for part of the work"
+            lines.append(f"  {LIBS[lib]:10} 2 threads {t.frames_per_s:8.1f} vs 2 processes {p.frames_per_s:8.1f} frames/s: {ratio:.2f}x  ({verdict})")
+    if lines:
+        print("Threads vs processes (same decoder settings):")
+        print("\n".join(lines))
+
+
+def print_goals(all_results, quick):
+    goals = {"whole": 1.2, "window": 1.5}
+    lines = []
+    for scenario, results in all_results:
+        best = _best_rates(results)
+        fl = best.get("feedline")
+        top_rate, top_cfg = _best_baseline(best)
+        text = f"{scenario}: >= {goals[scenario]:g}x best baseline"
+        if fl is None:
+            lines.append(f"  {text:34} n/a (feedline did not run)")
+        elif top_rate is None:
+            lines.append(f"  {text:34} n/a (no baseline ran)")
+        else:
+            ratio = fl[0] / top_rate
+            verdict = "met" if ratio >= goals[scenario] else "NOT met"
+            lines.append(f"  {text:34} {ratio:5.2f}x  {verdict}  (best baseline: {top_cfg.name}, {top_rate:,.1f} frames/s)")
+    print("\nGoals for feedline" + (" -- smoke run, not meaningful:" if quick else ":"))
+    print("\n".join(lines))
+
+
+def print_same_work(args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--check", *_common_args(args)]
+    report, note = _run_json(cmd, args.timeout, "check")
+    if report is None:
+        print(f"\nSame work: check failed ({note})")
+        return []
+    print("\nSame work: mean |pixel - PyAV's| per frame (grey levels) over 2 windows + frames 0, mid, last of a clip:")
+    differ = []
+    for lib in LIBS:
+        r = report.get(lib)
+        if r is None:
+            continue
+        if "error" in r:
+            print(f"  {LIBS[lib]:10} not compared: {r['error']}")
+            continue
+        flag = ""
+        if r["max"] > SAME_FRAME_MAD:
+            flag = f"  DIFFERENT FRAMES (> {SAME_FRAME_MAD:g})"
+            differ.append(lib)
+        print(f"  {LIBS[lib]:10} {r['frames']} frames: mean {r['mean']:.2f}, worst frame {r['max']:.2f}{flag}")
+    return differ
+
+
+def _version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def describe_clips(entries):
+    """Reads every clip once (into the page cache); returns summary lines."""
+    lines = []
+    for _, height in RESOLUTIONS:
+        group = [e for e in entries if e["height"] == height]
+        if not group:
+            continue
+        for e in group:
+            with open(e["path"], "rb") as f:
+                while f.read(1 << 20):
+                    pass
+        mbps = statistics.mean(e["bit_rate"] for e in group) / 1e6
+        lines.append(
+            f"  {len(group)} x {group[0]['width']}x{height}, {group[0]['frames']} frames each "
+            f"({group[0]['frames'] / group[0]['fps']:g} s at {group[0]['fps']:g} fps), {mbps:.1f} Mbit/s, "
+            f"keyframes per clip: {'/'.join(str(e['keyframes']) for e in group)}"
+        )
+    return lines
+
+
+def print_header(args, entries):
+    cpus = os.cpu_count()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cpus
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print("Video decoding: H.264 MP4 -> uint8 RGB arrays (N, H, W, 3), on 2 cores")
+    print(f"  whole clips, and windows of {WINDOW_FRAMES} frames [t, t + {WINDOW_FRAMES}/fps) at random t (file opened per sample)")
+    versions = ", ".join(f"{d} {_version(d)}" for d in ("feedline", "spdl", "av", "torchcodec", "torch", "numpy"))
+    print(f"Python {platform.python_version()}, {versions}")
+    print(f"CPUs: {cpus} ({usable} usable), load average at start: {load}")
+    print(
+        f"Clips: ffmpeg testsrc2 + noise=alls={args.noise}:allf=t, libx264 defaults (preset medium), yuv420p, {FPS} fps, MP4;"
+    )
+    print(f"  {x264_settings(entries[0]['path'])}")
+    for line in describe_clips(entries):
+        print(line)
+    print(
+        f"Median of {args.repeat} timed pass(es) after a warm-up; each (scenario, configuration) in its own process."
+    )
+    print("CPU = user+sys of the worker and its children per frame; peak RSS = worker + largest child.")
+    if args.quick:
+        print("--quick: smoke run only; do not read the numbers.")
+
+
+def _selection(args):
+    """[(scenario, [Config])] to run."""
+    scenarios = args.scenarios.split(",")
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        sys.exit(f"unknown scenario(s) {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}")
+    wanted = args.only.split(",") if args.only else None
+    if wanted:
+        bad = [w for w in wanted if w not in LIBS and w not in CONFIG_BY_NAME]
+        if bad:
+            sys.exit(f"unknown {', '.join(bad)}; choose libraries ({', '.join(LIBS)}) or configurations ({', '.join(CONFIG_BY_NAME)})")
+    selection = []
+    for scenario in scenarios:
+        pool = CONFIGS if args.configs == "all" else [CONFIG_BY_NAME[n] for n in BEST[scenario]]
+        if wanted:
+            # A named configuration runs even when it is not among the best.
+            pool = [c for c in CONFIGS if c.name in wanted or (c.lib in wanted and c in pool)]
+        selection.append((scenario, pool))
+    return selection
+
+
+def parent_main(args):
+    selection = _selection(args)
+    entries = ensure_clips(args)
+    print_header(args, entries)
+    clips = read_clips(args)
+    all_results, infos = [], {}
+    for scenario, configs in selection:
+        items = make_items(scenario, clips, args.windows)
+        results = []
+        for config in configs:
+            print(f"  running {scenario}:{config.name} ...", flush=True)
+            result = run_config(scenario, config, items, args)
+            if result.info:
+                infos[config.lib] = result.info
+            results.append(result)
+        print_table(scenario, results, items)
+        print_counts_agree(scenario, results, items)
+        print_gil(scenario, results)
+        all_results.append((scenario, results))
+    if infos:
+        print("\nLibraries: " + "; ".join(infos[lib] for lib in LIBS if lib in infos))
+    print_goals(all_results, args.quick)
+    differ = print_same_work(args)
+    failed = [f"{s}:{r.config.name}" for s, rs in all_results for r in rs if not r.ok and not r.skipped]
+    failed += [f"check:{lib}" for lib in differ]
+    if failed:
+        print("\nWrong or missing results: " + ", ".join(failed))
+    return 1 if failed else 0
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--clips", type=int, default=4, help="clips per resolution (720p, 1080p)")
+    p.add_argument("--seconds", type=float, default=2.0, help="length of each clip")
+    p.add_argument("--noise", type=int, default=8, help="noise=alls=N of the clip generator (bit rate)")
+    p.add_argument("--windows", type=int, default=64, help="window samples in the window scenario")
+    p.add_argument("--repeat", type=int, default=3, help="timed passes per configuration (median is reported)")
+    p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated: whole,window")
+    p.add_argument("--configs", choices=("best", "all"), default="best", help="best per library, or every configuration")
+    p.add_argument("--only", help="comma-separated libraries or configurations (lib/variant)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 1+1 clips of 1 s, 4 windows, 1 repeat")
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="cache folder for the clips")
+    p.add_argument("--timeout", type=float, default=900, help="seconds before a worker is given up on")
+    # Internal: run one configuration (or the pixel check) in this process.
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--quick-worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.clips, args.seconds, args.windows, args.repeat = 1, 1.0, 4, 1
+    args.quick = args.quick or args.quick_worker
+    if args.clips < 1 or args.repeat < 1 or args.windows < 1 or args.noise < 0:
+        p.error("--clips, --repeat and --windows must be positive, --noise not negative")
+    if args.seconds * FPS < WINDOW_FRAMES + 2:
+        p.error(f"--seconds must give at least {WINDOW_FRAMES + 2} frames")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        worker_main(args.worker, args)
+        return 0
+    if args.check:
+        check_main(args)
+        return 0
+    return parent_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Audio, video and images through FFmpeg: demux, decode, filter, convert.
+//
+// The flow is SPDL's: a Demuxer reads a source (a path, an FFmpeg URL, or
+// bytes in memory read in place) and hands out Packets of one stream,
+// optionally limited to a half-open time window [start, end). Decoding turns
+// Packets into Frames, optionally through an FFmpeg filter graph (scale,
+// fps, trim, format conversion, ...). convert_frames copies Frames into a
+// Buffer, the one copy on the way from file to array:
+//
+//   video (N, H, W, C) uint8 for rgb24/rgba/gray8 ...; audio (C, N) planar or
+//   (N, C) packed; an image (H, W, C).
+//
+// load_video / load_image / load_audio_frames chain the steps. The fast
+// video path (load_video without a custom filter) converts decoded frames
+// straight into the output with libswscale, skips non-reference frames that
+// precede a window, and never opens a filter graph.
+//
+// Ownership: Packets and Frames own their FFmpeg objects. Functions that
+// consume them take an rvalue and leave the source "consumed" (empty, and
+// every accessor throws InvalidArgument); clone() shares the payloads by
+// reference count without copying.
+//
+// Errors: DecodeError (naming the source) for input that is not media, is
+// truncated, has no such stream or an unknown codec, or yields no frame;
+// InvalidArgument for bad options, unknown or unconsumed FFmpeg options, bad
+// filter descriptions and consumed objects; IoError when a path cannot be
+// opened.
+//
+// Thread safety: distinct objects may be used from distinct threads at
+// once; one object must not be used from two threads at the same time.
+// FFmpeg's own logging is silenced unless set_ffmpeg_log_level raises it.
+
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/base/buffer.h"
+
+struct AVCodecParameters;
+struct AVFrame;
+struct AVPacket;
+
+namespace feedline::av {
+
+enum class Media { kAudio, kVideo, kImage };
+const char* media_name(Media media);
+
+// An exact time or rate: num / den.
+struct Rational {
+  int num = 0;
+  int den = 1;
+  double to_double() const {
+    return den == 0 ? 0.0 : static_cast<double>(num) / den;
+  }
+  bool operator==(const Rational&) const = default;
+};
+
+// A half-open window [start, end) in seconds; no end means to the end.
+struct Window {
+  Rational start;
+  std::optional<Rational> end;
+};
+
+struct DemuxConfig {
+  std::string format;  // force an input format ("rawvideo", "s16le"); "" probes
+  std::map<std::string, std::string> format_options;
+  int buffer_size = 65536;  // the AVIO buffer for in-memory sources
+  // Read codec parameters by decoding the first packets
+  // (avformat_find_stream_info). Needed for raw or headerless streams; for
+  // containers that carry their codec parameters (MP4, MKV, WebM, ...) it is
+  // skipped unless true, which saves decoding frames only to throw them away.
+  std::optional<bool> find_stream_info;
+};
+
+struct DecodeConfig {
+  std::string decoder;  // by name ("h264", "libdav1d"); "" picks the default
+  std::map<std::string, std::string> decoder_options;
+  int threads = 1;  // decoder threads; 0 lets FFmpeg choose
+};
+
+// A stream's codec parameters (a deep copy), with its time base and frame
+// rate. Cheap to copy (shared, immutable).
+class Codec {
+ public:
+  Codec(Media media, const AVCodecParameters* params, Rational time_base,
+        Rational frame_rate);
+  Media media() const { return media_; }
+  std::string name() const;
+  Rational time_base() const { return time_base_; }
+  Rational frame_rate() const { return frame_rate_; }
+  int width() const;
+  int height() const;
+  std::string pix_fmt() const;  // "yuv420p"; "none" when unknown
+  Rational sample_aspect_ratio() const;
+  int sample_rate() const;
+  int num_channels() const;
+  std::string sample_fmt() const;
+  std::string channel_layout() const;  // "0x3", or "2c" without a mask
+  int64_t bit_rate() const;
+  int bits_per_sample() const;
+  const AVCodecParameters* params() const { return params_.get(); }
+  std::string to_string() const;
+
+ private:
+  Media media_;
+  std::shared_ptr<const AVCodecParameters> params_;
+  Rational time_base_;
+  Rational frame_rate_;
+};
+
+// Encoded packets of one stream.
+class Packets {
+ public:
+  Packets(Media media, std::string src, int stream_index, Rational time_base,
+          std::optional<Window> window, std::optional<Codec> codec);
+  virtual ~Packets();
+  Packets(const Packets&) = delete;
+  Packets& operator=(const Packets&) = delete;
+
+  Media media() const { return media_; }
+  const std::string& src() const { return src_; }
+  int stream_index() const { return stream_index_; }
+  Rational time_base() const { return time_base_; }
+  const std::optional<Window>& window() const { return window_; }
+  const std::optional<Codec>& codec() const { return codec_; }
+  // Throws InvalidArgument when there is none (streamed packets).
+  const Codec& require_codec() const;
+
+  // Number of packets whose pts lies in the window (all without one).
+  std::size_t size() const;
+  std::size_t num_packets() const { return packets_.size(); }
+  // Presentation times in seconds, sorted; only those in the window unless
+  // `raw` (then all, in stored order).
+  std::vector<double> timestamps(bool raw = false) const;
+  bool consumed() const { return consumed_; }
+  // Throws InvalidArgument("<kind> was consumed ...") if consumed.
+  void check() const;
+
+  // A new Packets sharing every payload (no copy).
+  std::unique_ptr<Packets> clone() const;
+  // Moves the contents into a new object of the same kind; this one becomes
+  // consumed.
+  std::unique_ptr<Packets> take();
+
+  const std::vector<AVPacket*>& packets() const { return packets_; }
+  // Takes ownership of `packet`.
+  void push(AVPacket* packet);
+  void set_window(std::optional<Window> w) { window_ = std::move(w); }
+  void set_codec(std::optional<Codec> c) { codec_ = std::move(c); }
+
+  std::string to_string() const;
+
+ private:
+  Media media_;
+  std::string src_;
+  int stream_index_;
+  Rational time_base_;
+  std::optional<Window> window_;
+  std::optional<Codec> codec_;
+  std::vector<AVPacket*> packets_;
+  bool consumed_ = false;
+};
+
+class AudioPackets final : public Packets {
+ public:
+  using Packets::Packets;
+};
+class VideoPackets final : public Packets {
+ public:
+  using Packets::Packets;
+};
+class ImagePackets final : public Packets {
+ public:
+  using Packets::Packets;
+};
+// Makes the Packets subclass for `media`.
+std::unique_ptr<Packets> make_packets(Media media, std::string src,
+                                      int stream_index, Rational time_base,
+                                      std::optional<Window> window,
+                                      std::optional<Codec> codec);
+
+// Decoded frames. Video frames share one size and format; audio frames one
+// sample format, rate and channel count. An ImageFrames holds one frame.
+class Frames {
+ public:
+  Frames(Media media, Rational time_base);
+  virtual ~Frames();
+  Frames(const Frames&) = delete;
+  Frames& operator=(const Frames&) = delete;
+
+  Media media() const { return media_; }
+  Rational time_base() const { return time_base_; }
+  // Video and image: frames; audio: samples (summed over frames).
+  int64_t num_frames() const;
+  std::size_t num_av_frames() const { return frames_.size(); }
+  bool empty() const { return frames_.empty(); }
+  int width() const;
+  int height() const;
+  std::string format() const;  // pix_fmt or sample_fmt; "none" when empty
+  int num_planes() const;
+  int sample_rate() const;
+  int num_channels() const;
+  std::vector<int64_t> pts() const;
+  std::vector<double> timestamps() const;
+  // The first frame's metadata (EXIF tags and the like).
+  std::map<std::string, std::string> metadata() const;
+  bool consumed() const { return consumed_; }
+  void check() const;
+
+  std::unique_ptr<Frames> clone() const;
+  std::unique_ptr<Frames> take();
+  // Video: the frames at `indices` (each in [-n, n)), sharing data.
+  std::unique_ptr<Frames> select(const std::vector<int64_t>& indices) const;
+  // Appends the frames of `other` (consumed), which must be of one media.
+  void extend(Frames&& other);
+  // Video: frame i as ImageFrames.
+  std::unique_ptr<Frames> image(int64_t i) const;
+
+  const std::vector<AVFrame*>& frames() const { return frames_; }
+  void push(AVFrame* frame);  // takes ownership
+  std::string to_string() const;
+
+ private:
+  Media media_;
+  Rational time_base_;
+  std::vector<AVFrame*> frames_;
+  bool consumed_ = false;
+};
+
+class AudioFrames final : public Frames {
+ public:
+  using Frames::Frames;
+};
+class VideoFrames final : public Frames {
+ public:
+  using Frames::Frames;
+};
+class ImageFrames final : public Frames {
+ public:
+  using Frames::Frames;
+};
+std::unique_ptr<Frames> make_frames(Media media, Rational time_base);
+
+// Where a Demuxer reads from: a path or URL, or bytes in memory that `owner`
+// keeps alive for as long as the Demuxer and the Packets it made need them.
+struct Source {
+  std::string url;
+  std::span<const uint8_t> data;
+  std::shared_ptr<const void> owner;
+  bool in_memory() const { return owner != nullptr || !data.empty(); }
+};
+
+class Demuxer {
+ public:
+  // `name` names the source in errors and reprs (default: the url, or
+  // "<Bytes: 0x...>").
+  Demuxer(Source source, const DemuxConfig& config, std::string name = "");
+  ~Demuxer();
+  Demuxer(const Demuxer&) = delete;
+  Demuxer& operator=(const Demuxer&) = delete;
+
+  const std::string& name() const { return name_; }
+  int num_streams() const;
+  bool has_audio() const;
+  // The best stream of the kind (images: the best video stream). Throws
+  // DecodeError when there is none.
+  int best_stream(Media media) const;
+  Codec codec(Media media) const;
+  Codec stream_codec(int index) const;
+  // Duration in seconds, or 0 when the container does not say.
+  double duration() const;
+
+  // Packets of the best stream of `media`. With a window, seeks to the key
+  // frame at or before its start and reads until the first packet at or
+  // past its end (video: end + 0.3 s, for reordered B-frames). The packets
+  // before the start stay (the decoder needs them) and the window goes with
+  // the packets.
+  std::unique_ptr<Packets> demux(Media media, std::optional<Window> window);
+
+  // Reads packets of `streams` until one of them holds `num_packets` (> 0),
+  // or until a packet more than `duration` (> 0) seconds after the chunk's
+  // first arrives (that packet starts the next chunk). Returns an empty map
+  // at the end. The packets carry no codec.
+  std::map<int, std::unique_ptr<Packets>> next_chunk(
+      const std::vector<int>& streams, double duration, int num_packets);
+
+ private:
+  class Input;
+  std::unique_ptr<Input> input_;
+  std::string name_;
+  // Streaming state.
+  std::map<int, std::unique_ptr<Packets>> pending_;
+  double chunk_start_ = 0;
+  bool chunk_started_ = false;
+  bool eof_ = false;
+  AVPacket* carry_ = nullptr;
+};
+
+// Decodes packets one batch at a time, optionally through a filter chain.
+class Decoder {
+ public:
+  // `filter_desc` is the middle of a chain ("scale=w=224:h=224,format=
+  // pix_fmts=rgb24"); the buffer source and sink are added. nullopt: frames
+  // keep the decoder's format.
+  Decoder(const Codec& codec, const std::optional<std::string>& filter_desc,
+          const DecodeConfig& config, std::string name = "");
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  // Decodes `packets` (consumed). Video frames outside the packets' window
+  // are dropped. Stops once `max_frames` (> 0) frames are out.
+  std::unique_ptr<Frames> decode(Packets&& packets, int64_t max_frames = -1);
+  // Drains the decoder and the filter at the end of the stream.
+  std::unique_ptr<Frames> flush();
+  Media media() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One-shot decode of a whole Packets (consumed) to Frames.
+std::unique_ptr<Frames> decode_packets(
+    Packets&& packets, const std::optional<std::string>& filter_desc,
+    const DecodeConfig& config, int64_t num_frames = -1);
+
+// Decodes only what frames `indices` (sorted, unique, in [0, packets.size())
+// relative to the window) need: the packets are split at key frames and
+// each split is decoded up to its last wanted frame. Returns one ImageFrames
+// per index.
+std::vector<std::unique_ptr<Frames>> sample_decode_video(
+    Packets&& packets, const std::vector<int64_t>& indices,
+    const std::optional<std::string>& filter_desc, const DecodeConfig& config);
+
+// An FFmpeg filter graph with named buffer/abuffer inputs and
+// buffersink/abuffersink outputs.
+class FilterGraph {
+ public:
+  explicit FilterGraph(const std::string& desc);
+  ~FilterGraph();
+  FilterGraph(const FilterGraph&) = delete;
+  FilterGraph& operator=(const FilterGraph&) = delete;
+
+  std::vector<std::string> inputs() const;
+  std::vector<std::string> outputs() const;
+  // Pushes every frame (consumed) into input `key` ("" when there is one).
+  void add_frames(Frames&& frames, const std::string& key = "");
+  // Signals the end of every input.
+  void flush();
+  // Every frame the output `key` has ready; nullptr when none.
+  std::unique_ptr<Frames> get_frames(const std::string& key = "");
+  std::string dump() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "buffer=video_size=WxH:pix_fmt=P:time_base=N/D:pixel_aspect=N/D" and
+// "abuffer=time_base=...:sample_rate=...:sample_fmt=...:channel_layout=...".
+std::string buffer_source_desc(const Codec& codec, const std::string& label = "",
+                               const std::string& format = "");
+
+// Copies frames into one Buffer (frames are consumed): video (N, H, W, C) for
+// interleaved formats, (N, P, H, W) or the packed planar layouts for YUV;
+// images drop N; audio (C, N) planar / (N, C) packed. A batch of several
+// Frames of one shape adds a leading dimension.
+Buffer convert_frames(Frames&& frames);
+Buffer convert_frames(std::vector<Frames*> batch);
+
+// Options of the one-call loaders.
+struct VideoOptions {
+  std::optional<Window> window;
+  DemuxConfig demux;
+  DecodeConfig decode;
+  // nullopt: the fast path to rgb24 (or pix_fmt below), no filter graph.
+  std::optional<std::string> filter_desc;
+  std::string pix_fmt = "rgb24";  // fast path: rgb24, bgr24, rgba, gray
+  // Fast path: decode at most this many frames of the window (0: all).
+  int64_t max_frames = 0;
+};
+
+// Video (N, H, W, C) uint8.
+Buffer load_video(Source source, const VideoOptions& options,
+                  std::string name = "");
+// One image (H, W, C) through FFmpeg (any format it reads).
+Buffer load_image_ffmpeg(Source source, const VideoOptions& options,
+                         std::string name = "");
+
+std::vector<std::string> ffmpeg_filters();
+int ffmpeg_log_level();
+
+}  // namespace feedline::av

@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// feedline.io's FFmpeg objects: Demuxer, Packets, Frames, Codec, Decoder,
+// FilterGraph, and the functions that connect them. The Python package
+// (feedline/io/_av.py) arranges these into SPDL's API.
+//
+// GIL: demuxing, decoding, filtering and converting run with it released;
+// property reads hold it (they are cheap). A consumed Packets or Frames
+// raises TypeError, as in SPDL.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "feedline/base/error.h"
+#include "feedline/media/av.h"
+#include "io_common.h"
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+using av::Codec;
+using av::Frames;
+using av::Media;
+using av::Packets;
+using av::Rational;
+using av::Window;
+
+template <typename T>
+T& live(T& obj) {
+  if (obj.consumed()) {
+    throw nb::type_error(
+        (std::string(av::media_name(obj.media())) +
+         " object was consumed (decoded, converted or filtered); clone() it "
+         "first to use it twice")
+            .c_str());
+  }
+  return obj;
+}
+
+nb::tuple rational_tuple(Rational r) { return nb::make_tuple(r.num, r.den); }
+
+Rational rational_from(nb::handle t) {
+  auto pair = nb::cast<std::pair<int64_t, int64_t>>(t);
+  if (pair.second <= 0 || pair.first < INT32_MIN || pair.first > INT32_MAX ||
+      pair.second > INT32_MAX) {
+    throw InvalidArgument("a time must be a fraction with 32-bit parts");
+  }
+  return Rational{static_cast<int>(pair.first), static_cast<int>(pair.second)};
+}
+
+// None, or ((num, den), (num, den) | None).
+std::optional<Window> window_from(nb::handle w) {
+  if (w.is_none()) return std::nullopt;
+  nb::tuple t = nb::cast<nb::tuple>(w);
+  Window out;
+  out.start = rational_from(t[0]);
+  if (!t[1].is_none()) out.end = rational_from(t[1]);
+  return out;
+}
+
+nb::object window_to_python(const std::optional<Window>& w) {
+  if (!w) return nb::none();
+  return nb::make_tuple(
+      w->start.to_double(),
+      w->end ? nb::cast(w->end->to_double()) : nb::cast(INFINITY));
+}
+
+// A path/URL (str or os.PathLike) or a bytes-like object.
+av::Source source_from(nb::handle src) {
+  if (PyUnicode_Check(src.ptr()) ||
+      PyObject_HasAttrString(src.ptr(), "__fspath__")) {
+    nb::object fs = nb::steal(PyOS_FSPath(src.ptr()));
+    if (!fs.is_valid()) throw nb::python_error();
+    return av::Source{nb::cast<std::string>(fs), {}, nullptr};
+  }
+  Buffer bytes = bytes_from_python(src);
+  auto owner = std::make_shared<Buffer>(bytes);
+  return av::Source{"", span_of(*owner), owner};
+}
+
+nb::object frames_or_none(std::unique_ptr<Frames> f) {
+  if (!f) return nb::none();
+  return nb::cast(std::move(f));
+}
+
+}  // namespace
+
+void bind_av(nb::module_& m) {
+  nb::enum_<Media>(m, "Media")
+      .value("AUDIO", Media::kAudio)
+      .value("VIDEO", Media::kVideo)
+      .value("IMAGE", Media::kImage);
+
+  nb::class_<av::DemuxConfig>(m, "DemuxConfig")
+      .def(nb::init<>())
+      .def_rw("format", &av::DemuxConfig::format)
+      .def_rw("format_options", &av::DemuxConfig::format_options)
+      .def_rw("buffer_size", &av::DemuxConfig::buffer_size)
+      .def_rw("find_stream_info", &av::DemuxConfig::find_stream_info,
+              nb::arg().none());
+  nb::class_<av::DecodeConfig>(m, "DecodeConfig")
+      .def(nb::init<>())
+      .def_rw("decoder", &av::DecodeConfig::decoder)
+      .def_rw("decoder_options", &av::DecodeConfig::decoder_options)
+      .def_rw("threads", &av::DecodeConfig::threads);
+
+  nb::class_<Codec>(m, "Codec",
+                    "A stream's codec parameters (read-only metadata).")
+      .def_prop_ro("media", &Codec::media)
+      .def_prop_ro("name", &Codec::name)
+      .def_prop_ro("time_base",
+                   [](const Codec& c) { return rational_tuple(c.time_base()); })
+      .def_prop_ro("frame_rate",
+                   [](const Codec& c) { return rational_tuple(c.frame_rate()); })
+      .def_prop_ro("width", &Codec::width)
+      .def_prop_ro("height", &Codec::height)
+      .def_prop_ro("pix_fmt", &Codec::pix_fmt)
+      .def_prop_ro("sample_aspect_ratio",
+                   [](const Codec& c) {
+                     return rational_tuple(c.sample_aspect_ratio());
+                   })
+      .def_prop_ro("sample_rate", &Codec::sample_rate)
+      .def_prop_ro("num_channels", &Codec::num_channels)
+      .def_prop_ro("sample_fmt", &Codec::sample_fmt)
+      .def_prop_ro("channel_layout", &Codec::channel_layout)
+      .def_prop_ro("bit_rate", &Codec::bit_rate)
+      .def_prop_ro("bits_per_sample", &Codec::bits_per_sample)
+      .def("__repr__", [](const Codec& c) {
+        const char* kind = c.media() == Media::kAudio   ? "AudioCodec"
+                           : c.media() == Media::kVideo ? "VideoCodec"
+                                                        : "ImageCodec";
+        return std::string(kind) + "<" + c.to_string() + ">";
+      });
+
+  nb::class_<Packets>(m, "Packets", "Encoded packets of one stream.")
+      .def_prop_ro("media", &Packets::media)
+      .def_prop_ro("src", [](Packets& p) { return live(p).src(); })
+      .def_prop_ro("stream_index",
+                   [](Packets& p) { return live(p).stream_index(); })
+      .def_prop_ro("time_base",
+                   [](Packets& p) { return rational_tuple(live(p).time_base()); })
+      .def_prop_ro("timestamp",
+                   [](Packets& p) { return window_to_python(live(p).window()); },
+                   "The window (start, end) in seconds, or None.")
+      .def_prop_ro("codec",
+                   [](Packets& p) { return live(p).codec(); },
+                   "The stream's Codec, or None for streamed packets.")
+      .def_prop_ro("num_packets",
+                   [](Packets& p) { return live(p).num_packets(); },
+                   "All packets held, including those before the window.")
+      .def_prop_ro("consumed", &Packets::consumed)
+      .def("__len__", [](Packets& p) { return live(p).size(); })
+      .def(
+          "get_timestamps",
+          [](Packets& p, bool raw) { return live(p).timestamps(raw); },
+          nb::kw_only(), nb::arg("raw") = false,
+          "Presentation times (s) of the packets in the window, sorted; "
+          "with raw=True all of them, in stored order.")
+      .def("clone", [](Packets& p) { return live(p).clone(); },
+           "A copy sharing every payload (no data is copied).")
+      .def("__repr__", &Packets::to_string);
+  nb::class_<av::AudioPackets, Packets>(m, "AudioPackets");
+  nb::class_<av::VideoPackets, Packets>(m, "VideoPackets");
+  nb::class_<av::ImagePackets, Packets>(m, "ImagePackets");
+
+  nb::class_<Frames>(m, "Frames", "Decoded frames.")
+      .def_prop_ro("media", &Frames::media)
+      .def_prop_ro("num_frames", [](Frames& f) { return live(f).num_frames(); })
+      .def("__len__", [](Frames& f) { return live(f).num_frames(); })
+      .def_prop_ro("format", [](Frames& f) { return live(f).format(); })
+      .def_prop_ro("width", [](Frames& f) { return live(f).width(); })
+      .def_prop_ro("height", [](Frames& f) { return live(f).height(); })
+      .def_prop_ro("num_planes", [](Frames& f) { return live(f).num_planes(); })
+      .def_prop_ro("sample_rate",
+                   [](Frames& f) { return live(f).sample_rate(); })
+      .def_prop_ro("num_channels",
+                   [](Frames& f) { return live(f).num_channels(); })
+      .def_prop_ro("time_base",
+                   [](Frames& f) { return rational_tuple(live(f).time_base()); })
+      .def_prop_ro("metadata", [](Frames& f) { return live(f).metadata(); })
+      .def_prop_ro("consumed", &Frames::consumed)
+      .def("get_pts", [](Frames& f) { return live(f).pts(); })
+      .def("get_timestamps", [](Frames& f) { return live(f).timestamps(); })
+      .def("clone", [](Frames& f) { return live(f).clone(); },
+           "A copy sharing every frame's data (no data is copied).")
+      .def("_select",
+           [](Frames& f, const std::vector<int64_t>& indices) {
+             return live(f).select(indices);
+           })
+      .def("_image", [](Frames& f, int64_t i) { return live(f).image(i); })
+      .def("_extend",
+           [](Frames& f, Frames& other) {
+             live(f).extend(std::move(live(other)));
+           })
+      .def("__repr__", &Frames::to_string);
+  nb::class_<av::AudioFrames, Frames>(m, "AudioFrames");
+  nb::class_<av::VideoFrames, Frames>(m, "VideoFrames");
+  nb::class_<av::ImageFrames, Frames>(m, "ImageFrames");
+
+  nb::class_<av::Demuxer>(m, "Demuxer")
+      .def(
+          "__init__",
+          [](av::Demuxer* self, nb::handle src, const av::DemuxConfig& config,
+             const std::string& name) {
+            av::Source source = source_from(src);
+            nb::gil_scoped_release release;
+            new (self) av::Demuxer(std::move(source), config, name);
+          },
+          nb::arg("src"), nb::arg("config"), nb::arg("name"))
+      .def_prop_ro("name", &av::Demuxer::name)
+      .def_prop_ro("num_streams", &av::Demuxer::num_streams)
+      .def_prop_ro("duration", &av::Demuxer::duration)
+      .def("has_audio", &av::Demuxer::has_audio)
+      .def("best_stream", &av::Demuxer::best_stream)
+      .def("codec", &av::Demuxer::codec)
+      .def("stream_codec", &av::Demuxer::stream_codec)
+      .def(
+          "demux",
+          [](av::Demuxer& d, Media media, nb::handle window) {
+            std::optional<Window> w = window_from(window);
+            nb::gil_scoped_release release;
+            return d.demux(media, w);
+          },
+          nb::arg("media"), nb::arg("window").none())
+      .def(
+          "next_chunk",
+          [](av::Demuxer& d, const std::vector<int>& streams, double duration,
+             int num_packets) {
+            std::map<int, std::unique_ptr<Packets>> chunk;
+            {
+              nb::gil_scoped_release release;
+              chunk = d.next_chunk(streams, duration, num_packets);
+            }
+            nb::dict out;
+            for (auto& [k, v] : chunk) out[nb::int_(k)] = nb::cast(std::move(v));
+            return out;
+          },
+          nb::arg("streams"), nb::arg("duration"), nb::arg("num_packets"));
+
+  nb::class_<av::Decoder>(m, "Decoder")
+      .def(nb::init<const Codec&, const std::optional<std::string>&,
+                    const av::DecodeConfig&, std::string>(),
+           nb::arg("codec"), nb::arg("filter_desc").none(), nb::arg("config"),
+           nb::arg("name") = "")
+      .def(
+          "decode",
+          [](av::Decoder& d, Packets& packets, int64_t max_frames) {
+            live(packets);
+            nb::gil_scoped_release release;
+            return d.decode(std::move(packets), max_frames);
+          },
+          nb::arg("packets"), nb::arg("max_frames") = -1)
+      .def("flush", &av::Decoder::flush,
+           nb::call_guard<nb::gil_scoped_release>());
+
+  nb::class_<av::FilterGraph>(m, "FilterGraph")
+      .def(nb::init<const std::string&>(), nb::arg("filter_desc"))
+      .def_prop_ro("inputs", &av::FilterGraph::inputs)
+      .def_prop_ro("outputs", &av::FilterGraph::outputs)
+      .def(
+          "add_frames",
+          [](av::FilterGraph& g, Frames& frames, const std::string& key) {
+            live(frames);
+            nb::gil_scoped_release release;
+            g.add_frames(std::move(frames), key);
+          },
+          nb::arg("frames"), nb::arg("key") = "")
+      .def("flush", &av::FilterGraph::flush,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "get_frames",
+          [](av::FilterGraph& g, const std::string& key) {
+            std::unique_ptr<Frames> f;
+            {
+              nb::gil_scoped_release release;
+              f = g.get_frames(key);
+            }
+            return frames_or_none(std::move(f));
+          },
+          nb::arg("key") = "")
+      .def("dump", &av::FilterGraph::dump);
+
+  m.def(
+      "decode_packets",
+      [](Packets& packets, const std::optional<std::string>& filter_desc,
+         const av::DecodeConfig& config, int64_t num_frames) {
+        live(packets);
+        nb::gil_scoped_release release;
+        return av::decode_packets(std::move(packets), filter_desc, config,
+                                  num_frames);
+      },
+      nb::arg("packets"), nb::arg("filter_desc").none(), nb::arg("config"),
+      nb::arg("num_frames"));
+  m.def(
+      "sample_decode_video",
+      [](Packets& packets, const std::vector<int64_t>& indices,
+         const std::optional<std::string>& filter_desc,
+         const av::DecodeConfig& config) {
+        live(packets);
+        nb::gil_scoped_release release;
+        return av::sample_decode_video(std::move(packets), indices,
+                                       filter_desc, config);
+      },
+      nb::arg("packets"), nb::arg("indices"), nb::arg("filter_desc").none(),
+      nb::arg("config"));
+  m.def(
+      "convert_frames",
+      [](nb::handle frames) {
+        if (nb::isinstance<Frames>(frames)) {
+          Frames& f = live(nb::cast<Frames&>(frames));
+          nb::gil_scoped_release release;
+          return av::convert_frames(std::move(f));
+        }
+        std::vector<Frames*> batch;
+        for (nb::handle h : frames) {
+          if (!nb::isinstance<Frames>(h)) {
+            throw nb::type_error(
+                "convert_frames takes Frames or a sequence of Frames");
+          }
+          batch.push_back(&live(nb::cast<Frames&>(h)));
+        }
+        nb::gil_scoped_release release;
+        return av::convert_frames(std::move(batch));
+      },
+      nb::arg("frames"));
+  m.def(
+      "load_video",
+      [](nb::handle src, nb::handle window, const av::DemuxConfig& demux,
+         const av::DecodeConfig& decode,
+         const std::optional<std::string>& filter_desc,
+         const std::string& pix_fmt, int64_t max_frames,
+         const std::string& name, bool image) {
+        av::Source source = source_from(src);
+        av::VideoOptions o;
+        o.window = window_from(window);
+        o.demux = demux;
+        o.decode = decode;
+        o.filter_desc = filter_desc;
+        o.pix_fmt = pix_fmt;
+        o.max_frames = max_frames;
+        nb::gil_scoped_release release;
+        return image ? av::load_image_ffmpeg(std::move(source), o, name)
+                     : av::load_video(std::move(source), o, name);
+      },
+      nb::arg("src"), nb::arg("window").none(), nb::arg("demux_config"),
+      nb::arg("decode_config"), nb::arg("filter_desc").none(),
+      nb::arg("pix_fmt"), nb::arg("max_frames"), nb::arg("name"),
+      nb::arg("image"));
+  m.def(
+      "buffer_source_desc",
+      [](const Codec& codec, const std::string& label,
+         const std::string& format) {
+        return av::buffer_source_desc(codec, label, format);
+      },
+      nb::arg("codec"), nb::arg("label"), nb::arg("format"));
+  m.def("ffmpeg_filters", &av::ffmpeg_filters);
+  m.def("ffmpeg_log_level", &av::ffmpeg_log_level);
+
+  // Pipeline ops: encoded bytes -> (N, H, W, C) video, whole or a window.
+  m.def(
+      "load_video_op",
+      [](nb::handle window, const av::DemuxConfig& demux,
+         const av::DecodeConfig& decode,
+         const std::optional<std::string>& filter_desc,
+         const std::string& pix_fmt, int64_t max_frames) {
+        av::VideoOptions o;
+        o.window = window_from(window);
+        o.demux = demux;
+        o.decode = decode;
+        o.filter_desc = filter_desc;
+        o.pix_fmt = pix_fmt;
+        o.max_frames = max_frames;
+        return load_op("load_video", [o](const EncodedFile& f) {
+          auto owner = std::make_shared<Buffer>(f.bytes);
+          return av::load_video(av::Source{"", span_of(*owner), owner}, o,
+                                f.name);
+        });
+      },
+      nb::arg("window").none(), nb::arg("demux_config"),
+      nb::arg("decode_config"), nb::arg("filter_desc").none(),
+      nb::arg("pix_fmt"), nb::arg("max_frames"));
+}
+
+}  // namespace feedline::bindings

@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Frames to Buffers, and the one-call loaders. The fast video path converts
+// each decoded frame with libswscale straight into its slot of the output
+// (no intermediate frame, no filter graph), using the colour matrix and range
+// FFmpeg's scale filter would use, so the pixels equal the ffmpeg CLI's.
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "media/ffmpeg/ffmpeg.h"
+
+namespace feedline::av {
+
+using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+struct FrameLayout {
+  DType dtype = DType::kUint8;
+  std::vector<int64_t> shape;  // of one frame (video) or the whole (audio)
+  std::size_t bytes = 0;       // of one frame (video)
+  bool swap16 = false;         // big-endian 16-bit samples
+};
+
+FrameLayout video_layout(const AVFrame* f) {
+  const auto fmt = static_cast<AVPixelFormat>(f->format);
+  const AVPixFmtDescriptor* d = av_pix_fmt_desc_get(fmt);
+  const std::string name = pix_fmt_name(f->format);
+  if (d == nullptr || (d->flags & (AV_PIX_FMT_FLAG_HWACCEL |
+                                   AV_PIX_FMT_FLAG_BITSTREAM |
+                                   AV_PIX_FMT_FLAG_PAL)) != 0) {
+    throw InvalidArgument("cannot convert frames of pixel format " + name +
+                          " to an array; convert them first (e.g. "
+                          "format=pix_fmts=rgb24)");
+  }
+  const int64_t w = f->width;
+  const int64_t h = f->height;
+  FrameLayout l;
+  const int n = d->nb_components;
+  const bool planar = (d->flags & AV_PIX_FMT_FLAG_PLANAR) != 0;
+  const int depth = d->comp[0].depth;
+  bool ok = true;
+  for (int i = 0; i < n; ++i) ok &= d->comp[i].depth == depth;
+  if (ok && !planar && depth == 8 && d->comp[0].step == n) {
+    l.shape = {h, w, n};  // rgb24, bgr24, rgba, gray, ...
+  } else if (ok && n == 1 && depth > 8 && depth <= 16 &&
+             d->comp[0].step == 2) {
+    l.dtype = DType::kUint16;  // gray16, gray10, ...
+    l.shape = {1, h, w};
+    l.swap16 = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
+  } else if (ok && planar && depth == 8 && d->log2_chroma_w == 0 &&
+             d->log2_chroma_h == 0) {
+    l.shape = {n, h, w};  // yuv444p, gbrp, yuva444p
+  } else if (ok && depth == 8 && (fmt == AV_PIX_FMT_YUV420P ||
+                                  fmt == AV_PIX_FMT_YUVJ420P ||
+                                  fmt == AV_PIX_FMT_NV12)) {
+    l.shape = {1, h + h / 2, w};
+  } else if (ok && depth == 8 &&
+             (fmt == AV_PIX_FMT_YUV422P || fmt == AV_PIX_FMT_YUVJ422P)) {
+    l.shape = {1, 2 * h, w};
+  } else {
+    throw InvalidArgument("cannot convert frames of pixel format " + name +
+                          " to an array; convert them first (e.g. "
+                          "format=pix_fmts=rgb24)");
+  }
+  const int size = av_image_get_buffer_size(fmt, f->width, f->height, 1);
+  int64_t elems = 1;
+  for (int64_t s : l.shape) elems *= s;
+  if (size < 0 ||
+      static_cast<std::size_t>(size) !=
+          static_cast<std::size_t>(elems) * dtype_size(l.dtype)) {
+    throw InvalidArgument("cannot pack " + name + " frames of odd size " +
+                          std::to_string(w) + "x" + std::to_string(h) +
+                          " into one array; convert them first (e.g. "
+                          "format=pix_fmts=rgb24)");
+  }
+  l.bytes = static_cast<std::size_t>(size);
+  return l;
+}
+
+DType sample_dtype(AVSampleFormat fmt) {
+  switch (av_get_packed_sample_fmt(fmt)) {
+    case AV_SAMPLE_FMT_U8:
+      return DType::kUint8;
+    case AV_SAMPLE_FMT_S16:
+      return DType::kInt16;
+    case AV_SAMPLE_FMT_S32:
+      return DType::kInt32;
+    case AV_SAMPLE_FMT_S64:
+      return DType::kInt64;
+    case AV_SAMPLE_FMT_FLT:
+      return DType::kFloat32;
+    case AV_SAMPLE_FMT_DBL:
+      return DType::kFloat64;
+    default:
+      throw InvalidArgument("cannot convert audio of sample format " +
+                            sample_fmt_name(fmt) + " to an array");
+  }
+}
+
+void copy_video_frame(const AVFrame* f, const FrameLayout& l, uint8_t* dst) {
+  const int rc = av_image_copy_to_buffer(
+      dst, static_cast<int>(l.bytes), f->data, f->linesize,
+      static_cast<AVPixelFormat>(f->format), f->width, f->height, 1);
+  if (rc < 0) fail("convert_frames", "cannot copy a frame", rc);
+  if (l.swap16) {
+    for (std::size_t i = 0; i + 1 < l.bytes; i += 2) std::swap(dst[i], dst[i + 1]);
+  }
+}
+
+// Shape and checks shared by one Frames and a batch.
+FrameLayout layout_of(const Frames& frames) {
+  frames.check();
+  if (frames.empty()) throw InvalidArgument("no frame to convert");
+  const AVFrame* first = frames.frames()[0];
+  FrameLayout l;
+  if (frames.media() == Media::kAudio) {
+    const auto fmt = static_cast<AVSampleFormat>(first->format);
+    l.dtype = sample_dtype(fmt);
+    const int64_t c = first->ch_layout.nb_channels;
+    for (const AVFrame* f : frames.frames()) {
+      if (f->format != first->format ||
+          f->ch_layout.nb_channels != c || f->sample_rate != first->sample_rate) {
+        throw InvalidArgument(
+            "audio frames differ in sample format, rate or channels");
+      }
+    }
+    const int64_t n = frames.num_frames();
+    l.shape = av_sample_fmt_is_planar(fmt) != 0 ? std::vector<int64_t>{c, n}
+                                                : std::vector<int64_t>{n, c};
+    return l;
+  }
+  l = video_layout(first);
+  for (const AVFrame* f : frames.frames()) {
+    if (f->format != first->format || f->width != first->width ||
+        f->height != first->height) {
+      throw InvalidArgument("frames differ in size or pixel format: " +
+                            std::to_string(first->width) + "x" +
+                            std::to_string(first->height) + " " +
+                            pix_fmt_name(first->format) + " and " +
+                            std::to_string(f->width) + "x" +
+                            std::to_string(f->height) + " " +
+                            pix_fmt_name(f->format));
+    }
+  }
+  if (frames.media() == Media::kVideo)
+    l.shape.insert(l.shape.begin(), static_cast<int64_t>(frames.num_av_frames()));
+  return l;
+}
+
+std::size_t shape_bytes(const FrameLayout& l) {
+  int64_t n = 1;
+  for (int64_t s : l.shape) n *= s;
+  return static_cast<std::size_t>(n) * dtype_size(l.dtype);
+}
+
+void write_frames(const Frames& frames, const FrameLayout& l, uint8_t* dst) {
+  if (frames.media() != Media::kAudio) {
+    const FrameLayout one = video_layout(frames.frames()[0]);
+    for (const AVFrame* f : frames.frames()) {
+      copy_video_frame(f, one, dst);
+      dst += one.bytes;
+    }
+    return;
+  }
+  const AVFrame* first = frames.frames()[0];
+  const auto fmt = static_cast<AVSampleFormat>(first->format);
+  const std::size_t bps = static_cast<std::size_t>(av_get_bytes_per_sample(fmt));
+  const int channels = first->ch_layout.nb_channels;
+  if (av_sample_fmt_is_planar(fmt) != 0) {
+    const auto total = static_cast<std::size_t>(frames.num_frames());
+    std::size_t at = 0;
+    for (const AVFrame* f : frames.frames()) {
+      const std::size_t bytes = static_cast<std::size_t>(f->nb_samples) * bps;
+      for (int c = 0; c < channels; ++c) {
+        if (bytes > 0) {
+          std::memcpy(dst + (static_cast<std::size_t>(c) * total + at) * bps,
+                      f->extended_data[c], bytes);
+        }
+      }
+      at += static_cast<std::size_t>(f->nb_samples);
+    }
+  } else {
+    for (const AVFrame* f : frames.frames()) {
+      const std::size_t bytes =
+          static_cast<std::size_t>(f->nb_samples) * bps * channels;
+      if (bytes > 0) std::memcpy(dst, f->data[0], bytes);
+      dst += bytes;
+    }
+  }
+}
+
+}  // namespace
+
+Buffer convert_frames(Frames&& frames) {
+  const FrameLayout l = layout_of(frames);
+  Buffer out = Buffer::allocate(l.dtype, l.shape);
+  write_frames(frames, l, out.data_as<uint8_t>());
+  frames.take();
+  return out;
+}
+
+Buffer convert_frames(std::vector<Frames*> batch) {
+  if (batch.empty()) throw InvalidArgument("no frame to convert");
+  const FrameLayout l = layout_of(*batch[0]);
+  for (Frames* f : batch) {
+    if (f->media() != batch[0]->media())
+      throw InvalidArgument("a batch mixes audio, video and images");
+    const FrameLayout other = layout_of(*f);
+    if (other.shape != l.shape || other.dtype != l.dtype) {
+      throw InvalidArgument(
+          "frames of a batch must have one shape: the number of frames, "
+          "size, format and channels must agree");
+    }
+  }
+  std::vector<int64_t> shape = l.shape;
+  shape.insert(shape.begin(), static_cast<int64_t>(batch.size()));
+  Buffer out = Buffer::allocate(l.dtype, shape);
+  auto* dst = out.data_as<uint8_t>();
+  const std::size_t each = shape_bytes(l);
+  for (Frames* f : batch) {
+    write_frames(*f, l, dst);
+    dst += each;
+  }
+  for (Frames* f : batch) f->take();
+  return out;
+}
+
+namespace {
+
+// Writes decoded frames, converted with libswscale, straight into a growing
+// (N, H, W, C) buffer.
+class FrameWriter {
+ public:
+  FrameWriter(AVPixelFormat format, int64_t expected, std::string_view name)
+      : format_(format), expected_(std::max<int64_t>(expected, 1)), name_(name) {
+    channels_ = av_pix_fmt_desc_get(format)->nb_components;
+  }
+
+  void add(const AVFrame* f) {
+    if (count_ == 0) {
+      width_ = f->width;
+      height_ = f->height;
+      frame_bytes_ = static_cast<std::size_t>(width_) * height_ * channels_;
+      reserve(expected_);
+    } else if (f->width != width_ || f->height != height_) {
+      throw DecodeError(std::string(name_) + ": the frame size changes from " +
+                        std::to_string(width_) + "x" + std::to_string(height_) +
+                        " to " + std::to_string(f->width) + "x" +
+                        std::to_string(f->height) +
+                        "; give a filter that scales to one size");
+    }
+    if (count_ == capacity_) reserve(capacity_ * 2);
+    setup(f);
+    uint8_t* dst[4] = {out_.data_as<uint8_t>() + count_ * frame_bytes_, nullptr,
+                       nullptr, nullptr};
+    int stride[4] = {width_ * channels_, 0, 0, 0};
+    const int rows =
+        sws_scale(sws_.get(), f->data, f->linesize, 0, height_, dst, stride);
+    if (rows != height_) {
+      throw DecodeError(std::string(name_) + ": pixel format conversion failed");
+    }
+    ++count_;
+  }
+
+  int64_t count() const { return count_; }
+
+  Buffer finish(bool image) {
+    if (count_ == 0) return Buffer();
+    std::vector<int64_t> shape = {count_, height_, width_, channels_};
+    if (image) shape.erase(shape.begin());
+    if (count_ == capacity_ && !image) return reshape(shape);
+    return Buffer::view(out_.owner(), out_.data(), DType::kUint8, shape);
+  }
+
+ private:
+  Buffer reshape(const std::vector<int64_t>& shape) {
+    return Buffer::view(out_.owner(), out_.data(), DType::kUint8, shape);
+  }
+
+  void reserve(int64_t n) {
+    Buffer bigger = Buffer::allocate(DType::kUint8,
+                                     {n, height_, width_, channels_});
+    if (count_ > 0) {
+      std::memcpy(bigger.data(), out_.data(),
+                  static_cast<std::size_t>(count_) * frame_bytes_);
+    }
+    out_ = std::move(bigger);
+    capacity_ = n;
+  }
+
+  // The converter, with the colour matrix and range FFmpeg's scale filter
+  // takes from the frame.
+  void setup(const AVFrame* f) {
+    if (sws_ && f->format == src_format_ && f->colorspace == colorspace_ &&
+        f->color_range == range_) {
+      return;
+    }
+    sws_.reset(sws_getContext(width_, height_,
+                              static_cast<AVPixelFormat>(f->format), width_,
+                              height_, format_, SWS_BICUBIC, nullptr, nullptr,
+                              nullptr));
+    if (!sws_) {
+      throw DecodeError(std::string(name_) + ": cannot convert " +
+                        pix_fmt_name(f->format) + " to " +
+                        pix_fmt_name(format_));
+    }
+    int* inv_table = nullptr;
+    int* table = nullptr;
+    int src_range = 0;
+    int dst_range = 0;
+    int brightness = 0;
+    int contrast = 0;
+    int saturation = 0;
+    if (sws_getColorspaceDetails(sws_.get(), &inv_table, &src_range, &table,
+                                 &dst_range, &brightness, &contrast,
+                                 &saturation) >= 0) {
+      const int* coefficients = sws_getCoefficients(f->colorspace);
+      if (f->color_range != AVCOL_RANGE_UNSPECIFIED)
+        src_range = f->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
+      sws_setColorspaceDetails(sws_.get(), coefficients, src_range, table,
+                               dst_range, brightness, contrast, saturation);
+    }
+    src_format_ = f->format;
+    colorspace_ = f->colorspace;
+    range_ = f->color_range;
+  }
+
+  AVPixelFormat format_;
+  int64_t expected_;
+  std::string_view name_;
+  int channels_ = 3;
+  int width_ = 0;
+  int height_ = 0;
+  std::size_t frame_bytes_ = 0;
+  int64_t count_ = 0;
+  int64_t capacity_ = 0;
+  Buffer out_;
+  SwsPtr sws_;
+  int src_format_ = -1;
+  AVColorSpace colorspace_ = AVCOL_SPC_UNSPECIFIED;
+  AVColorRange range_ = AVCOL_RANGE_UNSPECIFIED;
+};
+
+AVPixelFormat fast_format(const std::string& pix_fmt) {
+  if (pix_fmt == "rgb24") return AV_PIX_FMT_RGB24;
+  if (pix_fmt == "bgr24") return AV_PIX_FMT_BGR24;
+  if (pix_fmt == "rgba") return AV_PIX_FMT_RGBA;
+  if (pix_fmt == "bgra") return AV_PIX_FMT_BGRA;
+  if (pix_fmt == "gray" || pix_fmt == "gray8") return AV_PIX_FMT_GRAY8;
+  throw InvalidArgument("pix_fmt must be rgb24, bgr24, rgba, bgra or gray; got '" +
+                        pix_fmt + "' (use a filter for other formats)");
+}
+
+Buffer load(Media media, Source source, const VideoOptions& o,
+            std::string name) {
+  Demuxer demuxer(std::move(source), o.demux, std::move(name));
+  const std::string& src = demuxer.name();
+  std::unique_ptr<Packets> packets =
+      demuxer.demux(media, media == Media::kImage ? std::nullopt : o.window);
+  if (o.filter_desc) {
+    std::unique_ptr<Frames> frames =
+        decode_packets(std::move(*packets), o.filter_desc, o.decode,
+                       o.max_frames > 0 ? o.max_frames : -1);
+    if (frames->empty()) {
+      throw DecodeError(src + ": no frame in the window");
+    }
+    return convert_frames(std::move(*frames));
+  }
+  const AVPixelFormat format = fast_format(o.pix_fmt);
+  const Codec codec = packets->require_codec();
+  DecodeSession session(codec, std::nullopt, o.decode, src);
+  session.set_window(packets->window());
+  const int64_t limit = media == Media::kImage ? 1 : o.max_frames;
+  int64_t expected = static_cast<int64_t>(packets->size());
+  if (limit > 0) expected = std::min(expected, limit);
+  FrameWriter writer(format, expected, src);
+  DecodeSession::Sink sink = [&](AVFrame* f, AVRational) {
+    writer.add(f);
+    return limit <= 0 || writer.count() < limit;
+  };
+  const AVRational tb = to_av(packets->time_base());
+  const auto& window = packets->window();
+  for (const AVPacket* p : packets->packets()) {
+    // A frame no other frame refers to is not needed before the window.
+    const bool early =
+        window && p->pts != AV_NOPTS_VALUE &&
+        av_compare_ts(p->pts, tb, window->start.num,
+                      AVRational{1, window->start.den}) < 0;
+    if (!session.send(p, early, sink)) break;
+  }
+  session.flush(sink);
+  if (writer.count() == 0) {
+    if (session.errors() > 0) {
+      throw DecodeError(src + ": no frame decoded; " + session.first_error());
+    }
+    if (window) {
+      throw DecodeError(src + ": no frame in the window [" +
+                        std::to_string(window->start.to_double()) + ", " +
+                        (window->end ? std::to_string(window->end->to_double())
+                                     : std::string("end")) +
+                        ") s (the stream lasts " +
+                        std::to_string(demuxer.duration()) + " s)");
+    }
+    throw DecodeError(src + ": no frame decoded");
+  }
+  return writer.finish(media == Media::kImage);
+}
+
+}  // namespace
+
+Buffer load_video(Source source, const VideoOptions& options,
+                  std::string name) {
+  return load(Media::kVideo, std::move(source), options, std::move(name));
+}
+
+Buffer load_image_ffmpeg(Source source, const VideoOptions& options,
+                         std::string name) {
+  return load(Media::kImage, std::move(source), options, std::move(name));
+}
+
+}  // namespace feedline::av

@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Decoding: the decode session (decoder + filter chain + window), Decoder,
+// decode_packets and sample_decode_video.
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "feedline/base/log.h"
+#include "media/ffmpeg/ffmpeg.h"
+
+namespace feedline {
+namespace media::ffmpeg {
+
+namespace {
+
+// Filters that map each frame to one frame independently of the others:
+// dropping a frame before them changes nothing else.
+bool per_frame_filters_only(const std::string& chain) {
+  static const std::set<std::string, std::less<>> kPerFrame = {
+      "scale", "format", "crop", "pad",    "hflip",  "vflip", "transpose",
+      "null",  "setsar", "setdar", "trim", "aformat", "anull"};
+  std::size_t pos = 0;
+  while (pos <= chain.size()) {
+    std::size_t end = chain.find(',', pos);
+    if (end == std::string::npos) end = chain.size();
+    std::string part = chain.substr(pos, end - pos);
+    const std::size_t eq = part.find('=');
+    std::string name = part.substr(0, eq);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (kPerFrame.count(name) == 0) return false;
+    pos = end + 1;
+  }
+  return true;
+}
+
+bool before(int64_t pts, AVRational tb, av::Rational t) {
+  return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) < 0;
+}
+
+}  // namespace
+
+DecodeSession::DecodeSession(const av::Codec& codec,
+                             std::optional<std::string> filter,
+                             const av::DecodeConfig& config,
+                             std::string_view name)
+    : name_(name),
+      ctx_(open_decoder(codec.params(), to_av(codec.time_base()), config,
+                        name)),
+      tb_(to_av(codec.time_base())),
+      audio_(codec.media() == av::Media::kAudio),
+      frame_(new_frame()),
+      filtered_(new_frame()) {
+  if (filter && !filter->empty()) {
+    may_skip_ = per_frame_filters_only(*filter);
+    chain_.emplace(*filter, audio_, tb_, name_);
+  }
+}
+
+void DecodeSession::note_error(const std::string& what, int code) {
+  if (errors_++ == 0) first_error_ = what + ": " + av_error_text(code);
+}
+
+bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
+                         const Sink& sink) {
+  if (stopped_) return false;
+  ctx_->skip_frame = discard_nonref ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
+  for (;;) {
+    const int rc = avcodec_send_packet(ctx_.get(), packet);
+    if (rc == AVERROR(EAGAIN)) {
+      drain(sink);  // the decoder holds frames: take them, then resend
+      if (stopped_) return false;
+      continue;
+    }
+    if (rc < 0 && rc != AVERROR_EOF) note_error("a packet failed to decode", rc);
+    break;
+  }
+  drain(sink);
+  return !stopped_;
+}
+
+void DecodeSession::flush(const Sink& sink) {
+  if (stopped_) return;
+  ctx_->skip_frame = AVDISCARD_DEFAULT;
+  const int rc = avcodec_send_packet(ctx_.get(), nullptr);
+  if (rc < 0 && rc != AVERROR_EOF) note_error("flushing the decoder failed", rc);
+  drain(sink);
+  if (chain_ && !stopped_) {
+    chain_->push(nullptr);
+    while (!stopped_ && chain_->pull(filtered_.get()) == 0) {
+      deliver(filtered_.get(), chain_->time_base(), sink);
+      av_frame_unref(filtered_.get());
+    }
+  }
+}
+
+void DecodeSession::drain(const Sink& sink) {
+  while (!stopped_) {
+    const int rc = avcodec_receive_frame(ctx_.get(), frame_.get());
+    if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
+    if (rc < 0) {
+      note_error("a frame failed to decode", rc);
+      return;
+    }
+    if (frame_->pts == AV_NOPTS_VALUE)
+      frame_->pts = frame_->best_effort_timestamp;
+    emit(frame_.get(), sink);
+    av_frame_unref(frame_.get());
+  }
+}
+
+void DecodeSession::emit(AVFrame* frame, const Sink& sink) {
+  if (!chain_) {
+    deliver(frame, tb_, sink);
+    return;
+  }
+  // Frames before the window need not be filtered (per-frame filters only).
+  if (!audio_ && may_skip_ && window_ && frame->pts != AV_NOPTS_VALUE &&
+      before(frame->pts, tb_, window_->start)) {
+    return;
+  }
+  chain_->push(frame);
+  while (!stopped_ && chain_->pull(filtered_.get()) == 0) {
+    deliver(filtered_.get(), chain_->time_base(), sink);
+    av_frame_unref(filtered_.get());
+  }
+}
+
+void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
+  if (!audio_ && window_) {
+    if (frame->pts == AV_NOPTS_VALUE) return;
+    if (before(frame->pts, tb, window_->start)) return;
+    if (window_->end && !before(frame->pts, tb, *window_->end)) {
+      // Frames leave in presentation order: nothing later is in the window.
+      stopped_ = true;
+      return;
+    }
+  }
+  if (!sink(frame, tb)) stopped_ = true;
+}
+
+}  // namespace media::ffmpeg
+
+namespace av {
+
+using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+// Collects output frames into a Frames of `media`, up to `max` (> 0).
+struct Collector {
+  std::unique_ptr<Frames> frames;
+  int64_t max = -1;
+  DecodeSession::Sink sink() {
+    return [this](AVFrame* f, AVRational tb) {
+      if (frames->empty() && frames->time_base() != from_av(tb)) {
+        frames = make_frames(frames->media(), from_av(tb));
+      }
+      FramePtr copy = new_frame();
+      av_frame_move_ref(copy.get(), f);
+      frames->push(copy.release());
+      return max <= 0 || static_cast<int64_t>(frames->num_av_frames()) < max;
+    };
+  }
+};
+
+void report_errors(const DecodeSession& s, const Frames& out,
+                   const std::string& name) {
+  if (s.errors() == 0) return;
+  if (out.empty()) {
+    throw DecodeError(name + ": no frame decoded; " + s.first_error());
+  }
+  log(LogLevel::kWarning, name + ": " + std::to_string(s.errors()) +
+                              " packet(s) failed to decode; first: " +
+                              s.first_error());
+}
+
+// Decodes `packets` (owned), skipping non-reference frames before the
+// window when that changes nothing.
+void run(DecodeSession& session, const Packets& packets,
+         const DecodeSession::Sink& sink) {
+  const AVRational tb = to_av(packets.time_base());
+  const auto& window = packets.window();
+  const bool video = packets.media() != Media::kAudio;
+  const bool skip = video && window && session.may_skip_frames();
+  for (const AVPacket* p : packets.packets()) {
+    const bool early = skip && p->pts != AV_NOPTS_VALUE &&
+                       av_compare_ts(p->pts, tb, window->start.num,
+                                     AVRational{1, window->start.den}) < 0;
+    if (!session.send(p, early, sink)) return;
+  }
+}
+
+}  // namespace
+
+class Decoder::Impl {
+ public:
+  Impl(const Codec& codec, const std::optional<std::string>& filter,
+       const DecodeConfig& config, std::string name)
+      : media_(codec.media()),
+        name_(std::move(name)),
+        session_(codec, filter, config, name_) {}
+
+  std::unique_ptr<Frames> decode(Packets&& packets, int64_t max_frames) {
+    std::unique_ptr<Packets> owned = packets.take();
+    if (media_ != Media::kAudio) session_.set_window(owned->window());
+    Collector c{make_frames(media_, session_.context()->pkt_timebase.den != 0
+                                        ? from_av(session_.context()->pkt_timebase)
+                                        : owned->time_base()),
+                max_frames};
+    run(session_, *owned, c.sink());
+    return std::move(c.frames);
+  }
+
+  std::unique_ptr<Frames> flush() {
+    Collector c{make_frames(media_, from_av(session_.context()->pkt_timebase)),
+                -1};
+    session_.flush(c.sink());
+    return std::move(c.frames);
+  }
+
+  Media media_;
+  std::string name_;
+  DecodeSession session_;
+};
+
+Decoder::Decoder(const Codec& codec,
+                 const std::optional<std::string>& filter_desc,
+                 const DecodeConfig& config, std::string name)
+    : impl_(std::make_unique<Impl>(codec, filter_desc, config,
+                                   name.empty() ? codec.name() : name)) {}
+Decoder::~Decoder() = default;
+std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
+                                        int64_t max_frames) {
+  return impl_->decode(std::move(packets), max_frames);
+}
+std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
+Media Decoder::media() const { return impl_->media_; }
+
+std::unique_ptr<Frames> decode_packets(
+    Packets&& packets, const std::optional<std::string>& filter_desc,
+    const DecodeConfig& config, int64_t num_frames) {
+  const Codec codec = packets.require_codec();
+  std::unique_ptr<Packets> owned = packets.take();
+  const std::string& name = owned->src();
+  DecodeSession session(codec, filter_desc, config, name);
+  const Media media = owned->media();
+  if (media != Media::kAudio) session.set_window(owned->window());
+  const bool image = media == Media::kImage;
+  Collector c{make_frames(image ? Media::kVideo : media, owned->time_base()),
+              image ? 1 : num_frames};
+  run(session, *owned, c.sink());
+  session.flush(c.sink());
+  report_errors(session, *c.frames, name);
+  if (image) {
+    if (c.frames->empty()) throw DecodeError(name + ": no image decoded");
+    return c.frames->image(0);
+  }
+  return std::move(c.frames);
+}
+
+std::vector<std::unique_ptr<Frames>> sample_decode_video(
+    Packets&& packets, const std::vector<int64_t>& indices,
+    const std::optional<std::string>& filter_desc, const DecodeConfig& config) {
+  const Codec codec = packets.require_codec();
+  if (packets.media() != Media::kVideo)
+    throw InvalidArgument("sample_decode_video needs video packets");
+  if (indices.empty()) throw InvalidArgument("no frame index given");
+  for (std::size_t i = 1; i < indices.size(); ++i) {
+    if (indices[i] <= indices[i - 1]) {
+      throw InvalidArgument(
+          "frame indices must be sorted ascending without duplicates");
+    }
+  }
+  std::unique_ptr<Packets> owned = packets.take();
+  const std::string& name = owned->src();
+  const AVRational tb = to_av(owned->time_base());
+  const std::vector<AVPacket*>& pkts = owned->packets();
+  const auto& window = owned->window();
+
+  // The window's frames in presentation order.
+  std::vector<int64_t> shown;
+  for (const AVPacket* p : pkts) {
+    if (p->pts == AV_NOPTS_VALUE) continue;
+    if (window) {
+      if (av_compare_ts(p->pts, tb, window->start.num,
+                        AVRational{1, window->start.den}) < 0)
+        continue;
+      if (window->end && av_compare_ts(p->pts, tb, window->end->num,
+                                       AVRational{1, window->end->den}) >= 0)
+        continue;
+    }
+    shown.push_back(p->pts);
+  }
+  std::sort(shown.begin(), shown.end());
+  if (indices.front() < 0 ||
+      indices.back() >= static_cast<int64_t>(shown.size())) {
+    throw OutOfRange("frame indices must be in [0, " +
+                     std::to_string(shown.size()) + "); got " +
+                     std::to_string(indices.front() < 0 ? indices.front()
+                                                        : indices.back()));
+  }
+  std::unordered_map<int64_t, std::size_t> slot;  // pts -> result index
+  for (std::size_t i = 0; i < indices.size(); ++i)
+    slot[shown[static_cast<std::size_t>(indices[i])]] = i;
+
+  // Splits at key frames. A split also decodes the next key frame and the
+  // packets stored after it that show before it (open GOPs), since those
+  // belong to this split's presentation span.
+  std::vector<std::size_t> starts;
+  for (std::size_t i = 0; i < pkts.size(); ++i) {
+    if (i == 0 || (pkts[i]->flags & AV_PKT_FLAG_KEY) != 0) starts.push_back(i);
+  }
+  std::vector<std::unique_ptr<Frames>> out(indices.size());
+  std::size_t found = 0;
+  for (std::size_t s = 0; s < starts.size() && found < indices.size(); ++s) {
+    const std::size_t begin = starts[s];
+    const std::size_t next = s + 1 < starts.size() ? starts[s + 1] : pkts.size();
+    std::size_t end = next;
+    if (next < pkts.size()) {
+      const int64_t key_pts = pkts[next]->pts;
+      end = next + 1;
+      while (end < pkts.size() && pkts[end]->pts != AV_NOPTS_VALUE &&
+             key_pts != AV_NOPTS_VALUE && pkts[end]->pts < key_pts &&
+             (pkts[end]->flags & AV_PKT_FLAG_KEY) == 0) {
+        ++end;
+      }
+    }
+    // The wanted frames this split owns: stored in it, not leading strays
+    // of the previous split, not the next key frame.
+    const int64_t own_from = pkts[begin]->pts;
+    std::set<int64_t> wanted;
+    for (std::size_t i = begin; i < next; ++i) {
+      const int64_t pts = pkts[i]->pts;
+      if (pts == AV_NOPTS_VALUE || slot.count(pts) == 0) continue;
+      if (s > 0 && own_from != AV_NOPTS_VALUE && pts < own_from) continue;
+      if (out[slot[pts]] == nullptr) wanted.insert(pts);
+    }
+    if (s + 1 < starts.size()) {
+      for (std::size_t i = next + 1; i < end; ++i) {
+        const int64_t pts = pkts[i]->pts;
+        if (slot.count(pts) != 0 && out[slot[pts]] == nullptr)
+          wanted.insert(pts);
+      }
+    }
+    if (wanted.empty()) continue;
+
+    DecodeSession session(codec, std::nullopt, config, name);
+    std::optional<Chain> chain;
+    if (filter_desc && !filter_desc->empty())
+      chain.emplace(*filter_desc, false, tb, name);
+    FramePtr filtered = new_frame();
+    std::size_t remaining = wanted.size();
+    auto keep = [&](AVFrame* f, AVRational ftb) {
+      auto frames = make_frames(Media::kImage, from_av(ftb));
+      FramePtr copy = new_frame();
+      av_frame_move_ref(copy.get(), f);
+      frames->push(copy.release());
+      return frames;
+    };
+    DecodeSession::Sink sink = [&](AVFrame* f, AVRational) {
+      if (wanted.count(f->pts) == 0) return true;
+      const std::size_t at = slot[f->pts];
+      wanted.erase(f->pts);
+      if (chain) {
+        chain->push(f);
+        if (chain->pull(filtered.get()) == 0) {
+          out[at] = keep(filtered.get(), chain->time_base());
+          av_frame_unref(filtered.get());
+        }
+      } else {
+        out[at] = keep(f, tb);
+      }
+      if (out[at] != nullptr) ++found;
+      return --remaining > 0;
+    };
+    for (std::size_t i = begin; i < end && !session.stopped(); ++i) {
+      const bool wanted_here = wanted.count(pkts[i]->pts) != 0;
+      session.send(pkts[i], !wanted_here, sink);
+    }
+    session.flush(sink);
+    if (remaining > 0 && session.errors() > 0) {
+      throw DecodeError(name + ": frames could not be decoded; " +
+                        session.first_error());
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == nullptr) {
+      throw DecodeError(name + ": frame " + std::to_string(indices[i]) +
+                        " did not decode");
+    }
+  }
+  return out;
+}
+
+}  // namespace av
+}  // namespace feedline

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Demuxer: streams, codecs, windowed demuxing with key-frame seeking, and
+// chunked streaming.
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "media/ffmpeg/ffmpeg.h"
+
+namespace feedline::av {
+
+using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
+
+class Demuxer::Input : public media::ffmpeg::Input {
+ public:
+  using media::ffmpeg::Input::Input;
+  bool read_any = false;  // packets were read: a new demux must seek back
+};
+
+namespace {
+
+std::string default_name(const Source& source) {
+  if (!source.in_memory()) return source.url;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "<Bytes: %p>",
+                static_cast<const void*>(source.data.data()));
+  return buf;
+}
+
+AVMediaType av_type(Media media) {
+  return media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
+}
+
+// pts (in tb) >= t seconds?
+bool at_or_after(int64_t pts, AVRational tb, Rational t) {
+  return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) >= 0;
+}
+
+}  // namespace
+
+Demuxer::Demuxer(Source source, const DemuxConfig& config, std::string name)
+    : name_(name.empty() ? default_name(source) : std::move(name)) {
+  input_ = std::make_unique<Input>(source, config, name_);
+}
+
+Demuxer::~Demuxer() { av_packet_free(&carry_); }
+
+int Demuxer::num_streams() const {
+  return static_cast<int>(input_->format()->nb_streams);
+}
+
+bool Demuxer::has_audio() const {
+  const AVFormatContext* fmt = input_->format();
+  for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+    if (fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO)
+      return true;
+  }
+  return false;
+}
+
+double Demuxer::duration() const {
+  const AVFormatContext* fmt = input_->format();
+  if (fmt->duration == AV_NOPTS_VALUE || fmt->duration <= 0) return 0;
+  return static_cast<double>(fmt->duration) / AV_TIME_BASE;
+}
+
+int Demuxer::best_stream(Media media) const {
+  AVFormatContext* fmt = input_->format();
+  const int i = av_find_best_stream(fmt, av_type(media), -1, -1, nullptr, 0);
+  if (i < 0) {
+    throw DecodeError(name_ + ": no " +
+                      (media == Media::kAudio ? "audio" : "video") +
+                      " stream");
+  }
+  return i;
+}
+
+Codec Demuxer::stream_codec(int index) const {
+  AVFormatContext* fmt = input_->format();
+  if (index < 0 || index >= num_streams()) {
+    throw OutOfRange(name_ + ": stream index must be in [0, " +
+                     std::to_string(num_streams()) +
+                     "); got " + std::to_string(index));
+  }
+  AVStream* st = fmt->streams[index];
+  const AVMediaType type = st->codecpar->codec_type;
+  if (type != AVMEDIA_TYPE_AUDIO && type != AVMEDIA_TYPE_VIDEO) {
+    throw InvalidArgument(name_ + ": stream " + std::to_string(index) +
+                          " is neither audio nor video");
+  }
+  return Codec(type == AVMEDIA_TYPE_AUDIO ? Media::kAudio : Media::kVideo,
+               st->codecpar, from_av(st->time_base),
+               from_av(av_guess_frame_rate(fmt, st, nullptr)));
+}
+
+Codec Demuxer::codec(Media media) const {
+  const int i = best_stream(media);
+  AVFormatContext* fmt = input_->format();
+  AVStream* st = fmt->streams[i];
+  return Codec(media, st->codecpar, from_av(st->time_base),
+               from_av(av_guess_frame_rate(fmt, st, nullptr)));
+}
+
+std::unique_ptr<Packets> Demuxer::demux(Media media,
+                                        std::optional<Window> window) {
+  if (window) {
+    if (window->start.den <= 0 || (window->end && window->end->den <= 0)) {
+      throw InvalidArgument(name_ + ": invalid window");
+    }
+    if (window->start.num < 0) {
+      throw InvalidArgument(name_ + ": the window starts before 0");
+    }
+    if (window->end && av_cmp_q(to_av(*window->end), to_av(window->start)) < 0) {
+      throw InvalidArgument(name_ + ": the window ends before it starts");
+    }
+  }
+  if (media == Media::kImage) window.reset();
+  const int index = best_stream(media);
+  AVFormatContext* fmt = input_->format();
+  AVStream* st = fmt->streams[index];
+  const AVRational tb = st->time_base;
+  for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+    fmt->streams[i]->discard =
+        static_cast<int>(i) == index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+  }
+
+  // Seek to the key frame at or before the start (or back to the beginning
+  // when an earlier call read packets).
+  const bool from_start = !window || window->start.num == 0;
+  if (!from_start || input_->read_any) {
+    const int64_t target =
+        from_start ? (st->start_time != AV_NOPTS_VALUE ? st->start_time : 0)
+                   : av_rescale_q_rnd(window->start.num,
+                                      AVRational{1, window->start.den}, tb,
+                                      AV_ROUND_DOWN);
+    int rc = av_seek_frame(fmt, index, target, AVSEEK_FLAG_BACKWARD);
+    if (rc < 0 && input_->read_any) {
+      fail(name_, "cannot seek back to read the stream again", rc);
+    }
+  }
+  input_->read_any = true;
+
+  std::optional<Rational> stop;
+  if (window && window->end) {
+    stop = *window->end;
+    if (media == Media::kVideo) {
+      // Reordered B-frames of the window may be stored after a packet that
+      // is past its end.
+      const AVRational e = av_add_q(to_av(*stop), AVRational{3, 10});
+      stop = Rational{e.num, e.den};
+    }
+  }
+
+  auto packets = make_packets(
+      media, name_, index, from_av(tb), window,
+      Codec(media, st->codecpar, from_av(tb),
+            from_av(av_guess_frame_rate(fmt, st, nullptr))));
+  PacketPtr packet = new_packet();
+  for (;;) {
+    const int rc = av_read_frame(fmt, packet.get());
+    if (rc == AVERROR_EOF) break;
+    if (rc < 0) fail(name_, "reading packets failed", rc);
+    if (packet->stream_index != index) {
+      av_packet_unref(packet.get());
+      continue;
+    }
+    if (stop && packet->pts != AV_NOPTS_VALUE &&
+        at_or_after(packet->pts, tb, *stop)) {
+      av_packet_unref(packet.get());
+      break;
+    }
+    packets->push(packet.release());
+    packet = new_packet();
+    if (media == Media::kImage) break;
+  }
+  if (media == Media::kImage && packets->num_packets() == 0) {
+    throw DecodeError(name_ + ": no image data");
+  }
+  return packets;
+}
+
+std::map<int, std::unique_ptr<Packets>> Demuxer::next_chunk(
+    const std::vector<int>& streams, double duration, int num_packets) {
+  if ((duration > 0) == (num_packets > 0)) {
+    throw InvalidArgument(
+        "streaming demux needs exactly one of duration (> 0) and num_packets "
+        "(> 0)");
+  }
+  AVFormatContext* fmt = input_->format();
+  std::map<int, Media> selected;
+  for (int s : streams) {
+    if (s < 0 || s >= num_streams()) {
+      throw OutOfRange(name_ + ": stream index must be in [0, " +
+                       std::to_string(num_streams()) + "); got " +
+                       std::to_string(s));
+    }
+    const AVMediaType type = fmt->streams[s]->codecpar->codec_type;
+    if (type != AVMEDIA_TYPE_AUDIO && type != AVMEDIA_TYPE_VIDEO) {
+      throw InvalidArgument(name_ + ": stream " + std::to_string(s) +
+                            " is neither audio nor video; only audio and "
+                            "video streams can be streamed");
+    }
+    selected[s] = type == AVMEDIA_TYPE_AUDIO ? Media::kAudio : Media::kVideo;
+  }
+  if (selected.empty()) throw InvalidArgument("no stream selected");
+  if (eof_) return {};
+  if (!input_->read_any) {
+    for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+      fmt->streams[i]->discard = selected.count(static_cast<int>(i)) != 0
+                                     ? AVDISCARD_DEFAULT
+                                     : AVDISCARD_ALL;
+    }
+    input_->read_any = true;
+  }
+
+  auto take_pending = [&] {
+    std::map<int, std::unique_ptr<Packets>> out;
+    out.swap(pending_);
+    chunk_started_ = false;
+    return out;
+  };
+  // Adds `p` (owned); returns whether the chunk is complete.
+  auto add = [&](AVPacket* p) {
+    const int s = p->stream_index;
+    auto it = selected.find(s);
+    if (it == selected.end()) {
+      av_packet_free(&p);
+      return false;
+    }
+    AVStream* st = fmt->streams[s];
+    auto& slot = pending_[s];
+    if (!slot) {
+      slot = make_packets(it->second, name_, s, from_av(st->time_base),
+                          std::nullopt, std::nullopt);
+    }
+    slot->push(p);
+    return num_packets > 0 &&
+           slot->num_packets() >= static_cast<std::size_t>(num_packets);
+  };
+  // The chunk boundary by duration: true when `p` starts a new chunk.
+  auto starts_new_chunk = [&](const AVPacket* p) {
+    if (duration <= 0 || selected.count(p->stream_index) == 0) return false;
+    if (p->pts == AV_NOPTS_VALUE) return false;
+    const double t = static_cast<double>(p->pts) *
+                     av_q2d(fmt->streams[p->stream_index]->time_base);
+    if (!chunk_started_) {
+      chunk_started_ = true;
+      chunk_start_ = t;
+      return false;
+    }
+    if (t - chunk_start_ > duration) return true;
+    return false;
+  };
+
+  if (carry_ != nullptr) {
+    AVPacket* p = carry_;
+    carry_ = nullptr;
+    starts_new_chunk(p);  // starts the chunk's clock
+    if (add(p)) return take_pending();
+  }
+  PacketPtr packet = new_packet();
+  for (;;) {
+    const int rc = av_read_frame(fmt, packet.get());
+    if (rc == AVERROR_EOF) {
+      eof_ = true;
+      return take_pending();
+    }
+    if (rc < 0) fail(name_, "reading packets failed", rc);
+    if (selected.count(packet->stream_index) == 0) {
+      av_packet_unref(packet.get());
+      continue;
+    }
+    if (starts_new_chunk(packet.get())) {
+      carry_ = packet.release();
+      return take_pending();
+    }
+    if (add(packet.release())) return take_pending();
+    packet = new_packet();
+  }
+}
+
+}  // namespace feedline::av

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "media/ffmpeg/ffmpeg.h"
+
+namespace feedline::media::ffmpeg {
+
+std::string av_error_text(int code) {
+  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(code, buf, sizeof(buf));
+  return buf;
+}
+
+void quiet_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
+}
+
+FramePtr new_frame() {
+  FramePtr f(av_frame_alloc());
+  if (!f) throw std::bad_alloc();
+  return f;
+}
+
+PacketPtr new_packet() {
+  PacketPtr p(av_packet_alloc());
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+std::string pix_fmt_name(int format) {
+  const char* n = av_get_pix_fmt_name(static_cast<AVPixelFormat>(format));
+  return n != nullptr ? n : "none";
+}
+
+std::string sample_fmt_name(int format) {
+  const char* n = av_get_sample_fmt_name(static_cast<AVSampleFormat>(format));
+  return n != nullptr ? n : "none";
+}
+
+Options::Options(const std::map<std::string, std::string>& options) {
+  for (const auto& [k, v] : options) {
+    if (av_dict_set(&dict_, k.c_str(), v.c_str(), 0) < 0)
+      throw std::bad_alloc();
+  }
+}
+
+Options::~Options() { av_dict_free(&dict_); }
+
+void Options::check_consumed(std::string_view name,
+                             std::string_view what) const {
+  if (av_dict_count(dict_) == 0) return;
+  std::string left;
+  const AVDictionaryEntry* e = nullptr;
+  while ((e = av_dict_get(dict_, "", e, AV_DICT_IGNORE_SUFFIX)) != nullptr) {
+    if (!left.empty()) left += ", ";
+    left += e->key;
+  }
+  throw InvalidArgument(std::string(name) + ": " + std::string(what) +
+                        " did not take these options: " + left);
+}
+
+namespace {
+
+// Containers whose headers carry complete codec parameters: probing their
+// streams by decoding (avformat_find_stream_info) adds nothing a decoder
+// needs.
+bool carries_codec_parameters(const AVFormatContext* fmt) {
+  const std::string_view format = fmt->iformat->name;
+  if (format != "mov,mp4,m4a,3gp,3g2,mj2" && format != "matroska,webm")
+    return false;
+  for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+    const AVCodecParameters* p = fmt->streams[i]->codecpar;
+    if (p->codec_type == AVMEDIA_TYPE_VIDEO) {
+      if (p->codec_id == AV_CODEC_ID_NONE || p->width <= 0 || p->height <= 0)
+        return false;
+    } else if (p->codec_type == AVMEDIA_TYPE_AUDIO) {
+      if (p->codec_id == AV_CODEC_ID_NONE || p->sample_rate <= 0 ||
+          p->ch_layout.nb_channels <= 0)
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Input::Input(const av::Source& source, const av::DemuxConfig& config,
+             std::string_view name)
+    : data_(source.data), owner_(source.owner) {
+  quiet_logging();
+  const AVInputFormat* forced = nullptr;
+  if (!config.format.empty()) {
+    forced = av_find_input_format(config.format.c_str());
+    if (forced == nullptr) {
+      throw InvalidArgument(std::string(name) + ": unknown input format '" +
+                            config.format + "'");
+    }
+  }
+  AVFormatContext* fmt = avformat_alloc_context();
+  if (fmt == nullptr) throw std::bad_alloc();
+  const bool in_memory = source.in_memory();
+  if (in_memory) {
+    if (data_.empty()) {
+      avformat_free_context(fmt);
+      throw DecodeError(std::string(name) + ": empty input, not media");
+    }
+    const int size = config.buffer_size > 0 ? config.buffer_size : 65536;
+    auto* buffer = static_cast<uint8_t*>(av_malloc(static_cast<size_t>(size)));
+    if (buffer == nullptr) {
+      avformat_free_context(fmt);
+      throw std::bad_alloc();
+    }
+    avio_.reset(avio_alloc_context(buffer, size, 0, this, &Input::read, nullptr,
+                                   &Input::seek));
+    if (!avio_) {
+      av_free(buffer);
+      avformat_free_context(fmt);
+      throw std::bad_alloc();
+    }
+    fmt->pb = avio_.get();
+    fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  }
+  Options options(config.format_options);
+  // On failure avformat_open_input frees the context itself.
+  int rc = avformat_open_input(&fmt, in_memory ? nullptr : source.url.c_str(),
+                               forced, options.get());
+  if (rc < 0) {
+    if (!in_memory && (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) ||
+                       rc == AVERROR(EISDIR))) {
+      throw IoError(std::string(name) +
+                    ": cannot open the input: " + av_error_text(rc));
+    }
+    fail(name, "not a media file FFmpeg can read", rc);
+  }
+  format_.reset(fmt);
+  options.check_consumed(name, "the demuxer");
+  const bool probe = config.find_stream_info.value_or(
+      !carries_codec_parameters(fmt));
+  if (probe) {
+    rc = avformat_find_stream_info(fmt, nullptr);
+    if (rc < 0) fail(name, "cannot read the stream information", rc);
+    stream_info_read_ = true;
+  }
+}
+
+Input::~Input() = default;
+
+int Input::read(void* opaque, uint8_t* buf, int size) {
+  auto* self = static_cast<Input*>(opaque);
+  const auto left = static_cast<int64_t>(self->data_.size()) - self->pos_;
+  if (left <= 0) return AVERROR_EOF;
+  const int n = static_cast<int>(std::min<int64_t>(left, size));
+  std::memcpy(buf, self->data_.data() + self->pos_,
+              static_cast<std::size_t>(n));
+  self->pos_ += n;
+  return n;
+}
+
+int64_t Input::seek(void* opaque, int64_t offset, int whence) {
+  auto* self = static_cast<Input*>(opaque);
+  const auto size = static_cast<int64_t>(self->data_.size());
+  if ((whence & AVSEEK_SIZE) != 0) return size;
+  int64_t base = 0;
+  switch (whence & ~AVSEEK_FORCE) {
+    case SEEK_SET:
+      base = 0;
+      break;
+    case SEEK_CUR:
+      base = self->pos_;
+      break;
+    case SEEK_END:
+      base = size;
+      break;
+    default:
+      return AVERROR(EINVAL);
+  }
+  if (offset > size || offset < -size) return AVERROR(EINVAL);
+  const int64_t to = base + offset;
+  if (to < 0 || to > size) return AVERROR(EINVAL);
+  self->pos_ = to;
+  return to;
+}
+
+CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
+                      const av::DecodeConfig& config, std::string_view name) {
+  const AVCodec* codec = nullptr;
+  if (!config.decoder.empty()) {
+    codec = avcodec_find_decoder_by_name(config.decoder.c_str());
+    if (codec == nullptr) {
+      throw InvalidArgument(std::string(name) + ": no decoder named '" +
+                            config.decoder + "'");
+    }
+  } else {
+    codec = avcodec_find_decoder(params->codec_id);
+    if (codec == nullptr) {
+      const char* id = avcodec_get_name(params->codec_id);
+      throw DecodeError(std::string(name) + ": no decoder for the codec '" +
+                        (id != nullptr ? id : "unknown") +
+                        "' in this FFmpeg");
+    }
+  }
+  CodecPtr ctx(avcodec_alloc_context3(codec));
+  if (!ctx) throw std::bad_alloc();
+  int rc = avcodec_parameters_to_context(ctx.get(), params);
+  if (rc < 0) fail(name, "bad codec parameters", rc);
+  ctx->pkt_timebase = time_base;
+  std::map<std::string, std::string> opts = config.decoder_options;
+  if (opts.find("threads") == opts.end())
+    opts["threads"] = std::to_string(std::max(0, config.threads));
+  Options options(opts);
+  rc = avcodec_open2(ctx.get(), codec, options.get());
+  if (rc < 0)
+    fail(name, std::string("cannot open the ") + codec->name + " decoder", rc);
+  options.check_consumed(name, std::string("the ") + codec->name + " decoder");
+  return ctx;
+}
+
+}  // namespace feedline::media::ffmpeg
