@@ -24,7 +24,9 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "convert.h"
 #include "feedline/base/error.h"
+#include "feedline/io/file.h"
 #include "feedline/media/av.h"
 #include "io_common.h"
 
@@ -96,6 +98,104 @@ av::Source source_from(nb::handle src) {
 nb::object frames_or_none(std::unique_ptr<Frames> f) {
   if (!f) return nb::none();
   return nb::cast(std::move(f));
+}
+
+using PacketsItem = std::unique_ptr<Packets>;
+using FramesItem = std::unique_ptr<Frames>;
+
+// One clip to load in a pipeline: a file (path, or bytes named by position)
+// and an optional window. From Python: (src, start, end) or (src, None).
+struct ClipRequest {
+  std::string name;
+  av::Source source;
+  std::optional<Window> window;
+};
+
+Item clip_from_python(nb::handle obj) {
+  if (!nb::isinstance<nb::tuple>(obj) || (nb::len(obj) != 2 && nb::len(obj) != 3)) {
+    throw InvalidArgument(
+        "a clip is (path or bytes, start, end) or (path or bytes, None)");
+  }
+  nb::tuple t = nb::borrow<nb::tuple>(obj);
+  ClipRequest r;
+  r.source = source_from(t[0]);
+  r.name = r.source.in_memory()
+               ? "<" + std::to_string(r.source.data.size()) + " bytes>"
+               : r.source.url;
+  if (nb::len(t) == 3) {
+    nb::object fractions = nb::module_::import_("feedline.io._av");
+    r.window = window_from(fractions.attr("_window")(nb::make_tuple(t[1], t[2])));
+  } else if (!t[1].is_none()) {
+    nb::object fractions = nb::module_::import_("feedline.io._av");
+    r.window = window_from(fractions.attr("_window")(t[1]));
+  }
+  return Item(std::move(r));
+}
+
+template <typename T>
+nb::object unique_to_python(Item& item) {
+  return nb::cast(std::move(item.as<std::unique_ptr<T>>()));
+}
+
+template <typename T>
+Item unique_from_python(nb::handle obj) {
+  if (!nb::isinstance<T>(obj)) {
+    throw InvalidArgument(std::string("expected ") +
+                          nb::type_name(nb::type<T>()).c_str() + ", got " +
+                          nb::type_name(obj.type()).c_str());
+  }
+  T& value = live(nb::cast<T&>(obj));
+  return Item(value.take());
+}
+
+// Functions applied by the native ops below.
+class FnOp final : public MapOp {
+ public:
+  using Fn = std::function<Item(Item)>;
+  explicit FnOp(Fn fn) : fn_(std::move(fn)) {}
+  Item call(Item input) override { return fn_(std::move(input)); }
+
+ private:
+  const Fn fn_;
+};
+
+NativeOp fn_op(std::string name, const std::type_info& in,
+               const std::type_info& out, FnOp::Fn fn) {
+  return NativeOp{std::make_shared<FnOp>(std::move(fn)), std::move(name), &in,
+                  &out};
+}
+
+av::VideoOptions video_options(nb::handle window, const av::DemuxConfig& demux,
+                               const av::DecodeConfig& decode,
+                               const std::optional<std::string>& filter_desc,
+                               const std::string& pix_fmt,
+                               int64_t max_frames) {
+  av::VideoOptions o;
+  o.window = window_from(window);
+  o.demux = demux;
+  o.decode = decode;
+  o.filter_desc = filter_desc;
+  o.pix_fmt = pix_fmt;
+  o.max_frames = max_frames;
+  return o;
+}
+
+// SPDL's default chain: audio trimmed to the window as float planar;
+// video and images as rgb24 (the decoder applies video windows itself).
+std::string default_filter_desc(const Packets& p) {
+  if (p.media() != Media::kAudio) return "format=pix_fmts=rgb24";
+  std::string out;
+  if (const auto& w = p.window()) {
+    out = "atrim=start=" + std::to_string(w->start.to_double());
+    if (w->end) out += ":end=" + std::to_string(w->end->to_double());
+    out += ",";
+  }
+  return out + "aformat=sample_fmts=fltp";
+}
+
+av::Source memory_source(const Buffer& bytes) {
+  auto owner = std::make_shared<Buffer>(bytes);
+  return av::Source{"", span_of(*owner), owner};
 }
 
 }  // namespace
@@ -371,29 +471,93 @@ void bind_av(nb::module_& m) {
   m.def("ffmpeg_filters", &av::ffmpeg_filters);
   m.def("ffmpeg_log_level", &av::ffmpeg_log_level);
 
-  // Pipeline ops: encoded bytes -> (N, H, W, C) video, whole or a window.
+  // Pipeline ops. Packets and Frames travel between native stages as owned
+  // objects and reach Python as Packets/Frames (a Python Packets or Frames
+  // given to a native stage is consumed).
+  register_to_python(typeid(PacketsItem), &unique_to_python<Packets>);
+  register_from_python(typeid(PacketsItem), &unique_from_python<Packets>);
+  register_to_python(typeid(FramesItem), &unique_to_python<Frames>);
+  register_from_python(typeid(FramesItem), &unique_from_python<Frames>);
+  register_from_python(typeid(ClipRequest), &clip_from_python);
+  register_type_name(typeid(PacketsItem), "feedline.io.Packets");
+  register_type_name(typeid(FramesItem), "feedline.io.Frames");
+  register_type_name(typeid(ClipRequest), "(src, start, end) clip");
+
   m.def(
       "load_video_op",
       [](nb::handle window, const av::DemuxConfig& demux,
          const av::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, int64_t max_frames) {
-        av::VideoOptions o;
-        o.window = window_from(window);
-        o.demux = demux;
-        o.decode = decode;
-        o.filter_desc = filter_desc;
-        o.pix_fmt = pix_fmt;
-        o.max_frames = max_frames;
+        av::VideoOptions o =
+            video_options(window, demux, decode, filter_desc, pix_fmt, max_frames);
         return load_op("load_video", [o](const EncodedFile& f) {
-          auto owner = std::make_shared<Buffer>(f.bytes);
-          return av::load_video(av::Source{"", span_of(*owner), owner}, o,
-                                f.name);
+          return av::load_video(memory_source(f.bytes), o, f.name);
         });
       },
       nb::arg("window").none(), nb::arg("demux_config"),
       nb::arg("decode_config"), nb::arg("filter_desc").none(),
       nb::arg("pix_fmt"), nb::arg("max_frames"));
+  m.def(
+      "load_video_clips_op",
+      [](const av::DemuxConfig& demux, const av::DecodeConfig& decode,
+         const std::optional<std::string>& filter_desc,
+         const std::string& pix_fmt, int64_t max_frames) {
+        av::VideoOptions base = video_options(nb::none(), demux, decode,
+                                              filter_desc, pix_fmt, max_frames);
+        return fn_op("load_video_clips", typeid(ClipRequest), typeid(Buffer),
+                     [base](Item in) {
+                       ClipRequest r = in.take_as<ClipRequest>();
+                       av::VideoOptions o = base;
+                       o.window = r.window;
+                       if (!r.source.in_memory()) {
+                         // Memory-mapped: no read() copy of the file.
+                         Buffer bytes = map_file(r.source.url);
+                         return Item(av::load_video(memory_source(bytes), o,
+                                                    r.name));
+                       }
+                       return Item(av::load_video(r.source, o, r.name));
+                     });
+      },
+      nb::arg("demux_config"), nb::arg("decode_config"),
+      nb::arg("filter_desc").none(), nb::arg("pix_fmt"),
+      nb::arg("max_frames"));
+  m.def(
+      "demux_op",
+      [](Media media, nb::handle window, const av::DemuxConfig& demux) {
+        std::optional<Window> w = window_from(window);
+        return fn_op(std::string("demux_") + av::media_name(media),
+                     typeid(EncodedFile), typeid(PacketsItem),
+                     [media, w, demux](Item in) {
+                       const EncodedFile& f = in.as<EncodedFile>();
+                       av::Demuxer d(memory_source(f.bytes), demux, f.name);
+                       return Item(PacketsItem(d.demux(media, w)));
+                     });
+      },
+      nb::arg("media"), nb::arg("window").none(), nb::arg("demux_config"));
+  m.def(
+      "decode_packets_op",
+      [](const std::optional<std::string>& filter_desc, bool default_filter,
+         const av::DecodeConfig& decode, int64_t num_frames) {
+        return fn_op(
+            "decode_packets", typeid(PacketsItem), typeid(FramesItem),
+            [filter_desc, default_filter, decode, num_frames](Item in) {
+              PacketsItem p = in.take_as<PacketsItem>();
+              std::optional<std::string> fd = filter_desc;
+              if (default_filter) fd = default_filter_desc(*p);
+              return Item(FramesItem(
+                  av::decode_packets(std::move(*p), fd, decode, num_frames)));
+            });
+      },
+      nb::arg("filter_desc").none(), nb::arg("default_filter"),
+      nb::arg("decode_config"), nb::arg("num_frames"));
+  m.def("convert_frames_op", [] {
+    return fn_op("convert_frames", typeid(FramesItem), typeid(Buffer),
+                 [](Item in) {
+                   FramesItem f = in.take_as<FramesItem>();
+                   return Item(av::convert_frames(std::move(*f)));
+                 });
+  });
 }
 
 }  // namespace feedline::bindings

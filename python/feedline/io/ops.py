@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from .._feedline_ext import io as _io
 from ._options import image_options
+from . import _av
 
 __all__ = ["load_audio", "decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members", "zip_members"]
 
@@ -104,7 +105,45 @@ def load_video(*, timestamp=None, demux_config=None, decode_config=None, filter_
     ``timestamp=(start, end)``; the fast path of
     :func:`feedline.io.load_video` (``filter_desc``: an FFmpeg chain
     instead)."""
-    from . import _av
-
     return _io.load_video_op(_av._window(timestamp), _av._demux_cfg(demux_config), _av._decode_cfg(decode_config),
                              filter_desc, pix_fmt, int(num_frames or 0))
+
+
+def load_video_clips(*, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24",
+                     num_frames: int | None = None):
+    """Native op: a clip request ``(src, start, end)`` or ``(src, None)`` --
+    ``src`` a path (memory-mapped, not read) or bytes -- -> the uint8 Buffer
+    ``(N, H, W, 3)`` of that window. Lets a pipeline sample a different
+    window per item without the GIL."""
+    return _io.load_video_clips_op(_av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc,
+                                   pix_fmt, int(num_frames or 0))
+
+
+def demux_video(*, timestamp=None, demux_config=None):
+    """Native op: encoded bytes -> :class:`feedline.io.VideoPackets` (of the
+    window ``timestamp=(start, end)`` when given)."""
+    return _io.demux_op(_io.Media.VIDEO, _av._window(timestamp), _av._demux_cfg(demux_config))
+
+
+def demux_audio(*, timestamp=None, demux_config=None):
+    """Native op: encoded bytes -> :class:`feedline.io.AudioPackets`."""
+    return _io.demux_op(_io.Media.AUDIO, _av._window(timestamp), _av._demux_cfg(demux_config))
+
+
+def demux_image(*, demux_config=None):
+    """Native op: encoded bytes -> :class:`feedline.io.ImagePackets`."""
+    return _io.demux_op(_io.Media.IMAGE, None, _av._demux_cfg(demux_config))
+
+
+def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, num_frames: int = -1):
+    """Native op: Packets -> Frames, as :func:`feedline.io.decode_packets`
+    (by default the standard chain for the packets' media; None keeps the
+    decoder's format)."""
+    default = filter_desc is _av.FILTER_DESC_DEFAULT
+    return _io.decode_packets_op(None if default else filter_desc, default, _av._decode_cfg(decode_config),
+                                 int(num_frames))
+
+
+def convert_frames():
+    """Native op: Frames -> Buffer, as :func:`feedline.io.convert_frames`."""
+    return _io.convert_frames_op()
