@@ -156,7 +156,7 @@ std::size_t shape_bytes(const FrameLayout& l) {
   return static_cast<std::size_t>(n) * dtype_size(l.dtype);
 }
 
-void write_frames(const Frames& frames, const FrameLayout& l, uint8_t* dst) {
+void write_frames(const Frames& frames, uint8_t* dst) {
   if (frames.media() != Media::kAudio) {
     const FrameLayout one = video_layout(frames.frames()[0]);
     for (const AVFrame* f : frames.frames()) {
@@ -197,7 +197,7 @@ void write_frames(const Frames& frames, const FrameLayout& l, uint8_t* dst) {
 Buffer convert_frames(Frames&& frames) {
   const FrameLayout l = layout_of(frames);
   Buffer out = Buffer::allocate(l.dtype, l.shape);
-  write_frames(frames, l, out.data_as<uint8_t>());
+  write_frames(frames, out.data_as<uint8_t>());
   frames.take();
   return out;
 }
@@ -221,7 +221,7 @@ Buffer convert_frames(std::vector<Frames*> batch) {
   auto* dst = out.data_as<uint8_t>();
   const std::size_t each = shape_bytes(l);
   for (Frames* f : batch) {
-    write_frames(*f, l, dst);
+    write_frames(*f, dst);
     dst += each;
   }
   for (Frames* f : batch) f->take();
@@ -271,14 +271,10 @@ class FrameWriter {
     if (count_ == 0) return Buffer();
     std::vector<int64_t> shape = {count_, height_, width_, channels_};
     if (image) shape.erase(shape.begin());
-    if (count_ == capacity_ && !image) return reshape(shape);
     return Buffer::view(out_.owner(), out_.data(), DType::kUint8, shape);
   }
 
  private:
-  Buffer reshape(const std::vector<int64_t>& shape) {
-    return Buffer::view(out_.owner(), out_.data(), DType::kUint8, shape);
-  }
 
   void reserve(int64_t n) {
     Buffer bigger = Buffer::allocate(DType::kUint8,

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// feedline::av from C++: demux with windows, decode, sampling, filters,
+// conversion layouts, ownership and errors. The clips are made by the
+// ffmpeg CLI in a temporary directory; the expected frames are what the CLI
+// decodes.
+
+#include "feedline/media/av.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "feedline/base/buffer.h"
+#include "feedline/base/error.h"
+
+namespace feedline::av {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class AvTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("feedline_av_test_" + std::to_string(getpid())));
+    fs::create_directories(*dir_);
+    const std::string d = dir_->string();
+    // 4 s at 25 fps, a key frame every 25 frames, with B-frames.
+    run("ffmpeg -v error -y -f lavfi -i testsrc=size=96x64:rate=25:duration=4 "
+        "-c:v libx264 -pix_fmt yuv420p -g 25 " + d + "/clip.mp4");
+    run("ffmpeg -v error -y -i " + d +
+        "/clip.mp4 -f rawvideo -pix_fmt rgb24 " + d + "/clip.rgb");
+    run("ffmpeg -v error -y -f lavfi -i testsrc=size=96x64:rate=25:duration=1 "
+        "-f lavfi -i sine=frequency=440:sample_rate=8000:duration=1 -c:v "
+        "libx264 -pix_fmt yuv420p -c:a pcm_s16le " + d + "/av.mkv");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static void run(const std::string& cmd) {
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  static std::string path(const char* name) { return (*dir_ / name).string(); }
+  static Source file(const char* name) { return Source{path(name), {}, nullptr}; }
+
+  // Frame i of the CLI's rgb24 decode of clip.mp4.
+  static const uint8_t* expected_frame(int i) {
+    static const std::vector<uint8_t> rgb = read_all(*dir_ / "clip.rgb");
+    return rgb.data() + static_cast<std::size_t>(i) * kFrameBytes;
+  }
+  static constexpr std::size_t kFrameBytes = 96 * 64 * 3;
+
+  static fs::path* dir_;
+};
+
+fs::path* AvTest::dir_ = nullptr;
+
+TEST_F(AvTest, LoadVideoEqualsTheCli) {
+  Buffer v = load_video(file("clip.mp4"), VideoOptions{});
+  ASSERT_EQ(v.shape(), (std::vector<int64_t>{100, 64, 96, 3}));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(std::memcmp(v.data_as<uint8_t>() + i * kFrameBytes,
+                          expected_frame(i), kFrameBytes),
+              0)
+        << "frame " << i;
+  }
+}
+
+TEST_F(AvTest, WindowIsHalfOpenAndStartsMidGop) {
+  VideoOptions o;
+  o.window = Window{Rational{13, 10}, Rational{2, 1}};  // frames 33..49
+  Buffer v = load_video(file("clip.mp4"), o);
+  ASSERT_EQ(v.shape()[0], 17);
+  for (int i = 0; i < 17; ++i) {
+    ASSERT_EQ(std::memcmp(v.data_as<uint8_t>() + i * kFrameBytes,
+                          expected_frame(33 + i), kFrameBytes),
+              0)
+        << "frame " << 33 + i;
+  }
+}
+
+TEST_F(AvTest, FromMemoryEqualsFromPath) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(read_all(path("clip.mp4")));
+  Source mem{"", std::span<const uint8_t>(*bytes), bytes};
+  VideoOptions o;
+  o.max_frames = 5;
+  Buffer v = load_video(mem, o, "clip in memory");
+  ASSERT_EQ(v.shape()[0], 5);
+  EXPECT_EQ(std::memcmp(v.data(), expected_frame(0), 5 * kFrameBytes), 0);
+}
+
+TEST_F(AvTest, WindowPastTheEndIsADecodeError) {
+  VideoOptions o;
+  o.window = Window{Rational{10, 1}, Rational{11, 1}};
+  try {
+    load_video(file("clip.mp4"), o);
+    FAIL() << "no error";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("clip.mp4"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("window"), std::string::npos);
+  }
+}
+
+TEST_F(AvTest, DemuxerReportsStreamsAndCodecs) {
+  Demuxer d(file("av.mkv"), DemuxConfig{});
+  EXPECT_TRUE(d.has_audio());
+  EXPECT_EQ(d.num_streams(), 2);
+  Codec v = d.codec(Media::kVideo);
+  EXPECT_EQ(v.name(), "h264");
+  EXPECT_EQ(v.width(), 96);
+  EXPECT_EQ(v.height(), 64);
+  EXPECT_EQ(v.frame_rate(), (Rational{25, 1}));
+  Codec a = d.codec(Media::kAudio);
+  EXPECT_EQ(a.name(), "pcm_s16le");
+  EXPECT_EQ(a.sample_rate(), 8000);
+  EXPECT_EQ(a.num_channels(), 1);
+}
+
+TEST_F(AvTest, PacketsAreConsumedByDecodingAndClonesShareThem) {
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  auto packets = d.demux(Media::kVideo, Window{Rational{1, 1}, Rational{2, 1}});
+  EXPECT_EQ(packets->size(), 25u);
+  EXPECT_GT(packets->num_packets(), 25u);  // from the key frame at 1 s - GOP
+  auto copy = packets->clone();
+  auto frames = decode_packets(std::move(*packets),
+                               std::string("format=pix_fmts=rgb24"),
+                               DecodeConfig{});
+  EXPECT_TRUE(packets->consumed());
+  EXPECT_THROW(packets->size(), InvalidArgument);
+  ASSERT_EQ(frames->num_frames(), 25);
+  Buffer b = convert_frames(std::move(*frames));
+  EXPECT_TRUE(frames->consumed());
+  EXPECT_EQ(std::memcmp(b.data(), expected_frame(25), 25 * kFrameBytes), 0);
+  auto again = decode_packets(std::move(*copy), std::nullopt, DecodeConfig{});
+  EXPECT_EQ(again->format(), "yuv420p");
+  Buffer yuv = convert_frames(std::move(*again));
+  EXPECT_EQ(yuv.shape(), (std::vector<int64_t>{25, 1, 96, 96}));
+}
+
+TEST_F(AvTest, SampleDecodeEqualsFullDecode) {
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  auto packets = d.demux(Media::kVideo, std::nullopt);
+  const std::vector<int64_t> wanted = {0, 3, 24, 26, 60, 99};
+  auto frames = sample_decode_video(std::move(*packets), wanted,
+                                    std::string("format=pix_fmts=rgb24"),
+                                    DecodeConfig{});
+  ASSERT_EQ(frames.size(), wanted.size());
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    Buffer b = convert_frames(std::move(*frames[i]));
+    ASSERT_EQ(b.shape(), (std::vector<int64_t>{64, 96, 3}));
+    EXPECT_EQ(std::memcmp(b.data(), expected_frame(static_cast<int>(wanted[i])),
+                          kFrameBytes),
+              0)
+        << "frame " << wanted[i];
+  }
+}
+
+TEST_F(AvTest, SampleDecodeRejectsBadIndices) {
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  EXPECT_THROW(sample_decode_video(std::move(*d.demux(Media::kVideo, std::nullopt)),
+                                   {5, 5}, std::nullopt, DecodeConfig{}),
+               InvalidArgument);
+  EXPECT_THROW(sample_decode_video(std::move(*d.demux(Media::kVideo, std::nullopt)),
+                                   {100}, std::nullopt, DecodeConfig{}),
+               OutOfRange);
+}
+
+TEST_F(AvTest, StreamingDemuxCoversEveryPacketOnce) {
+  Demuxer d(file("av.mkv"), DemuxConfig{});
+  std::size_t video = 0;
+  std::size_t audio = 0;
+  for (;;) {
+    auto chunk = d.next_chunk({0, 1}, 0, 4);
+    if (chunk.empty()) break;
+    for (auto& [index, packets] : chunk) {
+      EXPECT_FALSE(packets->codec().has_value());
+      EXPECT_LE(packets->num_packets(), 4u);
+      (index == d.best_stream(Media::kVideo) ? video : audio) +=
+          packets->num_packets();
+    }
+  }
+  Demuxer whole(file("av.mkv"), DemuxConfig{});
+  EXPECT_EQ(video, whole.demux(Media::kVideo, std::nullopt)->num_packets());
+  EXPECT_EQ(audio, whole.demux(Media::kAudio, std::nullopt)->num_packets());
+}
+
+TEST_F(AvTest, AudioConvertsPlanarAndPacked) {
+  Demuxer d(file("av.mkv"), DemuxConfig{});
+  auto frames = decode_packets(std::move(*d.demux(Media::kAudio, std::nullopt)),
+                               std::string("aformat=sample_fmts=fltp"),
+                               DecodeConfig{});
+  Buffer planar = convert_frames(std::move(*frames));
+  EXPECT_EQ(planar.dtype(), DType::kFloat32);
+  EXPECT_EQ(planar.shape(), (std::vector<int64_t>{1, 8000}));
+  frames = decode_packets(std::move(*d.demux(Media::kAudio, std::nullopt)),
+                          std::nullopt, DecodeConfig{});
+  Buffer packed = convert_frames(std::move(*frames));
+  EXPECT_EQ(packed.dtype(), DType::kInt16);
+  EXPECT_EQ(packed.shape(), (std::vector<int64_t>{8000, 1}));
+}
+
+TEST_F(AvTest, FilterGraphErrorsAreTyped) {
+  EXPECT_THROW(FilterGraph("no_such_filter"), InvalidArgument);
+  EXPECT_THROW(FilterGraph("buffer=video_size=2x2:pix_fmt=rgb24:time_base=1/"
+                           "25:pixel_aspect=1/1,nullsink"),
+               InvalidArgument);  // no buffersink output
+  FilterGraph g(
+      "buffer=video_size=96x64:pix_fmt=yuv420p:time_base=1/12800:pixel_aspect="
+      "1/1,hflip,buffersink");
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  auto frames = decode_packets(std::move(*d.demux(Media::kVideo, std::nullopt)),
+                               std::string("scale=w=32:h=32"), DecodeConfig{});
+  EXPECT_THROW(g.add_frames(std::move(*frames)), InvalidArgument);  // size
+}
+
+TEST_F(AvTest, BadInputIsTyped) {
+  const std::vector<uint8_t> junk(4096, 7);
+  EXPECT_THROW(load_video(Source{"", junk, nullptr}, VideoOptions{}, "junk"),
+               DecodeError);
+  EXPECT_THROW(load_video(file("missing.mp4"), VideoOptions{}), IoError);
+  DemuxConfig unknown_format;
+  unknown_format.format = "no_such_format";
+  EXPECT_THROW(Demuxer(file("clip.mp4"), unknown_format), InvalidArgument);
+  DemuxConfig unused;
+  unused.format_options["no_such_option"] = "1";
+  EXPECT_THROW(Demuxer(file("clip.mp4"), unused), InvalidArgument);
+  VideoOptions bad_decoder;
+  bad_decoder.decode.decoder = "no_such_decoder";
+  EXPECT_THROW(load_video(file("clip.mp4"), bad_decoder), InvalidArgument);
+  // Truncated: the first half of the file decodes or fails cleanly.
+  std::vector<uint8_t> half = read_all(path("clip.mp4"));
+  half.resize(half.size() / 2);
+  try {
+    Buffer b = load_video(Source{"", half, nullptr}, VideoOptions{}, "half");
+    EXPECT_LE(b.shape()[0], 100);
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("half"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace feedline::av
