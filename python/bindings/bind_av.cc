@@ -468,6 +468,24 @@ void bind_av(nb::module_& m) {
         return av::buffer_source_desc(codec, label, format);
       },
       nb::arg("codec"), nb::arg("label"), nb::arg("format"));
+  m.def(
+      "buffer_view",
+      [](nb::handle data, const std::string& dtype,
+         const std::vector<int64_t>& shape) {
+        Buffer bytes = bytes_from_python(data);
+        for (int d = 0; d <= static_cast<int>(DType::kComplex128); ++d) {
+          const auto t = static_cast<DType>(d);
+          if (dtype != dtype_name(t)) continue;
+          int64_t n = 1;
+          for (int64_t s : shape) n *= s;
+          if (static_cast<std::size_t>(n) * dtype_size(t) != bytes.nbytes())
+            throw InvalidArgument("buffer_view: the shape does not fit the bytes");
+          return Buffer::view(bytes.owner(), bytes.data(), t, shape, {},
+                              bytes.writable());
+        }
+        throw InvalidArgument("buffer_view: unknown dtype " + dtype);
+      },
+      nb::arg("data"), nb::arg("dtype"), nb::arg("shape"));
   m.def("ffmpeg_filters", &av::ffmpeg_filters);
   m.def("ffmpeg_log_level", &av::ffmpeg_log_level);
 

@@ -50,7 +50,8 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
 std::string ffmpeg_versions();
 
 // Sets FFmpeg's own log level (its AV_LOG_* values: -8 quiet, 16 error,
-// 24 warning, 32 info); messages go to stderr. feedline starts it quiet.
+// 24 warning, 32 info); messages go to feedline's log sink (see
+// feedline/base/log.h). feedline starts it quiet.
 void set_ffmpeg_log_level(int level);
 
 }  // namespace feedline

@@ -44,6 +44,7 @@ __all__ = [
     "Packets",
     "VideoFrames",
     "VideoPackets",
+    "convert_array",
     "convert_frames",
     "decode_config",
     "decode_packets",
@@ -557,6 +558,19 @@ def convert_frames(frames, storage=None):
     if storage is not None:
         raise NotImplementedError("storage= is not supported: feedline allocates each Buffer")
     return _io.convert_frames(frames)
+
+
+def convert_array(vals, storage=None):
+    """Copies ``vals`` (array-like, e.g. class labels) into a new int64
+    :class:`Buffer`, as SPDL's ``convert_array``."""
+    import numpy as np
+
+    if storage is not None:
+        raise NotImplementedError("storage= is not supported: feedline allocates each Buffer")
+    arr = np.array(vals, dtype=np.int64, copy=True, order="C")
+    if arr.size == 0:
+        raise ValueError("convert_array needs a non-empty array")
+    return _io.buffer_view(arr.reshape(-1).view(np.uint8), "int64", list(arr.shape))
 
 
 def _select(frames: VideoFrames, key):

@@ -48,15 +48,6 @@ inline AVChannelLayout* layout_arg(const AVChannelLayout* layout) {
   return const_cast<AVChannelLayout*>(layout);
 }
 
-// Key frames: AVFrame::key_frame was replaced by a flag in FFmpeg 6.1.
-inline bool is_key_frame(const AVFrame* f) {
-#ifdef AV_FRAME_FLAG_KEY
-  return (f->flags & AV_FRAME_FLAG_KEY) != 0;
-#else
-  return f->key_frame != 0;
-#endif
-}
-
 // FFmpeg's text for an error code.
 std::string av_error_text(int code);
 

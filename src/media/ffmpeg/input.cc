@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
 
+#include "feedline/base/log.h"
 #include "media/ffmpeg/ffmpeg.h"
 
 namespace feedline::media::ffmpeg {
@@ -16,9 +18,34 @@ std::string av_error_text(int code) {
   return buf;
 }
 
+namespace {
+
+// FFmpeg's messages (at or below its log level) go to feedline's log sink,
+// which the Python layer routes to the `feedline` logger.
+void forward_log(void* avcl, int level, const char* fmt, va_list args) {
+  if (level > av_log_get_level()) return;
+  char line[1024];
+  int print_prefix = 1;
+  av_log_format_line2(avcl, level, fmt, args, line, sizeof(line),
+                      &print_prefix);
+  std::string_view text(line);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+    text.remove_suffix(1);
+  if (text.empty()) return;
+  const LogLevel to = level <= AV_LOG_ERROR     ? LogLevel::kError
+                      : level <= AV_LOG_WARNING ? LogLevel::kWarning
+                                                : LogLevel::kInfo;
+  log(to, "ffmpeg: " + std::string(text));
+}
+
+}  // namespace
+
 void quiet_logging() {
   static std::once_flag once;
-  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });
+  std::call_once(once, [] {
+    av_log_set_level(AV_LOG_QUIET);
+    av_log_set_callback(&forward_log);
+  });
 }
 
 FramePtr new_frame() {
