@@ -628,6 +628,8 @@ void bind_io(nb::module_& parent) {
       },
       nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"),
       nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
+  m.def("set_buffer_cache_limit", &set_buffer_cache_limit, nb::arg("bytes"));
+  m.def("buffer_cache_size", &buffer_cache_size);
   m.def("ffmpeg_versions", &ffmpeg_versions);
   m.def("set_ffmpeg_log_level", &set_ffmpeg_log_level, nb::arg("level"));
   m.def(

@@ -1,8 +1,11 @@
 """Smoke runs of the Python benchmarks: they still work (numbers not read)."""
 
 import pathlib
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "python"
 
@@ -46,3 +49,24 @@ def test_arrays_benchmark_runs():
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "feedline.io.iter_tarfile" in r.stdout
+
+
+def test_video_benchmark_runs():
+    # The clips are made with the ffmpeg CLI (libx264); PyAV, SPDL and
+    # torchcodec are optional baselines. feedline must run and deliver every
+    # frame once feedline.io.load_video exists.
+    import feedline.io
+
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("ffmpeg CLI not installed")
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "video.py"), "--quick", "--only", "feedline,pyav"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Whole clips" in r.stdout and "Windows of 8 frames" in r.stdout
+    if hasattr(feedline.io, "load_video"):
+        rows = [line for line in r.stdout.splitlines() if line.startswith("feedline ")]
+        assert len(rows) == 2 and all(row.endswith("yes") for row in rows), r.stdout

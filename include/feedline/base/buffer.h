@@ -99,6 +99,15 @@ class Buffer {
   bool writable_ = true;
 };
 
+// Buffers of 2 MiB and more are mapped 2 MiB-aligned with transparent huge
+// pages, and when freed are kept in a process-wide cache for reuse by later
+// buffers of similar size (a loader makes the same few sizes again and
+// again). The cache holds at most `bytes` (default: 1 GiB, or 1/16 of
+// physical memory if less); 0 disables it and frees what it holds.
+void set_buffer_cache_limit(std::size_t bytes);
+// Bytes the cache holds now.
+std::size_t buffer_cache_size();
+
 // Returns the C-contiguous byte strides of `shape` for elements of `itemsize`.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape,
                                         std::size_t itemsize);

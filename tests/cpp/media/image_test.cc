@@ -255,5 +255,37 @@ TEST(BufferTest, AllocatesAlignedContiguousStorage) {
   EXPECT_THROW(Buffer::allocate(DType::kUint8, {-1}), InvalidArgument);
 }
 
+TEST(BufferTest, LargeBuffersAreHugePageAlignedAndReused) {
+  set_buffer_cache_limit(std::size_t{64} << 20);
+  void* first = nullptr;
+  {
+    Buffer big = Buffer::allocate(DType::kUint8, {5 << 20});
+    first = big.data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % (2 << 20), 0u);
+    std::memset(big.data(), 1, big.nbytes());  // the memory is usable
+  }
+  EXPECT_EQ(buffer_cache_size(), std::size_t{6} << 20);  // rounded to 2 MiB
+  {
+    // A similar size reuses the freed block; a view keeps it alive.
+    Buffer again = Buffer::allocate(DType::kUint8, {4 << 20});
+    EXPECT_EQ(again.data(), first);
+    EXPECT_EQ(buffer_cache_size(), 0u);
+    Buffer view = Buffer::view(again.owner(), again.data(), DType::kUint8, {8});
+    again = Buffer();
+    EXPECT_EQ(buffer_cache_size(), 0u);
+  }
+  EXPECT_EQ(buffer_cache_size(), std::size_t{6} << 20);
+  {
+    // Far smaller requests do not take a large block.
+    Buffer small = Buffer::allocate(DType::kUint8, {2 << 20});
+    EXPECT_NE(small.data(), first);
+  }
+  set_buffer_cache_limit(0);  // frees what it holds and caches no more
+  EXPECT_EQ(buffer_cache_size(), 0u);
+  { Buffer b = Buffer::allocate(DType::kUint8, {3 << 20}); }
+  EXPECT_EQ(buffer_cache_size(), 0u);
+  set_buffer_cache_limit(std::size_t{1} << 30);
+}
+
 }  // namespace
 }  // namespace feedline
