@@ -75,6 +75,9 @@ bench: build python
 	scripts/install_deps.sh --bench
 	$(RELEASE_DIR)/bench/cpp/pipeline_benchmark
 	$(PYTHON) bench/python/pipeline_overhead.py
+	$(PYTHON) bench/python/images.py
+	$(PYTHON) bench/python/arrays.py
+	$(PYTHON) bench/python/video.py
 
 format:
 	find $(wildcard include src tests/cpp bench/cpp fuzz examples python/bindings) \

@@ -33,7 +33,11 @@ readonly PY_PACKAGES=(
 readonly BENCH_PY_PACKAGES=(
   spdl:spdl.pipeline
   torch==2.13.0:torch
+  av:av
 )
+# torchcodec, a baseline of bench/python/video.py, is not installed: its PyPI
+# wheels link a CUDA build of torch; the bench reports it unavailable unless
+# a matching torch and torchcodec are installed by hand.
 
 PYTHON="${PYTHON:-python3}"
 changed=0
