@@ -326,6 +326,8 @@ void bind_av(nb::module_& m) {
       .def_prop_ro("num_streams", &av::Demuxer::num_streams)
       .def_prop_ro("duration", &av::Demuxer::duration)
       .def("has_audio", &av::Demuxer::has_audio)
+      .def("rewind", &av::Demuxer::rewind,
+           nb::call_guard<nb::gil_scoped_release>())
       .def("best_stream", &av::Demuxer::best_stream)
       .def("codec", &av::Demuxer::codec)
       .def("stream_codec", &av::Demuxer::stream_codec)

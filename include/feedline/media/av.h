@@ -140,7 +140,9 @@ class Packets {
   std::size_t size() const;
   std::size_t num_packets() const { return packets_.size(); }
   // Presentation times in seconds, sorted; only those in the window unless
-  // `raw` (then all, in stored order).
+  // `raw` (then all, in stored order, NaN where a packet has none: some
+  // containers leave B-frames' times to the decoder). Without a window,
+  // size() counts every packet; with one, only packets with a time in it.
   std::vector<double> timestamps(bool raw = false) const;
   bool consumed() const { return consumed_; }
   // Throws InvalidArgument("<kind> was consumed ...") if consumed.
@@ -284,7 +286,10 @@ class Demuxer {
   // frame at or before its start and reads until the first packet at or
   // past its end (video: end + 0.3 s, for reordered B-frames). The packets
   // before the start stay (the decoder needs them) and the window goes with
-  // the packets.
+  // the packets. Where a container's seek lands past the start or off a key
+  // frame (MPEG-TS and -PS have no index), it seeks further back until the
+  // first key frame read is at or before the start, or reads from the
+  // beginning. Each call reads from scratch, whatever earlier calls read.
   std::unique_ptr<Packets> demux(Media media, std::optional<Window> window);
 
   // Reads packets of `streams` until one of them holds `num_packets` (> 0),
@@ -293,16 +298,23 @@ class Demuxer {
   // at the end. The packets carry no codec.
   std::map<int, std::unique_ptr<Packets>> next_chunk(
       const std::vector<int>& streams, double duration, int num_packets);
+  // Starts reading from the beginning again (the next next_chunk returns
+  // the first chunk).
+  void rewind();
 
  private:
   class Input;
+  void reopen();
   std::unique_ptr<Input> input_;
+  Source source_;
+  DemuxConfig config_;
   std::string name_;
   // Streaming state.
   std::map<int, std::unique_ptr<Packets>> pending_;
   double chunk_start_ = 0;
   bool chunk_started_ = false;
   bool eof_ = false;
+  bool streaming_ = false;
   AVPacket* carry_ = nullptr;
 };
 

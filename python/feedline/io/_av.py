@@ -13,10 +13,12 @@ Where feedline differs:
   CLI's.
 * Errors are typed: :class:`feedline.DecodeError` (naming the source) for
   data that is not media, has no such stream or decodes to nothing,
-  :class:`feedline.IoError` for a missing file, ``ValueError``
-  (:class:`feedline.InvalidArgument`) for bad options, unknown or unused
-  FFmpeg options and bad filter descriptions. A window past the end of the
-  stream raises instead of returning an empty array.
+  :class:`feedline.IoError` for a missing file, ``ValueError`` for bad
+  options, unknown or unused FFmpeg options and bad filter descriptions. A
+  window past the end of the stream raises instead of returning an empty
+  array.
+* Unknown keyword arguments, which SPDL accepts and ignores, are ignored
+  with a warning naming them (a typo would otherwise pass unnoticed).
 * A consumed :class:`Packets` or :class:`Frames` raises ``TypeError`` without
   nanobind's warning.
 """
@@ -93,7 +95,7 @@ def demux_config(*, format: str | None = None, format_options: dict[str, str] | 
                  buffer_size: int = 65536, find_stream_info: bool | None = None) -> _io.DemuxConfig:
     """How to open a source: a forced ``format`` ("rawvideo", "s16le", ...),
     ``format_options`` for the demuxer (every one must be used, or
-    :class:`feedline.InvalidArgument` is raised), the AVIO ``buffer_size``
+    ``ValueError`` is raised), the AVIO ``buffer_size``
     for in-memory sources, and whether to probe streams by decoding
     (``find_stream_info``; ``None``: only for containers whose headers lack
     codec parameters)."""
@@ -171,6 +173,13 @@ def _window(timestamp):
     return ((s.numerator, s.denominator), (e.numerator, e.denominator))
 
 
+def _ignored(where: str, kwargs: dict) -> None:
+    if kwargs:
+        import warnings
+
+        warnings.warn(f"{where} ignores these arguments: {sorted(kwargs)}", stacklevel=3)
+
+
 def _src(src):
     """Paths stay paths; tensors become NumPy arrays (no copy); bytes-likes
     are read in place."""
@@ -194,8 +203,7 @@ class Demuxer:
     """
 
     def __init__(self, src, *, demux_config: _io.DemuxConfig | None = None, name: str | None = None, **kwargs):
-        if kwargs:
-            raise TypeError(f"Demuxer got unexpected arguments: {sorted(kwargs)}")
+        _ignored("Demuxer", kwargs)
         cfg = _demux_cfg(demux_config)
         if demux_config is None or cfg.find_stream_info is None:
             # Codec metadata (pix_fmt, exact frame rate) as SPDL reports it
@@ -239,6 +247,7 @@ class Demuxer:
         else:
             streams, single = sorted(set(indices)), False
         native = self._native
+        native.rewind()
         while True:
             chunk = native.next_chunk(streams, float(duration), int(num_packets))
             if not chunk:
@@ -537,8 +546,10 @@ def sample_decode_video(packets: VideoPackets, indices: Sequence[int], *, decode
     if not indices:
         raise ValueError("indices must not be empty")
     n = len(packets)
+    # Packets without a time (MPEG-PS B-frames) are counted after decoding.
+    untimed = any(math.isnan(t) for t in packets.get_timestamps(raw=True))
     for i in indices:
-        if not 0 <= i < n:
+        if i < 0 or (i >= n and not untimed):
             raise IndexError(f"frame index {i} is out of range [0, {n})")
     if any(b < a for a, b in zip(indices, indices[1:])):
         raise ValueError("indices must be sorted in ascending order")
@@ -643,8 +654,7 @@ def load_video(src, timestamp=None, *, demux_config=None, decode_config=None, fi
     frames go through that FFmpeg filter chain instead; ``filter_desc=None``
     keeps the decoder's own pixel format (see :func:`convert_frames`).
     """
-    if kwargs:
-        raise TypeError(f"load_video got unexpected arguments: {sorted(kwargs)}")
+    _ignored("load_video", kwargs)
     window = _window(timestamp)
     if filter_desc is None:
         with Demuxer(src, demux_config=demux_config, name=name) as d:

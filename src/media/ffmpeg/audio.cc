@@ -94,6 +94,8 @@ std::string ffmpeg_versions() {
   return v("libavformat", avformat_version()) + ", " +
          v("libavcodec", avcodec_version()) + ", " +
          v("libavutil", avutil_version()) + ", " +
+         v("libavfilter", avfilter_version()) + ", " +
+         v("libswscale", swscale_version()) + ", " +
          v("libswresample", swresample_version());
 }
 

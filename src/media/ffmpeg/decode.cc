@@ -281,6 +281,32 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
   const std::vector<AVPacket*>& pkts = owned->packets();
   const auto& window = owned->window();
 
+  const bool timed = std::all_of(pkts.begin(), pkts.end(), [](const AVPacket* p) {
+    return p->pts != AV_NOPTS_VALUE;
+  });
+  if (!timed) {
+    // Presentation times are known only after decoding: decode the window
+    // and pick the frames.
+    DecodeSession session(codec, filter_desc, config, name);
+    session.set_window(window);
+    auto all = make_frames(Media::kVideo, owned->time_base());
+    Collector c{std::move(all), indices.back() + 1};
+    for (const AVPacket* p : pkts) {
+      if (!session.send(p, false, c.sink())) break;
+    }
+    session.flush(c.sink());
+    const auto n = static_cast<int64_t>(c.frames->num_av_frames());
+    if (indices.front() < 0 || indices.back() >= n) {
+      throw OutOfRange("frame indices must be in [0, " + std::to_string(n) +
+                       "); got " +
+                       std::to_string(indices.front() < 0 ? indices.front()
+                                                          : indices.back()));
+    }
+    std::vector<std::unique_ptr<Frames>> out;
+    for (int64_t i : indices) out.push_back(c.frames->image(i));
+    return out;
+  }
+
   // The window's frames in presentation order.
   std::vector<int64_t> shown;
   for (const AVPacket* p : pkts) {

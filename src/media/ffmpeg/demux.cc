@@ -40,9 +40,81 @@ bool at_or_after(int64_t pts, AVRational tb, Rational t) {
 
 }  // namespace
 
+namespace {
+
+// Seeks so that reading starts at a key frame at or before `start`, and
+// returns the packets of stream `index` read to check that (from that key
+// frame on). nullopt when seeking is impossible or keeps landing late: the
+// caller reads from the beginning.
+std::optional<std::vector<PacketPtr>> seek_before(AVFormatContext* fmt,
+                                                  int index, Rational start) {
+  AVStream* st = fmt->streams[index];
+  const AVRational tb = st->time_base;
+  const int64_t start_ts = av_rescale_q_rnd(
+      start.num, AVRational{1, start.den}, tb, AV_ROUND_DOWN);
+  int64_t target = start_ts;
+  int64_t step = av_rescale_q(1, AVRational{1, 1}, tb);  // 1 s
+  constexpr int kAttempts = 6;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (av_seek_frame(fmt, index, target, AVSEEK_FLAG_BACKWARD) < 0) break;
+    // Read up to the first key frame of the stream.
+    std::vector<PacketPtr> head;
+    bool found = false;
+    bool late = false;
+    for (int n = 0; n < 100000; ++n) {
+      PacketPtr packet = new_packet();
+      const int rc = av_read_frame(fmt, packet.get());
+      if (rc < 0) break;
+      if (packet->stream_index != index) continue;
+      if (head.empty() && (packet->flags & AV_PKT_FLAG_KEY) == 0) continue;
+      if (head.empty()) {
+        found = true;
+        const int64_t t =
+            packet->pts != AV_NOPTS_VALUE ? packet->pts : packet->dts;
+        late = t != AV_NOPTS_VALUE && t > start_ts;
+      }
+      head.push_back(std::move(packet));
+      break;
+    }
+    if (found && !late) return head;
+    if (target == INT64_MIN / 2) break;
+    target = target - step < INT64_MIN / 2 ? INT64_MIN / 2 : target - step;
+    step *= 2;
+  }
+  return std::nullopt;
+}
+
+void only_stream(AVFormatContext* fmt, int index) {
+  for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+    fmt->streams[i]->discard =
+        static_cast<int>(i) == index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+  }
+}
+
+}  // namespace
+
 Demuxer::Demuxer(Source source, const DemuxConfig& config, std::string name)
-    : name_(name.empty() ? default_name(source) : std::move(name)) {
-  input_ = std::make_unique<Input>(source, config, name_);
+    : source_(std::move(source)),
+      config_(config),
+      name_(name.empty() ? default_name(source_) : std::move(name)) {
+  input_ = std::make_unique<Input>(source_, config_, name_);
+}
+
+void Demuxer::reopen() {
+  // Seeking back to the very first packet is not exact in every container
+  // (MPEG-TS/PS seek by searching timestamps, MP4 audio has priming packets
+  // before 0): opening again is.
+  input_.reset();
+  input_ = std::make_unique<Input>(source_, config_, name_);
+}
+
+void Demuxer::rewind() {
+  if (input_->read_any) reopen();
+  pending_.clear();
+  chunk_started_ = false;
+  eof_ = false;
+  streaming_ = false;
+  av_packet_free(&carry_);
 }
 
 Demuxer::~Demuxer() { av_packet_free(&carry_); }
@@ -118,30 +190,27 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
   }
   if (media == Media::kImage) window.reset();
   const int index = best_stream(media);
-  AVFormatContext* fmt = input_->format();
-  AVStream* st = fmt->streams[index];
-  const AVRational tb = st->time_base;
-  for (unsigned i = 0; i < fmt->nb_streams; ++i) {
-    fmt->streams[i]->discard =
-        static_cast<int>(i) == index ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
-  }
-
-  // Seek to the key frame at or before the start (or back to the beginning
-  // when an earlier call read packets).
   const bool from_start = !window || window->start.num == 0;
-  if (!from_start || input_->read_any) {
-    const int64_t target =
-        from_start ? (st->start_time != AV_NOPTS_VALUE ? st->start_time : 0)
-                   : av_rescale_q_rnd(window->start.num,
-                                      AVRational{1, window->start.den}, tb,
-                                      AV_ROUND_DOWN);
-    int rc = av_seek_frame(fmt, index, target, AVSEEK_FLAG_BACKWARD);
-    if (rc < 0 && input_->read_any) {
-      fail(name_, "cannot seek back to read the stream again", rc);
+  // Each call reads from scratch; a stream in progress ends.
+  if (input_->read_any) rewind();
+  AVFormatContext* fmt = input_->format();
+  only_stream(fmt, index);
+  input_->read_any = true;
+  // Packets read while checking where a seek landed, to keep.
+  std::vector<PacketPtr> head;
+  if (!from_start) {
+    auto landed = seek_before(fmt, index, window->start);
+    if (landed) {
+      head = std::move(*landed);
+    } else {
+      reopen();
+      fmt = input_->format();
+      only_stream(fmt, index);
+      input_->read_any = true;
     }
   }
-  input_->read_any = true;
-
+  AVStream* st = fmt->streams[index];
+  const AVRational tb = st->time_base;
   std::optional<Rational> stop;
   if (window && window->end) {
     stop = *window->end;
@@ -157,23 +226,27 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
       media, name_, index, from_av(tb), window,
       Codec(media, st->codecpar, from_av(tb),
             from_av(av_guess_frame_rate(fmt, st, nullptr))));
-  PacketPtr packet = new_packet();
-  for (;;) {
+  bool done = false;
+  auto keep = [&](PacketPtr packet) {
+    if (stop && packet->pts != AV_NOPTS_VALUE &&
+        at_or_after(packet->pts, tb, *stop)) {
+      done = true;
+      return;
+    }
+    packets->push(packet.release());
+    if (media == Media::kImage) done = true;
+  };
+  for (PacketPtr& p : head) {
+    if (done) break;
+    keep(std::move(p));
+  }
+  while (!done) {
+    PacketPtr packet = new_packet();
     const int rc = av_read_frame(fmt, packet.get());
     if (rc == AVERROR_EOF) break;
     if (rc < 0) fail(name_, "reading packets failed", rc);
-    if (packet->stream_index != index) {
-      av_packet_unref(packet.get());
-      continue;
-    }
-    if (stop && packet->pts != AV_NOPTS_VALUE &&
-        at_or_after(packet->pts, tb, *stop)) {
-      av_packet_unref(packet.get());
-      break;
-    }
-    packets->push(packet.release());
-    packet = new_packet();
-    if (media == Media::kImage) break;
+    if (packet->stream_index != index) continue;
+    keep(std::move(packet));
   }
   if (media == Media::kImage && packets->num_packets() == 0) {
     throw DecodeError(name_ + ": no image data");
@@ -206,7 +279,12 @@ std::map<int, std::unique_ptr<Packets>> Demuxer::next_chunk(
   }
   if (selected.empty()) throw InvalidArgument("no stream selected");
   if (eof_) return {};
-  if (!input_->read_any) {
+  if (!streaming_) {
+    if (input_->read_any) {
+      reopen();
+      fmt = input_->format();
+    }
+    streaming_ = true;
     for (unsigned i = 0; i < fmt->nb_streams; ++i) {
       fmt->streams[i]->discard = selected.count(static_cast<int>(i)) != 0
                                      ? AVDISCARD_DEFAULT

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "media/ffmpeg/ffmpeg.h"
@@ -160,11 +161,13 @@ std::vector<double> Packets::timestamps(bool raw) const {
   const AVRational tb = to_av(time_base_);
   std::vector<double> out;
   for (const AVPacket* p : packets_) {
-    if (raw || in_window(p->pts, tb, window_)) {
-      out.push_back(p->pts == AV_NOPTS_VALUE
-                        ? 0.0
-                        : static_cast<double>(p->pts) * av_q2d(tb));
+    if (p->pts == AV_NOPTS_VALUE) {
+      // Unknown until decoded (MPEG-PS B-frames, say).
+      if (raw) out.push_back(std::numeric_limits<double>::quiet_NaN());
+      continue;
     }
+    if (raw || in_window(p->pts, tb, window_))
+      out.push_back(static_cast<double>(p->pts) * av_q2d(tb));
   }
   if (!raw) std::sort(out.begin(), out.end());
   return out;
