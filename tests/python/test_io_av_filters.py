@@ -7,7 +7,6 @@ Media are made with the ffmpeg CLI (320x240, at most 2 seconds); pixel and
 sample comparisons are byte-exact against the CLI's raw output.
 """
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -17,7 +16,6 @@ import feedline
 import feedline.io as fio
 from feedline.io import utils
 
-pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg CLI")
 
 W, H = 320, 240
 SINE = "sine=frequency=440:duration=1:sample_rate=48000"

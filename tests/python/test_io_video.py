@@ -10,7 +10,6 @@ seconds); every pixel comparison is byte-exact against
 ``ffmpeg -i X -f rawvideo -pix_fmt rgb24 -``.
 """
 
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,6 @@ import feedline.io as fio
 from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, PipelineFailure
 
-pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg CLI")
 
 W, H = 320, 240
 KEY25 = ["-force_key_frames", "expr:eq(mod(n,25),0)"]
