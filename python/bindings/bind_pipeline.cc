@@ -278,6 +278,15 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
 
   bool consumer_waiting() const { return waiting_.load() > 0; }
 
+  PipelineStats stats_holding_gil() {
+    PipelinePtr p = engine();
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mu_);
+      return final_stats_;
+    }
+    return p->stats();
+  }
+
   PipelineStats stats() {
     PipelinePtr p = engine();
     if (!p) {
@@ -658,6 +667,9 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("stopping", &NativePipeline::stopping)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
+      .def("_stats_holding_gil", &NativePipeline::stats_holding_gil,
+           "stats() without releasing the GIL: lets a test hold the GIL "
+           "while it watches native stages progress.")
       .def("take_failure", &NativePipeline::take_failure);
 
   nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")

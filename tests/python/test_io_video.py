@@ -962,3 +962,47 @@ def test_native_op_past_the_end_of_the_clip_fails(media):
     with p.auto_stop(), pytest.raises(PipelineFailure) as info:
         list(p)
     assert type(info.value.exceptions[0].__cause__) is feedline.DecodeError
+
+
+def test_native_video_pipeline_decodes_while_python_holds_the_gil(media):
+    # One Python item, a TAR of n clips, enters the pipeline; native stages
+    # split it and decode the clips. The test then holds the GIL (no switch
+    # interval, no call that releases it) until the decode stage has finished
+    # every clip: possible only if the native ops never need the GIL.
+    import io
+    import sys
+    import tarfile
+    import time
+
+    from feedline.pipeline import PipelineBuilder
+
+    n = 24
+    clip = (media / "h264_444.mp4").read_bytes()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i in range(n):
+            info = tarfile.TarInfo(f"clip{i}.mp4")
+            info.size = len(clip)
+            tar.addfile(info, io.BytesIO(clip))
+    p = (PipelineBuilder().add_source([buf.getvalue()]).pipe(fio.ops.tar_members())
+         .pipe(fio.ops.load_video(), concurrency=2).add_sink(n + 2).build(num_threads=2))
+
+    def stage(stats, name):
+        return next(s for s in stats.stages if name in s.name)
+
+    deadline = time.monotonic() + 120
+    with p.auto_stop():
+        while stage(p.stats(), "load_video").items_in < 1:
+            assert time.monotonic() < deadline
+        native = p._native
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1000.0)
+        try:
+            before = stage(native._stats_holding_gil(), "load_video").items_out
+            while stage(native._stats_holding_gil(), "load_video").items_out < n:
+                assert time.monotonic() < deadline, "decoding stopped while Python held the GIL"
+        finally:
+            sys.setswitchinterval(old)
+        assert before < n  # there was decoding left to do during the hold
+        out = [arr(b) for b in p]
+    assert len(out) == n and all(o.shape == (50, H, W, 3) for o in out)
