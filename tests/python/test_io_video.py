@@ -1006,3 +1006,24 @@ def test_native_video_pipeline_decodes_while_python_holds_the_gil(media):
         assert before < n  # there was decoding left to do during the hold
         out = [arr(b) for b in p]
     assert len(out) == n and all(o.shape == (50, H, W, 3) for o in out)
+
+
+def test_buffer_cache_reuses_freed_large_buffers(media):
+    path = media / "h264_444.mp4"
+    fio.set_buffer_cache_limit(1 << 30)
+    try:
+        first = fio.load_video(path)  # 50 x 240 x 320 x 3: 11.5 MB
+        held = arr(first).copy()
+        del first
+        cached = fio.buffer_cache_size()
+        assert cached >= held.nbytes
+        again = fio.load_video(path)  # takes the cached block
+        assert fio.buffer_cache_size() < cached
+        np.testing.assert_array_equal(arr(again), held)
+        del again
+        fio.set_buffer_cache_limit(0)
+        assert fio.buffer_cache_size() == 0
+        with pytest.raises(ValueError):
+            fio.set_buffer_cache_limit(-1)
+    finally:
+        fio.set_buffer_cache_limit(1 << 30)

@@ -33,6 +33,8 @@ _LG = logging.getLogger(__name__)
 
 __all__ = _av.__all__ + [
     "Buffer",
+    "buffer_cache_size",
+    "set_buffer_cache_limit",
     "NpzFile",
     "ZipArchive",
     "decode_image",
@@ -135,6 +137,21 @@ def load_image_batch(
         detail = "; ".join(message for _, message in failures[:3])
         raise DecodeError(f"Failed to load {kind} ({len(failures)} of {len(srcs)}): {detail}")
     return batch
+
+
+def set_buffer_cache_limit(nbytes: int) -> None:
+    """Caps the cache of freed large buffers (2 MiB and more), which later
+    buffers of similar size reuse instead of asking the kernel for fresh,
+    zeroed pages. Default: 1 GiB, or 1/16 of physical memory if less; 0
+    disables the cache and frees what it holds."""
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    _io.set_buffer_cache_limit(int(nbytes))
+
+
+def buffer_cache_size() -> int:
+    """Bytes the cache of freed large buffers holds now."""
+    return int(_io.buffer_cache_size())
 
 
 def to_numpy(buffer):
