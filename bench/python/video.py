@@ -175,7 +175,8 @@ def _tc(seek_mode, threads):
 
 
 CONFIGS = [
-    Config("feedline/threads", "2 threads", {}),
+    Config("feedline/threads", "2 threads, decoder threads 1 (default)", {"threads": None}),
+    Config("feedline/threads-t2", "2 threads, decoder threads 2", {"threads": 2}),
     Config("pyav/threads", "2 threads, PyAV default codec threading (SLICE)", {"thread_type": None}),
     Config("pyav/threads-auto", "2 threads, thread_type=AUTO", {"thread_type": "AUTO"}),
     Config("pyav/processes", "2 processes (DataLoader), default threading", {"thread_type": None}),
@@ -207,6 +208,7 @@ CONFIG_BY_NAME = {c.name: c for c in CONFIGS}
 # 1 and with FFmpeg's choice of threads. Rerun --configs all where it loads.
 _TWO_EACH = [
     "feedline/threads",
+    "feedline/threads-t2",
     "pyav/threads",
     "pyav/threads-auto",
     "spdl/threads",
@@ -401,15 +403,16 @@ def _torchcodec_loader(seek_mode, threads):
     return load
 
 
-def _feedline_loader():
+def _feedline_loader(threads):
     import numpy as np
 
     import feedline.io as fio
 
     load_video = fio.load_video  # AttributeError until feedline has it
+    cfg = fio.decode_config(threads=threads) if threads is not None else None
 
     def load(item):
-        return np.asarray(load_video(item.path, timestamp=item.window))
+        return np.asarray(load_video(item.path, timestamp=item.window, decode_config=cfg))
 
     return load
 
@@ -418,7 +421,7 @@ def make_loader(config):
     """Returns load(item). Raises ImportError/AttributeError/OSError if unavailable."""
     o = config.options
     if config.lib == "feedline":
-        return _feedline_loader()
+        return _feedline_loader(o["threads"])
     if config.lib == "pyav":
         return _pyav_loader(o["thread_type"])
     if config.lib == "spdl":
@@ -598,7 +601,7 @@ def check_main(args):
         "pyav": lambda: _pyav_loader(None),
         "spdl": lambda: _spdl_loader(None),
         "torchcodec": lambda: _torchcodec_loader("approximate", 1),
-        "feedline": _feedline_loader,
+        "feedline": lambda: _feedline_loader(None),
     }
     got, report = {}, {}
     for lib, make in loaders.items():

@@ -377,17 +377,8 @@ Buffer load(Media media, Source source, const VideoOptions& o,
     writer.add(f);
     return limit <= 0 || writer.count() < limit;
   };
-  const AVRational tb = to_av(packets->time_base());
+  send_window(session, *packets, /*skip=*/true, sink);
   const auto& window = packets->window();
-  for (const AVPacket* p : packets->packets()) {
-    // A frame no other frame refers to is not needed before the window.
-    const bool early =
-        window && p->pts != AV_NOPTS_VALUE &&
-        av_compare_ts(p->pts, tb, window->start.num,
-                      AVRational{1, window->start.den}) < 0;
-    if (!session.send(p, early, sink)) break;
-  }
-  session.flush(sink);
   if (writer.count() == 0) {
     if (session.errors() > 0) {
       throw DecodeError(src + ": no frame decoded; " + session.first_error());

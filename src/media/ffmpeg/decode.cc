@@ -142,6 +142,34 @@ void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
   if (!sink(frame, tb)) stopped_ = true;
 }
 
+void send_window(DecodeSession& session, const av::Packets& packets,
+                 bool skip, const DecodeSession::Sink& sink) {
+  const std::vector<AVPacket*>& pkts = packets.packets();
+  const AVRational tb = to_av(packets.time_base());
+  const auto& window = packets.window();
+  skip = skip && window && packets.media() != av::Media::kAudio;
+  std::size_t end = pkts.size();
+  if (skip && window->end &&
+      std::all_of(pkts.begin(), pkts.end(), [](const AVPacket* p) {
+        return p->pts != AV_NOPTS_VALUE;
+      })) {
+    end = 0;
+    for (std::size_t i = 0; i < pkts.size(); ++i) {
+      if (!before(pkts[i]->pts, tb, window->start) &&
+          before(pkts[i]->pts, tb, *window->end)) {
+        end = i + 1;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < end; ++i) {
+    const bool early =
+        skip && pkts[i]->pts != AV_NOPTS_VALUE &&
+        before(pkts[i]->pts, tb, window->start);
+    if (!session.send(pkts[i], early, sink)) return;
+  }
+  session.flush(sink);
+}
+
 }  // namespace media::ffmpeg
 
 namespace av {
@@ -178,22 +206,6 @@ void report_errors(const DecodeSession& s, const Frames& out,
                               s.first_error());
 }
 
-// Decodes `packets` (owned), skipping non-reference frames before the
-// window when that changes nothing.
-void run(DecodeSession& session, const Packets& packets,
-         const DecodeSession::Sink& sink) {
-  const AVRational tb = to_av(packets.time_base());
-  const auto& window = packets.window();
-  const bool video = packets.media() != Media::kAudio;
-  const bool skip = video && window && session.may_skip_frames();
-  for (const AVPacket* p : packets.packets()) {
-    const bool early = skip && p->pts != AV_NOPTS_VALUE &&
-                       av_compare_ts(p->pts, tb, window->start.num,
-                                     AVRational{1, window->start.den}) < 0;
-    if (!session.send(p, early, sink)) return;
-  }
-}
-
 }  // namespace
 
 class Decoder::Impl {
@@ -211,7 +223,10 @@ class Decoder::Impl {
                                         ? from_av(session_.context()->pkt_timebase)
                                         : owned->time_base()),
                 max_frames};
-    run(session_, *owned, c.sink());
+    // A streaming decoder is not flushed between batches: feed everything.
+    for (const AVPacket* p : owned->packets()) {
+      if (!session_.send(p, false, c.sink())) break;
+    }
     return std::move(c.frames);
   }
 
@@ -252,8 +267,7 @@ std::unique_ptr<Frames> decode_packets(
   const bool image = media == Media::kImage;
   Collector c{make_frames(image ? Media::kVideo : media, owned->time_base()),
               image ? 1 : num_frames};
-  run(session, *owned, c.sink());
-  session.flush(c.sink());
+  send_window(session, *owned, session.may_skip_frames(), c.sink());
   report_errors(session, *c.frames, name);
   if (image) {
     if (c.frames->empty()) throw DecodeError(name + ": no image decoded");

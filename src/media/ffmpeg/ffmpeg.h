@@ -256,3 +256,17 @@ class DecodeSession {
 };
 
 }  // namespace feedline::media::ffmpeg
+
+namespace feedline::media::ffmpeg {
+
+// Sends the packets of a windowed video decode, doing only the work the
+// window's frames need: a frame no other frame refers to is dropped by the
+// decoder while it is before the window, and once the last packet that shows
+// in the window has been sent (in decode order; nothing after it can be a
+// reference of a frame in the window) the decoder is flushed instead of fed
+// more. `skip` turns both off (time-based filters see every frame). Ends
+// with the session flushed.
+void send_window(DecodeSession& session, const av::Packets& packets,
+                 bool skip, const DecodeSession::Sink& sink);
+
+}  // namespace feedline::media::ffmpeg
