@@ -108,7 +108,7 @@ namespace {
 // Freed large buffers are kept in a small cache and handed out again (a
 // loader makes buffers of the same few sizes over and over), which also
 // saves the kernel zeroing fresh pages: another tenth. The cache holds at
-// most set_buffer_cache_limit() bytes (default 1 GiB, or 1/16 of memory if
+// most set_buffer_cache_limit() bytes (default 2 GiB, or 1/16 of memory if
 // that is less) and takes a block only for a request of between half its
 // size and its size.
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
@@ -137,7 +137,7 @@ void* map_huge(std::size_t length) {
 std::size_t default_cache_limit() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
-  std::size_t limit = std::size_t{1} << 30;
+  std::size_t limit = std::size_t{2} << 30;
   if (pages > 0 && page > 0) {
     limit = std::min(limit, static_cast<std::size_t>(pages) *
                                 static_cast<std::size_t>(page) / 16);

@@ -102,7 +102,7 @@ class Buffer {
 // Buffers of 2 MiB and more are mapped 2 MiB-aligned with transparent huge
 // pages, and when freed are kept in a process-wide cache for reuse by later
 // buffers of similar size (a loader makes the same few sizes again and
-// again). The cache holds at most `bytes` (default: 1 GiB, or 1/16 of
+// again). The cache holds at most `bytes` (default: 2 GiB, or 1/16 of
 // physical memory if less); 0 disables it and frees what it holds.
 void set_buffer_cache_limit(std::size_t bytes);
 // Bytes the cache holds now.

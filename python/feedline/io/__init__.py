@@ -142,7 +142,7 @@ def load_image_batch(
 def set_buffer_cache_limit(nbytes: int) -> None:
     """Caps the cache of freed large buffers (2 MiB and more), which later
     buffers of similar size reuse instead of asking the kernel for fresh,
-    zeroed pages. Default: 1 GiB, or 1/16 of physical memory if less; 0
+    zeroed pages. Default: 2 GiB, or 1/16 of physical memory if less; 0
     disables the cache and frees what it holds."""
     if nbytes < 0:
         raise ValueError(f"nbytes must be >= 0, got {nbytes}")
