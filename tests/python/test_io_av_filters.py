@@ -506,3 +506,27 @@ def test_ffmpeg_log_level_round_trip():
     finally:
         utils.set_ffmpeg_log_level(before)
     assert utils.get_ffmpeg_log_level() == before
+
+
+@pytest.mark.parametrize("subsampling", [0, 2])  # 4:4:4 and 4:2:0
+def test_jpeg_through_ffmpeg_agrees_with_the_fast_path(subsampling):
+    # Both decode the same DCT data; they differ only in chroma upsampling
+    # (libjpeg-turbo's "fancy" upsampling against libswscale's), so 4:4:4
+    # agrees to a few levels and 4:2:0 to about one level on average.
+    import io
+
+    import skimage.data
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(skimage.data.astronaut()).save(buf, "JPEG", quality=90, subsampling=subsampling)
+    data = buf.getvalue()
+    fast = arr(fio.decode_image(data)).astype(np.float64)
+    slow = arr(fio.load_image_ffmpeg(data)).astype(np.float64)
+    assert fast.shape == slow.shape == (512, 512, 3)
+    diff = np.abs(fast - slow)
+    psnr = 10 * np.log10(255**2 / np.mean(diff**2))
+    if subsampling == 0:
+        assert diff.mean() < 0.2 and diff.max() <= 4
+    else:
+        assert diff.mean() < 1.5 and psnr > 35
