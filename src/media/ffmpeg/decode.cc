@@ -37,9 +37,6 @@ bool per_frame_filters_only(const std::string& chain) {
   return true;
 }
 
-bool before(int64_t pts, AVRational tb, av::Rational t) {
-  return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) < 0;
-}
 
 }  // namespace
 
@@ -155,10 +152,7 @@ void send_window(DecodeSession& session, const av::Packets& packets,
       })) {
     end = 0;
     for (std::size_t i = 0; i < pkts.size(); ++i) {
-      if (!before(pkts[i]->pts, tb, window->start) &&
-          before(pkts[i]->pts, tb, *window->end)) {
-        end = i + 1;
-      }
+      if (in_window(pkts[i]->pts, tb, window)) end = i + 1;
     }
   }
   for (std::size_t i = 0; i < end; ++i) {
@@ -324,15 +318,7 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
   // The window's frames in presentation order.
   std::vector<int64_t> shown;
   for (const AVPacket* p : pkts) {
-    if (p->pts == AV_NOPTS_VALUE) continue;
-    if (window) {
-      if (av_compare_ts(p->pts, tb, window->start.num,
-                        AVRational{1, window->start.den}) < 0)
-        continue;
-      if (window->end && av_compare_ts(p->pts, tb, window->end->num,
-                                       AVRational{1, window->end->den}) >= 0)
-        continue;
-    }
+    if (!in_window(p->pts, tb, window) || p->pts == AV_NOPTS_VALUE) continue;
     shown.push_back(p->pts);
   }
   std::sort(shown.begin(), shown.end());

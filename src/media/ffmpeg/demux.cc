@@ -33,10 +33,6 @@ AVMediaType av_type(Media media) {
   return media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
 }
 
-// pts (in tb) >= t seconds?
-bool at_or_after(int64_t pts, AVRational tb, Rational t) {
-  return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) >= 0;
-}
 
 }  // namespace
 
@@ -229,7 +225,7 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
   bool done = false;
   auto keep = [&](PacketPtr packet) {
     if (stop && packet->pts != AV_NOPTS_VALUE &&
-        at_or_after(packet->pts, tb, *stop)) {
+        !before(packet->pts, tb, *stop)) {
       done = true;
       return;
     }

@@ -106,6 +106,20 @@ PacketPtr new_packet();
 inline AVRational to_av(av::Rational r) { return AVRational{r.num, r.den}; }
 inline av::Rational from_av(AVRational r) { return av::Rational{r.num, r.den}; }
 
+// Whether time `pts` (in time base `tb`) is before `t` seconds, exactly.
+inline bool before(int64_t pts, AVRational tb, av::Rational t) {
+  return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) < 0;
+}
+
+// Whether `pts` lies in the window (always, without one; never for
+// AV_NOPTS_VALUE).
+inline bool in_window(int64_t pts, AVRational tb,
+                      const std::optional<av::Window>& w) {
+  if (!w) return true;
+  if (pts == AV_NOPTS_VALUE) return false;
+  return !before(pts, tb, w->start) && (!w->end || before(pts, tb, *w->end));
+}
+
 // An AVDictionary built from options; check_consumed() throws
 // InvalidArgument naming any option the consumer did not take.
 class Options {

@@ -38,16 +38,6 @@ std::string rational_text(Rational r) {
   return std::to_string(r.num) + "/" + std::to_string(r.den);
 }
 
-// Whether pts (in time base tb) lies in the window.
-bool in_window(int64_t pts, AVRational tb, const std::optional<Window>& w) {
-  if (!w) return true;
-  if (pts == AV_NOPTS_VALUE) return false;
-  if (av_compare_ts(pts, tb, w->start.num, AVRational{1, w->start.den}) < 0)
-    return false;
-  return !w->end ||
-         av_compare_ts(pts, tb, w->end->num, AVRational{1, w->end->den}) < 0;
-}
-
 }  // namespace
 
 // --- Codec -------------------------------------------------------------------
