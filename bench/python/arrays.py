@@ -84,12 +84,11 @@ import os
 import pathlib
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import zlib
 
-from benchlib import cpu_seconds, peak_rss_kib
+from benchlib import cpu_seconds, dispatch, peak_rss_kib, run_json
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO / "build" / "bench-data" / "arrays"
@@ -538,27 +537,13 @@ class Result:
     skipped: bool = False  # not installed: not a failure
 
 
-def _run_json(cmd, timeout, label):
-    """Runs cmd; returns (its last JSON line as a dict, or None, and a note)."""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:.0f} s"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        sys.stdout.flush()  # keep the worker's traceback after what we printed
-        sys.stderr.write(f"--- {label} stderr ---\n{proc.stderr}\n")
-        return None, f"worker failed (exit {proc.returncode})"
-    return json.loads(lines[-1]), ""
-
-
 def run_contender(group, name, label, args):
     result = Result(group, name, label)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{group.name}:{name}"]
     cmd += ["--files", str(args.files), "--repeat", str(args.repeat), "--data", str(args.data)]
     if args.quick:
         cmd.append("--quick")
-    report, result.note = _run_json(cmd, args.timeout, f"{group.name}:{name}")
+    report, result.note = run_json(cmd, args.timeout, f"{group.name}:{name}")
     if report is not None:
         _fill(result, report, group.count(args.files))
     return result
@@ -785,11 +770,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if args.worker:
-        worker_main(args.worker, args)
-        return 0
-    return parent_main(args)
+    return dispatch(parse_args(argv), worker_main, parent_main)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 """Measurements shared by the Python benchmarks (imported from the scripts
 in this directory, which run each contender in its own process)."""
 
+import json
 import resource
+import subprocess
+import sys
 
 
 def cpu_seconds():
@@ -18,3 +21,30 @@ def peak_rss_kib():
     """Peak RSS of this process plus its largest child, in KiB (Linux units
     of ru_maxrss; for RUSAGE_CHILDREN it is the largest child)."""
     return sum(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def run_json(cmd, timeout, label, require_success=True):
+    """Runs a worker command; returns (its last JSON line as a dict, or None,
+    and a note saying why not). With require_success=False a worker that
+    exits non-zero but still reported counts (the caller judges it)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout:.0f} s"
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines or (require_success and proc.returncode != 0):
+        sys.stdout.flush()  # keep the worker's traceback after what we printed
+        sys.stderr.write(f"--- {label} stderr ---\n{proc.stderr[-4000:]}\n")
+        return None, f"worker failed (exit {proc.returncode})"
+    return json.loads(lines[-1]), ""
+
+
+def dispatch(args, worker_main, parent_main, check_main=None):
+    """The scripts' main(): a worker, the output check, or the parent run."""
+    if args.worker:
+        worker_main(args.worker, args)
+        return 0
+    if check_main is not None and getattr(args, "check", False):
+        check_main(args)
+        return 0
+    return parent_main(args)

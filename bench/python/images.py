@@ -109,7 +109,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import cpu_seconds, peak_rss_kib
+from benchlib import cpu_seconds, dispatch, peak_rss_kib, run_json
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO / "build" / "demo-data"
@@ -453,21 +453,6 @@ def describe_dataset(paths):
     )
 
 
-def _run_json(cmd, timeout, label):
-    """Runs cmd; returns (its last JSON line as a dict, or None, and a note)."""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:.0f} s"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        sys.stdout.flush()  # keep the worker's traceback after what we printed
-        sys.stderr.write(f"--- {label} stderr ---\n{proc.stderr}\n")
-        return None, f"worker failed (exit {proc.returncode})"
-    # image_limit exits 1 when an image failed but still reports; _fill judges.
-    return json.loads(lines[-1]), ""
-
-
 def run_contender(contender, args):
     result = Result(contender)
     if contender.name == "limit":
@@ -475,7 +460,7 @@ def run_contender(contender, args):
     else:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", contender.name]
         cmd += ["--images", str(args.images), "--repeat", str(args.repeat), "--data", str(args.data)]
-        report, result.note = _run_json(cmd, args.timeout, contender.name)
+        report, result.note = run_json(cmd, args.timeout, contender.name, require_success=False)
     if report is not None:
         _fill(result, report, args.images)
     elif result.note.startswith("not built"):
@@ -491,7 +476,7 @@ def _run_limit(args):
         listing.write("\n".join(dataset_paths(args.data, args.images)) + "\n")
         listing.flush()
         cmd = [str(binary), str(NUM_THREADS), "--repeat", str(args.repeat), "--list", listing.name]
-        return _run_json(cmd, args.timeout, "limit")
+        return run_json(cmd, args.timeout, "limit", require_success=False)
 
 
 def _fill(result, report, n):
@@ -617,7 +602,7 @@ def print_goals(results, quick):
 def print_same_work(args):
     """Runs the output comparison in a child (it imports every library)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--check", "--images", str(args.images), "--data", str(args.data)]
-    report, note = _run_json(cmd, args.timeout, "check")
+    report, note = run_json(cmd, args.timeout, "check", require_success=False)
     if report is None:
         print(f"\nSame work: check failed ({note})")
         return
@@ -694,14 +679,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if args.worker:
-        worker_main(args.worker, args)
-        return 0
-    if args.check:
-        check_main(args)
-        return 0
-    return parent_main(args)
+    return dispatch(parse_args(argv), worker_main, parent_main, check_main)
 
 
 if __name__ == "__main__":

@@ -120,28 +120,33 @@ import dataclasses
 import importlib.metadata
 import itertools
 import json
-import math
 import os
 import pathlib
 import platform
-import random
-import re
 import statistics
-import subprocess
 import sys
 import time
 
-from benchlib import cpu_seconds, peak_rss_kib
+from benchlib import cpu_seconds, dispatch, peak_rss_kib, run_json
+from video_parts import (
+    FPS,
+    RESOLUTIONS,
+    WINDOW_FRAMES,
+    feedline_loader,
+    pyav_loader,
+    spdl_loader,
+    torchcodec_loader,
+    ensure_clips,
+    make_items,
+    make_loader,
+    read_clips,
+    x264_settings,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO / "build" / "bench-data" / "video"
-DATA_VERSION = 1  # bump when the clip generator changes, to regenerate the cache
 
 NUM_WORKERS = 2
-FPS = 30
-WINDOW_FRAMES = 8
-WINDOW_SEED = 1234
-RESOLUTIONS = ((1280, 720), (1920, 1080))
 SCENARIOS = ("whole", "window")
 IN_FLIGHT = {"whole": 4, "window": 16}  # items submitted ahead of the consumer
 # Pixels of the same frame from two libraries differ by colour conversion
@@ -217,218 +222,6 @@ _TWO_EACH = [
     "torchcodec/threads-t0",
 ]
 BEST = {"whole": _TWO_EACH, "window": _TWO_EACH}
-
-
-# -- clips ------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Clip:
-    path: str
-    width: int
-    height: int
-    frames: int
-    fps: float
-
-
-@dataclasses.dataclass(frozen=True)
-class Item:
-    """One unit of work: a whole clip (window None) or a window (t, e) of it."""
-
-    path: str
-    width: int
-    height: int
-    window: tuple[float, float] | None
-    expected: int  # frames
-
-
-def clip_specs(args):
-    """(filename, width, height, seconds, seed) of every clip this run uses."""
-    specs = []
-    for width, height in RESOLUTIONS:
-        for i in range(args.clips):
-            name = f"{height}p-{args.seconds:g}s-noise{args.noise}-{i}.mp4"
-            specs.append((name, width, height, args.seconds, 1000 * height + i))
-    return specs
-
-
-def _ffmpeg_encode(path, width, height, seconds, noise, seed):
-    source = f"testsrc2=size={width}x{height}:rate={FPS}:duration={seconds},noise=alls={noise}:allf=t:all_seed={seed}"
-    tmp = path.with_suffix(".tmp.mp4")
-    cmd = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", source]
-    cmd += ["-c:v", "libx264", "-preset", "medium", "-pix_fmt", "yuv420p", "-an", str(tmp)]
-    subprocess.run(cmd, check=True)
-    os.replace(tmp, path)
-
-
-def _ffprobe(path):
-    cmd = ["ffprobe", "-v", "error", "-select_streams", "v:0", "-count_packets"]
-    cmd += ["-show_entries", "stream=width,height,nb_frames,nb_read_packets,avg_frame_rate:format=bit_rate"]
-    cmd += ["-of", "json", str(path)]
-    info = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    stream = info["streams"][0]
-    num, den = (int(x) for x in stream["avg_frame_rate"].split("/"))
-    # Keyframes: packets flagged K.
-    cmd = ["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=flags"]
-    cmd += ["-of", "csv=p=0", str(path)]
-    flags = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
-    return {
-        "width": int(stream["width"]),
-        "height": int(stream["height"]),
-        "frames": int(stream["nb_frames"]),
-        "fps": num / den,
-        "bit_rate": int(info["format"]["bit_rate"]),
-        "keyframes": sum("K" in f for f in flags),
-    }
-
-
-def x264_settings(path):
-    """The encoder's settings as x264 writes them into the stream (an SEI)."""
-    with open(path, "rb") as f:
-        head = f.read(1 << 20)
-    m = re.search(rb"x264 - core (\d+)[^\x00]*?options: ([^\x00]*)", head)
-    if not m:
-        return "x264 settings not found in the stream"
-    options = dict(kv.split("=", 1) for kv in m.group(2).decode(errors="replace").split() if "=" in kv)
-    keys = ("bframes", "b_pyramid", "ref", "keyint", "keyint_min", "scenecut", "rc", "crf")
-    shown = " ".join(f"{k}={options[k]}" for k in keys if k in options)
-    return f"x264 core {m.group(1).decode()}: {shown}"
-
-
-def ensure_clips(args):
-    """Makes the missing clips; returns their manifest entries (parent only)."""
-    folder = pathlib.Path(args.data)
-    folder.mkdir(parents=True, exist_ok=True)
-    manifest_path = folder / "manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        clips = manifest["clips"] if manifest.get("version") == DATA_VERSION else {}
-    except (OSError, ValueError, KeyError):
-        clips = {}
-    entries, changed = [], False
-    for name, width, height, seconds, seed in clip_specs(args):
-        path = folder / name
-        if name not in clips or not path.exists():
-            print(f"  making {name} (libx264, preset medium) ...", flush=True)
-            _ffmpeg_encode(path, width, height, seconds, args.noise, seed)
-            clips[name] = _ffprobe(path)
-            changed = True
-        entries.append({"path": str(path), **clips[name]})
-    if changed:
-        manifest_path.write_text(json.dumps({"version": DATA_VERSION, "clips": clips}, indent=1))
-    return entries
-
-
-def read_clips(args):
-    """The clips of this run from the manifest (workers: the parent made them)."""
-    manifest = json.loads((pathlib.Path(args.data) / "manifest.json").read_text())["clips"]
-    clips = []
-    for name, *_ in clip_specs(args):
-        e = manifest[name]
-        clips.append(Clip(str(pathlib.Path(args.data) / name), e["width"], e["height"], e["frames"], e["fps"]))
-    return clips
-
-
-def make_items(scenario, clips, n_windows):
-    """The work list: the same in every process (deterministic)."""
-    by_res = collections.defaultdict(list)
-    for clip in clips:
-        by_res[clip.height].append(clip)
-    groups = [by_res[h] for _, h in RESOLUTIONS if by_res[h]]
-    if scenario == "whole":
-        # 720p and 1080p alternate, so both workers see a mix.
-        ordered = [c for row in itertools.zip_longest(*groups) for c in row if c is not None]
-        return [Item(c.path, c.width, c.height, None, c.frames) for c in ordered]
-    rng = random.Random(WINDOW_SEED)
-    items = []
-    for i in range(n_windows):
-        clip = rng.choice(groups[i % len(groups)])
-        k = rng.randrange(0, clip.frames - WINDOW_FRAMES)  # frames k+1 .. k+8 exist
-        start = (k + rng.uniform(0.1, 0.9)) / clip.fps
-        items.append(Item(clip.path, clip.width, clip.height, (start, start + WINDOW_FRAMES / clip.fps), WINDOW_FRAMES))
-    return items
-
-
-# -- loaders: item -> uint8 array (N, H, W, 3) -------------------------------------
-
-
-def _pyav_loader(thread_type):
-    import av
-    import numpy as np
-
-    def load(item):
-        with av.open(item.path) as container:
-            stream = container.streams.video[0]
-            if thread_type:
-                stream.thread_type = thread_type
-            if item.window is None:
-                frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
-            else:
-                start, end = item.window
-                container.seek(int(start / stream.time_base), stream=stream, backward=True)
-                frames = []
-                for f in container.decode(stream):
-                    t = f.time
-                    if t < start:
-                        continue
-                    if t >= end:
-                        break
-                    frames.append(f.to_ndarray(format="rgb24"))
-            return np.stack(frames)
-
-    return load
-
-
-def _spdl_loader(threads):
-    import spdl.io
-
-    decode_config = None if threads is None else spdl.io.DecodeConfig(decoder_options={"threads": str(threads)})
-
-    def load(item):
-        return spdl.io.to_numpy(spdl.io.load_video(item.path, timestamp=item.window, decode_config=decode_config))
-
-    return load
-
-
-def _torchcodec_loader(seek_mode, threads):
-    from torchcodec.decoders import VideoDecoder
-
-    def load(item):
-        decoder = VideoDecoder(item.path, seek_mode=seek_mode, num_ffmpeg_threads=threads, dimension_order="NHWC")
-        if item.window is None:
-            return decoder.get_frames_in_range(0, len(decoder)).data
-        first = math.ceil(item.window[0] * decoder.metadata.average_fps)
-        return decoder.get_frames_in_range(first, first + WINDOW_FRAMES).data
-
-    return load
-
-
-def _feedline_loader(threads):
-    import numpy as np
-
-    import feedline.io as fio
-
-    load_video = fio.load_video  # AttributeError until feedline has it
-    cfg = fio.decode_config(threads=threads) if threads is not None else None
-
-    def load(item):
-        return np.asarray(load_video(item.path, timestamp=item.window, decode_config=cfg))
-
-    return load
-
-
-def make_loader(config):
-    """Returns load(item). Raises ImportError/AttributeError/OSError if unavailable."""
-    o = config.options
-    if config.lib == "feedline":
-        return _feedline_loader(o["threads"])
-    if config.lib == "pyav":
-        return _pyav_loader(o["thread_type"])
-    if config.lib == "spdl":
-        return _spdl_loader(o["threads"])
-    if config.lib == "torchcodec":
-        return _torchcodec_loader(o["seek_mode"], o["threads"])
-    raise ValueError(config.name)
 
 
 # -- spreading the items over the cores --------------------------------------------
@@ -598,10 +391,10 @@ def check_main(args):
         return out
 
     loaders = {
-        "pyav": lambda: _pyav_loader(None),
-        "spdl": lambda: _spdl_loader(None),
-        "torchcodec": lambda: _torchcodec_loader("approximate", 1),
-        "feedline": lambda: _feedline_loader(None),
+        "pyav": lambda: pyav_loader(None),
+        "spdl": lambda: spdl_loader(None),
+        "torchcodec": lambda: torchcodec_loader("approximate", 1),
+        "feedline": lambda: feedline_loader(None),
     }
     got, report = {}, {}
     for lib, make in loaders.items():
@@ -644,20 +437,6 @@ class Result:
     skipped: bool = False  # unavailable: not a failure
 
 
-def _run_json(cmd, timeout, label):
-    """Runs cmd; returns (its last JSON line as a dict, or None, and a note)."""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:.0f} s"
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        sys.stdout.flush()  # keep the worker's traceback after what we printed
-        sys.stderr.write(f"--- {label} stderr ---\n{proc.stderr[-4000:]}\n")
-        return None, f"worker failed (exit {proc.returncode})"
-    return json.loads(lines[-1]), ""
-
-
 def _common_args(args):
     cmd = ["--data", str(args.data), "--clips", str(args.clips), "--seconds", f"{args.seconds:g}"]
     cmd += ["--noise", str(args.noise), "--windows", str(args.windows), "--repeat", str(args.repeat)]
@@ -667,7 +446,7 @@ def _common_args(args):
 def run_config(scenario, config, items, args):
     result = Result(scenario, config)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{scenario}:{config.name}", *_common_args(args)]
-    report, result.note = _run_json(cmd, args.timeout, f"{scenario}:{config.name}")
+    report, result.note = run_json(cmd, args.timeout, f"{scenario}:{config.name}")
     if report is None:
         return result
     if "unavailable" in report:
@@ -807,7 +586,7 @@ def print_goals(all_results, quick):
 
 def print_same_work(args):
     cmd = [sys.executable, os.path.abspath(__file__), "--check", *_common_args(args)]
-    report, note = _run_json(cmd, args.timeout, "check")
+    report, note = run_json(cmd, args.timeout, "check")
     if report is None:
         print(f"\nSame work: check failed ({note})")
         return []
@@ -964,14 +743,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if args.worker:
-        worker_main(args.worker, args)
-        return 0
-    if args.check:
-        check_main(args)
-        return 0
-    return parent_main(args)
+    return dispatch(parse_args(argv), worker_main, parent_main, check_main)
 
 
 if __name__ == "__main__":

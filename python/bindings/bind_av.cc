@@ -448,13 +448,8 @@ void bind_av(nb::module_& m) {
          const std::string& pix_fmt, int64_t max_frames,
          const std::string& name, bool image) {
         av::Source source = source_from(src);
-        av::VideoOptions o;
-        o.window = window_from(window);
-        o.demux = demux;
-        o.decode = decode;
-        o.filter_desc = filter_desc;
-        o.pix_fmt = pix_fmt;
-        o.max_frames = max_frames;
+        av::VideoOptions o = video_options(window, demux, decode, filter_desc,
+                                           pix_fmt, max_frames);
         nb::gil_scoped_release release;
         return image ? av::load_image_ffmpeg(std::move(source), o, name)
                      : av::load_video(std::move(source), o, name);
