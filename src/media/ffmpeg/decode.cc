@@ -17,11 +17,12 @@ namespace media::ffmpeg {
 namespace {
 
 // Filters that map each frame to one frame independently of the others:
-// dropping a frame before them changes nothing else.
+// dropping a frame before them changes nothing else. (trim is not one: its
+// start_frame/end_frame count the frames it sees.)
 bool per_frame_filters_only(const std::string& chain) {
   static const std::set<std::string, std::less<>> kPerFrame = {
-      "scale", "format", "crop", "pad",    "hflip",  "vflip", "transpose",
-      "null",  "setsar", "setdar", "trim", "aformat", "anull"};
+      "scale", "format", "crop",   "pad",     "hflip", "vflip",
+      "null",  "setsar", "setdar", "aformat", "anull", "transpose"};
   std::size_t pos = 0;
   while (pos <= chain.size()) {
     std::size_t end = chain.find(',', pos);
@@ -36,7 +37,6 @@ bool per_frame_filters_only(const std::string& chain) {
   }
   return true;
 }
-
 
 }  // namespace
 
