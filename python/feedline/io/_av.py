@@ -208,7 +208,7 @@ class Demuxer:
         if demux_config is None or cfg.find_stream_info is None:
             # Codec metadata (pix_fmt, exact frame rate) as SPDL reports it
             # needs the probe; load_video skips it where it can.
-            cfg = demux_config_copy(cfg, find_stream_info=True)
+            cfg = _demux_config_copy(cfg, find_stream_info=True)
         self._d = _io.Demuxer(_src(src), cfg, name or "")
 
     @property
@@ -298,7 +298,7 @@ class Demuxer:
         return f"Demuxer({self._d.name if self._d is not None else '<closed>'})"
 
 
-def demux_config_copy(cfg: _io.DemuxConfig, **changes) -> _io.DemuxConfig:
+def _demux_config_copy(cfg: _io.DemuxConfig, **changes) -> _io.DemuxConfig:
     out = _io.DemuxConfig()
     out.format = cfg.format
     out.format_options = cfg.format_options
@@ -331,6 +331,15 @@ def _num(v) -> str:
     return str(float(v)) if isinstance(v, (Fraction, Decimal)) else str(v)
 
 
+def _trim_args(timestamp) -> str:
+    """ "start=S:end=E" for a window, leaving out an infinite or None end."""
+    args = []
+    for key, value in zip(("start", "end"), timestamp):
+        if value is not None and not (isinstance(value, float) and math.isinf(value)):
+            args.append(f"{key}={_num(value)}")
+    return ":".join(args)
+
+
 def get_audio_filter_desc(*, sample_rate: int | None = None, num_channels: int | None = None,
                           sample_fmt: str | None = "fltp", timestamp=None, num_frames: int | None = None,
                           filter_desc: str | None = None) -> str | None:
@@ -344,14 +353,9 @@ def get_audio_filter_desc(*, sample_rate: int | None = None, num_channels: int |
     if sample_rate is not None:
         parts.append(f"aresample={sample_rate}")
     if timestamp is not None:
-        start, end = timestamp
-        trim = []
-        if start is not None and not (isinstance(start, float) and math.isinf(start)):
-            trim.append(f"start={_num(start)}")
-        if end is not None and not (isinstance(end, float) and math.isinf(end)):
-            trim.append(f"end={_num(end)}")
+        trim = _trim_args(timestamp)
         if trim:
-            parts.append("atrim=" + ":".join(trim))
+            parts.append("atrim=" + trim)
     if num_frames is not None:
         parts.append("apad")
         parts.append(f"atrim=end_sample={num_frames}")
@@ -383,14 +387,9 @@ def get_video_filter_desc(*, frame_rate=None, timestamp=None, scale_width: int |
             num, den = f.numerator, f.denominator
         parts.append(f"fps={num}/{den}")
     if timestamp is not None:
-        start, end = timestamp
-        trim = []
-        if start is not None and not (isinstance(start, float) and math.isinf(start)):
-            trim.append(f"start={_num(start)}")
-        if end is not None and not (isinstance(end, float) and math.isinf(end)):
-            trim.append(f"end={_num(end)}")
+        trim = _trim_args(timestamp)
         if trim:
-            parts.append("trim=" + ":".join(trim))
+            parts.append("trim=" + trim)
     if scale_width is not None or scale_height is not None:
         w, h = scale_width or 0, scale_height or 0
         scale = f"scale=w={w}:h={h}:flags={scale_algo}"

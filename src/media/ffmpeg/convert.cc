@@ -275,7 +275,6 @@ class FrameWriter {
   }
 
  private:
-
   void reserve(int64_t n) {
     Buffer bigger = Buffer::allocate(DType::kUint8,
                                      {n, height_, width_, channels_});

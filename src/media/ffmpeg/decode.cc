@@ -213,9 +213,7 @@ class Decoder::Impl {
   std::unique_ptr<Frames> decode(Packets&& packets, int64_t max_frames) {
     std::unique_ptr<Packets> owned = packets.take();
     if (media_ != Media::kAudio) session_.set_window(owned->window());
-    Collector c{make_frames(media_, session_.context()->pkt_timebase.den != 0
-                                        ? from_av(session_.context()->pkt_timebase)
-                                        : owned->time_base()),
+    Collector c{make_frames(media_, from_av(session_.context()->pkt_timebase)),
                 max_frames};
     // A streaming decoder is not flushed between batches: feed everything.
     for (const AVPacket* p : owned->packets()) {
