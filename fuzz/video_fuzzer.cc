@@ -64,24 +64,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     feedline::av::Demuxer d(src, DemuxConfig{}, "fuzz");
     auto packets = d.demux(Media::kVideo, std::nullopt);
     auto copy = packets->clone();
-    auto frames =
-        feedline::av::decode_packets(std::move(*packets), std::nullopt,
-                                     DecodeConfig{}, 4);
-    if (!frames->empty()) touch(feedline::av::convert_frames(std::move(*frames)));
+    auto frames = feedline::av::decode_packets(std::move(*packets),
+                                               std::nullopt, DecodeConfig{}, 4);
+    if (!frames->empty())
+      touch(feedline::av::convert_frames(std::move(*frames)));
     if (copy->size() > 1) {
       auto sampled = feedline::av::sample_decode_video(
           std::move(*copy), {0, static_cast<int64_t>(copy->size()) - 1},
           std::string("scale=w=16:h=16,format=pix_fmts=rgb24"), DecodeConfig{});
-      for (auto& f : sampled) touch(feedline::av::convert_frames(std::move(*f)));
+      for (auto& f : sampled)
+        touch(feedline::av::convert_frames(std::move(*f)));
     }
   });
   expect_typed_errors([&] {
     feedline::av::Demuxer d(src, DemuxConfig{}, "fuzz");
-    auto packets = d.demux(Media::kAudio, Window{Rational{0, 1}, Rational{1, 2}});
+    auto packets =
+        d.demux(Media::kAudio, Window{Rational{0, 1}, Rational{1, 2}});
     auto frames = feedline::av::decode_packets(
         std::move(*packets), std::string("aformat=sample_fmts=fltp"),
         DecodeConfig{}, -1);
-    if (!frames->empty()) touch(feedline::av::convert_frames(std::move(*frames)));
+    if (!frames->empty())
+      touch(feedline::av::convert_frames(std::move(*frames)));
   });
   expect_typed_errors([&] {
     feedline::av::Demuxer d(src, DemuxConfig{}, "fuzz");

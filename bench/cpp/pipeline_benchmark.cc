@@ -77,9 +77,8 @@ int64_t run_chain(int num_stages, int concurrency, std::size_t queue) {
         [](int x) { return x; },
         {.concurrency = concurrency, .output_capacity = queue});
   }
-  auto pipeline = std::move(builder)
-                      .add_sink(queue == 0 ? 3 : queue)
-                      .build(kPoolThreads);
+  auto pipeline =
+      std::move(builder).add_sink(queue == 0 ? 3 : queue).build(kPoolThreads);
   int64_t count = 0;
   while (auto item = pipeline.next()) {
     benchmark::DoNotOptimize(*item);

@@ -112,7 +112,8 @@ struct ClipRequest {
 };
 
 Item clip_from_python(nb::handle obj) {
-  if (!nb::isinstance<nb::tuple>(obj) || (nb::len(obj) != 2 && nb::len(obj) != 3)) {
+  if (!nb::isinstance<nb::tuple>(obj) ||
+      (nb::len(obj) != 2 && nb::len(obj) != 3)) {
     throw InvalidArgument(
         "a clip is (path or bytes, start, end) or (path or bytes, None)");
   }
@@ -124,7 +125,8 @@ Item clip_from_python(nb::handle obj) {
                : r.source.url;
   if (nb::len(t) == 3) {
     nb::object fractions = nb::module_::import_("feedline.io._av");
-    r.window = window_from(fractions.attr("_window")(nb::make_tuple(t[1], t[2])));
+    r.window =
+        window_from(fractions.attr("_window")(nb::make_tuple(t[1], t[2])));
   } else if (!t[1].is_none()) {
     nb::object fractions = nb::module_::import_("feedline.io._av");
     r.window = window_from(fractions.attr("_window")(t[1]));
@@ -168,8 +170,7 @@ NativeOp fn_op(std::string name, const std::type_info& in,
 av::VideoOptions video_options(nb::handle window, const av::DemuxConfig& demux,
                                const av::DecodeConfig& decode,
                                const std::optional<std::string>& filter_desc,
-                               const std::string& pix_fmt,
-                               int64_t max_frames) {
+                               const std::string& pix_fmt, int64_t max_frames) {
   av::VideoOptions o;
   o.window = window_from(window);
   o.demux = demux;
@@ -225,8 +226,9 @@ void bind_av(nb::module_& m) {
       .def_prop_ro("name", &Codec::name)
       .def_prop_ro("time_base",
                    [](const Codec& c) { return rational_tuple(c.time_base()); })
-      .def_prop_ro("frame_rate",
-                   [](const Codec& c) { return rational_tuple(c.frame_rate()); })
+      .def_prop_ro(
+          "frame_rate",
+          [](const Codec& c) { return rational_tuple(c.frame_rate()); })
       .def_prop_ro("width", &Codec::width)
       .def_prop_ro("height", &Codec::height)
       .def_prop_ro("pix_fmt", &Codec::pix_fmt)
@@ -252,17 +254,19 @@ void bind_av(nb::module_& m) {
       .def_prop_ro("src", [](Packets& p) { return live(p).src(); })
       .def_prop_ro("stream_index",
                    [](Packets& p) { return live(p).stream_index(); })
-      .def_prop_ro("time_base",
-                   [](Packets& p) { return rational_tuple(live(p).time_base()); })
-      .def_prop_ro("timestamp",
-                   [](Packets& p) { return window_to_python(live(p).window()); },
-                   "The window (start, end) in seconds, or None.")
-      .def_prop_ro("codec",
-                   [](Packets& p) { return live(p).codec(); },
-                   "The stream's Codec, or None for streamed packets.")
-      .def_prop_ro("num_packets",
-                   [](Packets& p) { return live(p).num_packets(); },
-                   "All packets held, including those before the window.")
+      .def_prop_ro(
+          "time_base",
+          [](Packets& p) { return rational_tuple(live(p).time_base()); })
+      .def_prop_ro(
+          "timestamp",
+          [](Packets& p) { return window_to_python(live(p).window()); },
+          "The window (start, end) in seconds, or None.")
+      .def_prop_ro(
+          "codec", [](Packets& p) { return live(p).codec(); },
+          "The stream's Codec, or None for streamed packets.")
+      .def_prop_ro(
+          "num_packets", [](Packets& p) { return live(p).num_packets(); },
+          "All packets held, including those before the window.")
       .def_prop_ro("consumed", &Packets::consumed)
       .def("__len__", [](Packets& p) { return live(p).size(); })
       .def(
@@ -271,8 +275,9 @@ void bind_av(nb::module_& m) {
           nb::kw_only(), nb::arg("raw") = false,
           "Presentation times (s) of the packets in the window, sorted; "
           "with raw=True all of them, in stored order.")
-      .def("clone", [](Packets& p) { return live(p).clone(); },
-           "A copy sharing every payload (no data is copied).")
+      .def(
+          "clone", [](Packets& p) { return live(p).clone(); },
+          "A copy sharing every payload (no data is copied).")
       .def("__repr__", &Packets::to_string);
   nb::class_<av::AudioPackets, Packets>(m, "AudioPackets");
   nb::class_<av::VideoPackets, Packets>(m, "VideoPackets");
@@ -290,14 +295,16 @@ void bind_av(nb::module_& m) {
                    [](Frames& f) { return live(f).sample_rate(); })
       .def_prop_ro("num_channels",
                    [](Frames& f) { return live(f).num_channels(); })
-      .def_prop_ro("time_base",
-                   [](Frames& f) { return rational_tuple(live(f).time_base()); })
+      .def_prop_ro(
+          "time_base",
+          [](Frames& f) { return rational_tuple(live(f).time_base()); })
       .def_prop_ro("metadata", [](Frames& f) { return live(f).metadata(); })
       .def_prop_ro("consumed", &Frames::consumed)
       .def("get_pts", [](Frames& f) { return live(f).pts(); })
       .def("get_timestamps", [](Frames& f) { return live(f).timestamps(); })
-      .def("clone", [](Frames& f) { return live(f).clone(); },
-           "A copy sharing every frame's data (no data is copied).")
+      .def(
+          "clone", [](Frames& f) { return live(f).clone(); },
+          "A copy sharing every frame's data (no data is copied).")
       .def("_select",
            [](Frames& f, const std::vector<int64_t>& indices) {
              return live(f).select(indices);
@@ -349,7 +356,8 @@ void bind_av(nb::module_& m) {
               chunk = d.next_chunk(streams, duration, num_packets);
             }
             nb::dict out;
-            for (auto& [k, v] : chunk) out[nb::int_(k)] = nb::cast(std::move(v));
+            for (auto& [k, v] : chunk)
+              out[nb::int_(k)] = nb::cast(std::move(v));
             return out;
           },
           nb::arg("streams"), nb::arg("duration"), nb::arg("num_packets"));
@@ -415,8 +423,8 @@ void bind_av(nb::module_& m) {
          const av::DecodeConfig& config) {
         live(packets);
         nb::gil_scoped_release release;
-        return av::sample_decode_video(std::move(packets), indices,
-                                       filter_desc, config);
+        return av::sample_decode_video(std::move(packets), indices, filter_desc,
+                                       config);
       },
       nb::arg("packets"), nb::arg("indices"), nb::arg("filter_desc").none(),
       nb::arg("config"));
@@ -476,7 +484,8 @@ void bind_av(nb::module_& m) {
           int64_t n = 1;
           for (int64_t s : shape) n *= s;
           if (static_cast<std::size_t>(n) * dtype_size(t) != bytes.nbytes())
-            throw InvalidArgument("buffer_view: the shape does not fit the bytes");
+            throw InvalidArgument(
+                "buffer_view: the shape does not fit the bytes");
           return Buffer::view(bytes.owner(), bytes.data(), t, shape, {},
                               bytes.writable());
         }
@@ -504,8 +513,8 @@ void bind_av(nb::module_& m) {
          const av::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, int64_t max_frames) {
-        av::VideoOptions o =
-            video_options(window, demux, decode, filter_desc, pix_fmt, max_frames);
+        av::VideoOptions o = video_options(window, demux, decode, filter_desc,
+                                           pix_fmt, max_frames);
         return load_op("load_video", [o](const EncodedFile& f) {
           return av::load_video(memory_source(f.bytes), o, f.name);
         });
@@ -520,23 +529,22 @@ void bind_av(nb::module_& m) {
          const std::string& pix_fmt, int64_t max_frames) {
         av::VideoOptions base = video_options(nb::none(), demux, decode,
                                               filter_desc, pix_fmt, max_frames);
-        return fn_op("load_video_clips", typeid(ClipRequest), typeid(Buffer),
-                     [base](Item in) {
-                       ClipRequest r = in.take_as<ClipRequest>();
-                       av::VideoOptions o = base;
-                       o.window = r.window;
-                       if (!r.source.in_memory()) {
-                         // Memory-mapped: no read() copy of the file.
-                         Buffer bytes = map_file(r.source.url);
-                         return Item(av::load_video(memory_source(bytes), o,
-                                                    r.name));
-                       }
-                       return Item(av::load_video(r.source, o, r.name));
-                     });
+        return fn_op(
+            "load_video_clips", typeid(ClipRequest), typeid(Buffer),
+            [base](Item in) {
+              ClipRequest r = in.take_as<ClipRequest>();
+              av::VideoOptions o = base;
+              o.window = r.window;
+              if (!r.source.in_memory()) {
+                // Memory-mapped: no read() copy of the file.
+                Buffer bytes = map_file(r.source.url);
+                return Item(av::load_video(memory_source(bytes), o, r.name));
+              }
+              return Item(av::load_video(r.source, o, r.name));
+            });
       },
       nb::arg("demux_config"), nb::arg("decode_config"),
-      nb::arg("filter_desc").none(), nb::arg("pix_fmt"),
-      nb::arg("max_frames"));
+      nb::arg("filter_desc").none(), nb::arg("pix_fmt"), nb::arg("max_frames"));
   m.def(
       "demux_op",
       [](Media media, nb::handle window, const av::DemuxConfig& demux) {

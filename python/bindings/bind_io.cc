@@ -34,9 +34,9 @@
 #include "feedline/media/audio.h"
 #include "feedline/media/image.h"
 #include "feedline/pipeline/op.h"
+#include "io_common.h"
 #include "native_op.h"
 #include "py_ref.h"
-#include "io_common.h"
 
 namespace nb = nanobind;
 
@@ -84,7 +84,6 @@ NativeOp load_op(std::string name, LoadOp::Load load) {
 }
 
 namespace {
-
 
 // --- Buffer in Python --------------------------------------------------------
 

@@ -2,9 +2,6 @@
 
 #include "feedline/base/buffer.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +11,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "feedline/base/error.h"
 

@@ -2,11 +2,11 @@
 
 #include "feedline/concurrency/thread_pool.h"
 
-#include <pthread.h>
-
 #include <atomic>
 #include <string>
 #include <utility>
+
+#include <pthread.h>
 
 #include "feedline/base/error.h"
 

@@ -53,16 +53,16 @@ void validate_stage(const StageSpec& stage, const std::string& where) {
                           std::to_string(o.concurrency) + ")");
   }
   if (stage.op->stateful() && o.concurrency != 1) {
-    throw InvalidArgument(where + ": a stateful op (" +
-                          to_string(stage.kind) +
+    throw InvalidArgument(where + ": a stateful op (" + to_string(stage.kind) +
                           ") runs with concurrency 1 (got " +
                           std::to_string(o.concurrency) + ")");
   }
   if (stage.op->kind() == OpKind::kGenerator &&
       o.output_order == OutputOrder::kInput && o.concurrency > 1) {
     throw InvalidArgument(
-        where + ": output_order=input is not supported for generator ops "
-                "with concurrency > 1");
+        where +
+        ": output_order=input is not supported for generator ops "
+        "with concurrency > 1");
   }
 }
 
@@ -94,7 +94,8 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
       PipelineSpec& sub = spec.merge_inputs[i];
       std::string sub_path = path + ".merge[" + std::to_string(i) + "]";
       if (sub.sink_capacity) {
-        throw InvalidArgument(sub_path + ": a merged pipeline must not have a sink");
+        throw InvalidArgument(sub_path +
+                              ": a merged pipeline must not have a sink");
       }
       inputs.push_back(build_chain(impl, sub, sub_path));
     }
@@ -155,7 +156,8 @@ Pipeline build_pipeline(PipelineSpec spec, BuildOptions options) {
   }
   std::size_t sink_slots =
       *spec.sink_capacity + static_cast<std::size_t>(chain.tail_concurrency);
-  auto sink = std::make_unique<detail::SinkRunner>(impl.get(), impl->next_index());
+  auto sink =
+      std::make_unique<detail::SinkRunner>(impl.get(), impl->next_index());
   detail::SinkRunner* sink_ptr = sink.get();
   impl->add_runner(std::move(sink));
   sink_ptr->add_input(sink_slots, chain.tail);

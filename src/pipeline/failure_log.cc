@@ -13,8 +13,8 @@ void FailureLog::record(const std::string& message, Clock::time_point now,
   if (recent_.size() > kKeptMessages) recent_.pop_front();
   if (total_ <= static_cast<uint64_t>(burst_)) {
     line->emit = true;
-    line->text = "stage " + stage_ + ": call failed (" + std::to_string(total_) +
-                 "): " + message;
+    line->text = "stage " + stage_ + ": call failed (" +
+                 std::to_string(total_) + "): " + message;
     if (total_ == static_cast<uint64_t>(burst_)) {
       line->text += " [further failures of this stage are summarised]";
       last_summary_ = now;

@@ -44,7 +44,8 @@ void LatencyHistogram::merge(const LatencyHistogram& other) {
   max_ = std::max(max_, other.max_);
 }
 
-LatencyHistogram LatencyHistogram::since(const LatencyHistogram& earlier) const {
+LatencyHistogram LatencyHistogram::since(
+    const LatencyHistogram& earlier) const {
   LatencyHistogram d = *this;
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     d.buckets_[i] -= std::min(d.buckets_[i], earlier.buckets_[i]);
@@ -61,7 +62,8 @@ std::chrono::nanoseconds LatencyHistogram::mean() const {
 std::chrono::nanoseconds LatencyHistogram::quantile(double q) const {
   if (count_ == 0) return std::chrono::nanoseconds(0);
   q = std::clamp(q, 0.0, 1.0);
-  uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
+  uint64_t rank =
+      static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
   rank = std::max<uint64_t>(rank, 1);
   uint64_t seen = 0;
   for (int b = 0; b < kNumBuckets; ++b) {
@@ -70,7 +72,8 @@ std::chrono::nanoseconds LatencyHistogram::quantile(double q) const {
       uint64_t lo = bucket_lower_bound(b);
       uint64_t hi = b + 1 < kNumBuckets ? bucket_lower_bound(b + 1) : lo;
       uint64_t mid = hi > lo + 1 ? lo + (hi - 1 - lo) / 2 : lo;
-      return std::chrono::nanoseconds(static_cast<int64_t>(std::min(mid, max_)));
+      return std::chrono::nanoseconds(
+          static_cast<int64_t>(std::min(mid, max_)));
     }
   }
   return std::chrono::nanoseconds(static_cast<int64_t>(max_));

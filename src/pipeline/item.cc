@@ -2,11 +2,11 @@
 
 #include "feedline/pipeline/item.h"
 
-#include <cxxabi.h>
-
 #include <cstdlib>
 #include <memory>
 #include <string>
+
+#include <cxxabi.h>
 
 #include "feedline/base/error.h"
 

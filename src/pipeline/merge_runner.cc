@@ -34,8 +34,8 @@ class MergeRunner final : public StageRunner {
  private:
   // Takes the next entry to forward; fills `popped` with the slots to give
   // back per input.
-  bool take_locked(Entry* e, std::vector<Channel*>* popped,
-                   Clock::time_point t) REQUIRES(mu_);
+  bool take_locked(Entry* e, std::vector<Channel*>* popped, Clock::time_point t)
+      REQUIRES(mu_);
 
   std::size_t next_input_ GUARDED_BY(mu_) = 0;  // round-robin start
 };
@@ -118,13 +118,11 @@ void MergeRunner::run_worker() {
   }
 }
 
-
 }  // namespace
 
 std::unique_ptr<StageRunner> make_merge_runner(PipelineImpl* pipeline,
                                                int index, std::string name) {
   return std::make_unique<MergeRunner>(pipeline, index, std::move(name));
 }
-
 
 }  // namespace feedline::detail

@@ -41,7 +41,8 @@ void PipelineImpl::start() {
     if (runner->inputs().empty()) runner->start(start_time_);
   }
   if (options_.stats_hook && options_.report_interval.count() > 0) {
-    reporter_ = std::jthread([this](std::stop_token stop) { run_reporter(stop); });
+    reporter_ =
+        std::jthread([this](std::stop_token stop) { run_reporter(stop); });
   }
 }
 
@@ -79,7 +80,8 @@ void PipelineImpl::stop() noexcept {
   // fires, so that calls that give up on it find their stage cancelled (and
   // their failures are not reported as errors).
   if (pool_) {
-    for (auto it = runners_.rbegin(); it != runners_.rend(); ++it) (*it)->cancel();
+    for (auto it = runners_.rbegin(); it != runners_.rend(); ++it)
+      (*it)->cancel();
   }
   stop_source_.request_stop();
   if (!pool_) return;  // never started: no stage ever ran
@@ -118,8 +120,8 @@ void PipelineImpl::record_stage_error(StageRunner* stage,
   auto at = std::upper_bound(
       errors_.begin(), errors_.end(), stage->index(),
       [](int index, const auto& e) { return index < e.first; });
-  errors_.insert(at, {stage->index(), StageError{stage->name(), error,
-                                                 describe(error)}});
+  errors_.insert(
+      at, {stage->index(), StageError{stage->name(), error, describe(error)}});
   std::vector<StageError> ordered;
   for (const auto& e : errors_) ordered.push_back(e.second);
   failure_ = std::make_exception_ptr(PipelineFailure(std::move(ordered)));

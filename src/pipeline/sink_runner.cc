@@ -59,10 +59,10 @@ NextStatus SinkRunner::next(Item* out,
         bool got = cv_.wait_for(lock.native(), *timeout, pred);
         stats_.wait_input += now() - t0;
         if (!got) {
-          throw Timeout("the next item is not available after " +
-                        std::to_string(std::chrono::duration<double>(*timeout)
-                                           .count()) +
-                        " s");
+          throw Timeout(
+              "the next item is not available after " +
+              std::to_string(std::chrono::duration<double>(*timeout).count()) +
+              " s");
         }
       } else {
         cv_.wait(lock.native(), pred);

@@ -149,7 +149,8 @@ void StageRunner::record_call_locked(Clock::duration elapsed) {
   // Source pulls are not calls a budget applies to (a source exception fails
   // the pipeline at once), so they do not count towards the pipeline-wide
   // rate either.
-  if (budget_ == nullptr && kind_ != StageKind::kSource) pipeline_->count_global_call();
+  if (budget_ == nullptr && kind_ != StageKind::kSource)
+    pipeline_->count_global_call();
 }
 
 bool StageRunner::record_failure_locked(std::exception_ptr error,
@@ -186,7 +187,8 @@ bool StageRunner::record_failure_locked(std::exception_ptr error,
   const auto& recent = failure_log_.recent();
   if (recent.size() > 1) {
     what += "; earlier errors:";
-    for (std::size_t i = recent.size() - 1; i-- > 0;) what += " [" + recent[i] + "]";
+    for (std::size_t i = recent.size() - 1; i-- > 0;)
+      what += " [" + recent[i] + "]";
   }
   fail_locked(std::make_exception_ptr(TooManyFailures(what, std::move(error))));
   return true;

@@ -56,7 +56,9 @@ class StageRunner {
   Channel* add_input(std::size_t slots, StageRunner* producer);
   void set_output(Channel* output) { output_ = output; }
   Channel* output() const { return output_; }
-  const std::vector<std::unique_ptr<Channel>>& inputs() const { return inputs_; }
+  const std::vector<std::unique_ptr<Channel>>& inputs() const {
+    return inputs_;
+  }
 
   // Starts the stage's clocks and, for sources, its first worker.
   virtual void start(Clock::time_point now);
@@ -160,10 +162,11 @@ class StageRunner {
 
 // Creates the runner for one stage of a pipe kind (pipe, aggregate,
 // disaggregate) and for the head and tail stages.
-std::unique_ptr<StageRunner> make_pipe_runner(PipelineImpl* pipeline,
-                                              int index, const StageSpec& spec);
+std::unique_ptr<StageRunner> make_pipe_runner(PipelineImpl* pipeline, int index,
+                                              const StageSpec& spec);
 std::unique_ptr<StageRunner> make_source_runner(PipelineImpl* pipeline,
-                                                int index, SourceFactory factory,
+                                                int index,
+                                                SourceFactory factory,
                                                 const SourceOptions& options);
 std::unique_ptr<StageRunner> make_merge_runner(PipelineImpl* pipeline,
                                                int index, std::string name);

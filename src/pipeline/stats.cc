@@ -152,28 +152,30 @@ std::string format_table(const PipelineStats& stats) {
   std::string out;
   char line[256];
   double elapsed = seconds(stats.elapsed);
-  std::snprintf(line, sizeof(line),
-                "pipeline '%s': %llu items delivered in %.2fs (%.0f items/s)\n",
-                stats.name.c_str(),
-                static_cast<unsigned long long>(stats.items_delivered), elapsed,
-                elapsed > 0 ? static_cast<double>(stats.items_delivered) / elapsed
-                            : 0.0);
+  std::snprintf(
+      line, sizeof(line),
+      "pipeline '%s': %llu items delivered in %.2fs (%.0f items/s)\n",
+      stats.name.c_str(),
+      static_cast<unsigned long long>(stats.items_delivered), elapsed,
+      elapsed > 0 ? static_cast<double>(stats.items_delivered) / elapsed : 0.0);
   out += line;
   // The stage column fits the longest name (at least 22 characters).
   int width = 22;
   for (const StageStats& s : stats.stages) {
-    width = std::max(width, static_cast<int>(std::min<std::size_t>(s.name.size(), 120)));
+    width = std::max(
+        width, static_cast<int>(std::min<std::size_t>(s.name.size(), 120)));
   }
   std::snprintf(line, sizeof(line),
-                "%-*s %9s %9s %6s %9s %9s %9s %9s %8s %8s %6s\n", width, "stage",
-                "in", "out", "fail", "mean", "p50", "p90", "p99", "wait_in",
-                "wait_out", "occ%");
+                "%-*s %9s %9s %6s %9s %9s %9s %9s %8s %8s %6s\n", width,
+                "stage", "in", "out", "fail", "mean", "p50", "p90", "p99",
+                "wait_in", "wait_out", "occ%");
   out += line;
   for (const StageStats& s : stats.stages) {
     std::snprintf(
         line, sizeof(line),
         "%-*.*s %9llu %9llu %6llu %9s %9s %9s %9s %7.1f%% %7.1f%% %5.0f%%\n",
-        width, width, s.name.c_str(), static_cast<unsigned long long>(s.items_in),
+        width, width, s.name.c_str(),
+        static_cast<unsigned long long>(s.items_in),
         static_cast<unsigned long long>(s.items_out),
         static_cast<unsigned long long>(s.failures),
         format_duration(s.op_time.mean()).c_str(),

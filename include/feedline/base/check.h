@@ -20,9 +20,9 @@ namespace feedline::detail {
 
 }  // namespace feedline::detail
 
-#define FEEDLINE_CHECK(cond, msg)                                     \
-  do {                                                                \
-    if (!(cond)) [[unlikely]] {                                       \
+#define FEEDLINE_CHECK(cond, msg)                                         \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]] {                                           \
       ::feedline::detail::check_failed(#cond, (msg), __FILE__, __LINE__); \
-    }                                                                 \
+    }                                                                     \
   } while (false)

@@ -102,7 +102,8 @@ class TypedAsyncOp final : public AsyncOp {
 template <typename T>
 class TypedAggregateOp final : public MapOp {
  public:
-  TypedAggregateOp(std::size_t n, bool drop_last) : n_(n), drop_last_(drop_last) {
+  TypedAggregateOp(std::size_t n, bool drop_last)
+      : n_(n), drop_last_(drop_last) {
     batch_.reserve(n);
   }
   bool stateful() const override { return true; }

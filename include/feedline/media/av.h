@@ -381,7 +381,8 @@ class FilterGraph {
 
 // "buffer=video_size=WxH:pix_fmt=P:time_base=N/D:pixel_aspect=N/D" and
 // "abuffer=time_base=...:sample_rate=...:sample_fmt=...:channel_layout=...".
-std::string buffer_source_desc(const Codec& codec, const std::string& label = "",
+std::string buffer_source_desc(const Codec& codec,
+                               const std::string& label = "",
                                const std::string& format = "");
 
 // Copies frames into one Buffer (frames are consumed): video (N, H, W, C) for

@@ -44,9 +44,8 @@ class TypedBuilder {
 
   // Applies `f` to each item: U f(T) or std::optional<U> f(T), where an empty
   // optional skips the item.
-  template <typename F,
-            typename U = typename detail::MapResult<
-                std::decay_t<std::invoke_result_t<F&, T>>>::type>
+  template <typename F, typename U = typename detail::MapResult<
+                            std::decay_t<std::invoke_result_t<F&, T>>>::type>
   TypedBuilder<U> pipe(F f, PipeOptions options = {}) && {
     return std::move(*this).template append<U>(
         StageKind::kPipe,
@@ -57,8 +56,8 @@ class TypedBuilder {
   // Applies `f`, which returns a range of results (0..n per item); results
   // are emitted one by one as downstream has room.
   template <typename F, typename C = std::decay_t<std::invoke_result_t<F&, T>>,
-            typename U = typename detail::MapResult<
-                std::ranges::range_value_t<C>>::type>
+            typename U =
+                typename detail::MapResult<std::ranges::range_value_t<C>>::type>
   TypedBuilder<U> flat_map(F f, PipeOptions options = {}) && {
     return std::move(*this).template append<U>(
         StageKind::kPipe,
@@ -114,7 +113,8 @@ class TypedBuilder {
   }
   TypedPipeline<T> build(BuildOptions options) && {
     if (!spec_.sink_capacity) spec_.sink_capacity = 3;
-    return TypedPipeline<T>(build_pipeline(std::move(spec_), std::move(options)));
+    return TypedPipeline<T>(
+        build_pipeline(std::move(spec_), std::move(options)));
   }
 
   const PipelineSpec& spec() const& { return spec_; }
@@ -152,7 +152,8 @@ class PipelineBuilder {
 
   // Reads items that `factory` yields, one ItemSource per pass.
   template <typename T>
-  TypedBuilder<T> add_source(SourceFactory factory, SourceOptions options = {}) {
+  TypedBuilder<T> add_source(SourceFactory factory,
+                             SourceOptions options = {}) {
     PipelineSpec spec;
     spec.source = std::move(factory);
     spec.source_options = std::move(options);
@@ -166,7 +167,8 @@ class PipelineBuilder {
                                std::string name = "merge") {
     PipelineSpec spec;
     spec.merge_name = std::move(name);
-    for (auto& input : inputs) spec.merge_inputs.push_back(std::move(input).spec());
+    for (auto& input : inputs)
+      spec.merge_inputs.push_back(std::move(input).spec());
     return TypedBuilder<T>(std::move(spec));
   }
 };

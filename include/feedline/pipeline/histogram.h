@@ -21,7 +21,8 @@ namespace feedline {
 class LatencyHistogram {
  public:
   static constexpr int kSubBucketBits = 3;
-  static constexpr int kNumBuckets = (64 - kSubBucketBits + 1) << kSubBucketBits;
+  static constexpr int kNumBuckets = (64 - kSubBucketBits + 1)
+                                     << kSubBucketBits;
 
   void record(std::chrono::nanoseconds value);
   void merge(const LatencyHistogram& other);
@@ -32,8 +33,12 @@ class LatencyHistogram {
   LatencyHistogram since(const LatencyHistogram& earlier) const;
 
   uint64_t count() const { return count_; }
-  std::chrono::nanoseconds sum() const { return std::chrono::nanoseconds(sum_); }
-  std::chrono::nanoseconds max() const { return std::chrono::nanoseconds(max_); }
+  std::chrono::nanoseconds sum() const {
+    return std::chrono::nanoseconds(sum_);
+  }
+  std::chrono::nanoseconds max() const {
+    return std::chrono::nanoseconds(max_);
+  }
   std::chrono::nanoseconds mean() const;
 
   // Returns the value at quantile `q` in [0, 1] (0 when empty): the midpoint

@@ -40,7 +40,14 @@ class ItemSource {
 // Opens a new pass. Called once, or once per epoch for continuous sources.
 using SourceFactory = std::function<std::unique_ptr<ItemSource>()>;
 
-enum class StageKind { kSource, kPipe, kAggregate, kDisaggregate, kMerge, kSink };
+enum class StageKind {
+  kSource,
+  kPipe,
+  kAggregate,
+  kDisaggregate,
+  kMerge,
+  kSink
+};
 
 // Returns "source", "pipe", "aggregate", "disaggregate", "merge" or "sink".
 const char* to_string(StageKind kind);

@@ -22,10 +22,10 @@ namespace feedline {
 // The queue in front of a stage (its input).
 struct QueueStats {
   std::size_t capacity = 0;
-  std::size_t depth = 0;             // items queued at snapshot time
-  std::size_t max_depth = 0;         // the most ever queued at once
-  uint64_t items_put = 0;            // items and epoch markers put
-  uint64_t items_got = 0;            // items and epoch markers taken
+  std::size_t depth = 0;      // items queued at snapshot time
+  std::size_t max_depth = 0;  // the most ever queued at once
+  uint64_t items_put = 0;     // items and epoch markers put
+  uint64_t items_got = 0;     // items and epoch markers taken
   // Integral of depth over time; divided by (capacity * elapsed) it gives
   // the mean occupancy. Stored as item-nanoseconds.
   double depth_integral = 0;
@@ -43,25 +43,25 @@ struct QueueStats {
 
 // One stage's counters.
 struct StageStats {
-  std::string name;          // display name, "<index>:<name>[<concurrency>]"
-  std::string kind;          // "source", "pipe", "aggregate", ...
+  std::string name;  // display name, "<index>:<name>[<concurrency>]"
+  std::string kind;  // "source", "pipe", "aggregate", ...
   int concurrency = 1;
-  uint64_t items_in = 0;     // taken from the input queue (markers excluded)
-  uint64_t items_out = 0;    // emitted downstream (markers excluded)
+  uint64_t items_in = 0;       // taken from the input queue (markers excluded)
+  uint64_t items_out = 0;      // emitted downstream (markers excluded)
   uint64_t items_skipped = 0;  // calls that returned no result
-  uint64_t calls = 0;        // op invocations (generator pulls, flushes)
-  uint64_t failures = 0;     // calls that threw
-  uint64_t epochs = 0;       // epoch markers forwarded
-  LatencyHistogram op_time;  // duration of each call
+  uint64_t calls = 0;          // op invocations (generator pulls, flushes)
+  uint64_t failures = 0;       // calls that threw
+  uint64_t epochs = 0;         // epoch markers forwarded
+  LatencyHistogram op_time;    // duration of each call
   // Time the stage could not work because its input was empty (waiting on
   // upstream) or its output was full (waiting on downstream), with no call
   // in flight. High input wait: upstream is the bottleneck. High output
   // wait: downstream is.
   std::chrono::nanoseconds wait_input{0};
   std::chrono::nanoseconds wait_output{0};
-  bool finished = false;     // ended (normally, failed or cancelled)
+  bool finished = false;  // ended (normally, failed or cancelled)
   bool failed = false;
-  QueueStats input_queue;    // empty (capacity 0) for sources
+  QueueStats input_queue;  // empty (capacity 0) for sources
 };
 
 struct PipelineStats {

@@ -28,9 +28,9 @@ FrameLayout video_layout(const AVFrame* f) {
   const auto fmt = static_cast<AVPixelFormat>(f->format);
   const AVPixFmtDescriptor* d = av_pix_fmt_desc_get(fmt);
   const std::string name = pix_fmt_name(f->format);
-  if (d == nullptr || (d->flags & (AV_PIX_FMT_FLAG_HWACCEL |
-                                   AV_PIX_FMT_FLAG_BITSTREAM |
-                                   AV_PIX_FMT_FLAG_PAL)) != 0) {
+  if (d == nullptr ||
+      (d->flags & (AV_PIX_FMT_FLAG_HWACCEL | AV_PIX_FMT_FLAG_BITSTREAM |
+                   AV_PIX_FMT_FLAG_PAL)) != 0) {
     throw InvalidArgument("cannot convert frames of pixel format " + name +
                           " to an array; convert them first (e.g. "
                           "format=pix_fmts=rgb24)");
@@ -45,17 +45,16 @@ FrameLayout video_layout(const AVFrame* f) {
   for (int i = 0; i < n; ++i) ok &= d->comp[i].depth == depth;
   if (ok && !planar && depth == 8 && d->comp[0].step == n) {
     l.shape = {h, w, n};  // rgb24, bgr24, rgba, gray, ...
-  } else if (ok && n == 1 && depth > 8 && depth <= 16 &&
-             d->comp[0].step == 2) {
+  } else if (ok && n == 1 && depth > 8 && depth <= 16 && d->comp[0].step == 2) {
     l.dtype = DType::kUint16;  // gray16, gray10, ...
     l.shape = {1, h, w};
     l.swap16 = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
   } else if (ok && planar && depth == 8 && d->log2_chroma_w == 0 &&
              d->log2_chroma_h == 0) {
     l.shape = {n, h, w};  // yuv444p, gbrp, yuva444p
-  } else if (ok && depth == 8 && (fmt == AV_PIX_FMT_YUV420P ||
-                                  fmt == AV_PIX_FMT_YUVJ420P ||
-                                  fmt == AV_PIX_FMT_NV12)) {
+  } else if (ok && depth == 8 &&
+             (fmt == AV_PIX_FMT_YUV420P || fmt == AV_PIX_FMT_YUVJ420P ||
+              fmt == AV_PIX_FMT_NV12)) {
     l.shape = {1, h + h / 2, w};
   } else if (ok && depth == 8 &&
              (fmt == AV_PIX_FMT_YUV422P || fmt == AV_PIX_FMT_YUVJ422P)) {
@@ -68,9 +67,8 @@ FrameLayout video_layout(const AVFrame* f) {
   const int size = av_image_get_buffer_size(fmt, f->width, f->height, 1);
   int64_t elems = 1;
   for (int64_t s : l.shape) elems *= s;
-  if (size < 0 ||
-      static_cast<std::size_t>(size) !=
-          static_cast<std::size_t>(elems) * dtype_size(l.dtype)) {
+  if (size < 0 || static_cast<std::size_t>(size) !=
+                      static_cast<std::size_t>(elems) * dtype_size(l.dtype)) {
     throw InvalidArgument("cannot pack " + name + " frames of odd size " +
                           std::to_string(w) + "x" + std::to_string(h) +
                           " into one array; convert them first (e.g. "
@@ -106,7 +104,8 @@ void copy_video_frame(const AVFrame* f, const FrameLayout& l, uint8_t* dst) {
       static_cast<AVPixelFormat>(f->format), f->width, f->height, 1);
   if (rc < 0) fail("convert_frames", "cannot copy a frame", rc);
   if (l.swap16) {
-    for (std::size_t i = 0; i + 1 < l.bytes; i += 2) std::swap(dst[i], dst[i + 1]);
+    for (std::size_t i = 0; i + 1 < l.bytes; i += 2)
+      std::swap(dst[i], dst[i + 1]);
   }
 }
 
@@ -121,8 +120,8 @@ FrameLayout layout_of(const Frames& frames) {
     l.dtype = sample_dtype(fmt);
     const int64_t c = first->ch_layout.nb_channels;
     for (const AVFrame* f : frames.frames()) {
-      if (f->format != first->format ||
-          f->ch_layout.nb_channels != c || f->sample_rate != first->sample_rate) {
+      if (f->format != first->format || f->ch_layout.nb_channels != c ||
+          f->sample_rate != first->sample_rate) {
         throw InvalidArgument(
             "audio frames differ in sample format, rate or channels");
       }
@@ -136,17 +135,17 @@ FrameLayout layout_of(const Frames& frames) {
   for (const AVFrame* f : frames.frames()) {
     if (f->format != first->format || f->width != first->width ||
         f->height != first->height) {
-      throw InvalidArgument("frames differ in size or pixel format: " +
-                            std::to_string(first->width) + "x" +
-                            std::to_string(first->height) + " " +
-                            pix_fmt_name(first->format) + " and " +
-                            std::to_string(f->width) + "x" +
-                            std::to_string(f->height) + " " +
-                            pix_fmt_name(f->format));
+      throw InvalidArgument(
+          "frames differ in size or pixel format: " +
+          std::to_string(first->width) + "x" + std::to_string(first->height) +
+          " " + pix_fmt_name(first->format) + " and " +
+          std::to_string(f->width) + "x" + std::to_string(f->height) + " " +
+          pix_fmt_name(f->format));
     }
   }
   if (frames.media() == Media::kVideo)
-    l.shape.insert(l.shape.begin(), static_cast<int64_t>(frames.num_av_frames()));
+    l.shape.insert(l.shape.begin(),
+                   static_cast<int64_t>(frames.num_av_frames()));
   return l;
 }
 
@@ -167,7 +166,8 @@ void write_frames(const Frames& frames, uint8_t* dst) {
   }
   const AVFrame* first = frames.frames()[0];
   const auto fmt = static_cast<AVSampleFormat>(first->format);
-  const std::size_t bps = static_cast<std::size_t>(av_get_bytes_per_sample(fmt));
+  const std::size_t bps =
+      static_cast<std::size_t>(av_get_bytes_per_sample(fmt));
   const int channels = first->ch_layout.nb_channels;
   if (av_sample_fmt_is_planar(fmt) != 0) {
     const auto total = static_cast<std::size_t>(frames.num_frames());
@@ -235,7 +235,9 @@ namespace {
 class FrameWriter {
  public:
   FrameWriter(AVPixelFormat format, int64_t expected, std::string_view name)
-      : format_(format), expected_(std::max<int64_t>(expected, 1)), name_(name) {
+      : format_(format),
+        expected_(std::max<int64_t>(expected, 1)),
+        name_(name) {
     channels_ = av_pix_fmt_desc_get(format)->nb_components;
   }
 
@@ -260,7 +262,8 @@ class FrameWriter {
     const int rows =
         sws_scale(sws_.get(), f->data, f->linesize, 0, height_, dst, stride);
     if (rows != height_) {
-      throw DecodeError(std::string(name_) + ": pixel format conversion failed");
+      throw DecodeError(std::string(name_) +
+                        ": pixel format conversion failed");
     }
     ++count_;
   }
@@ -276,8 +279,8 @@ class FrameWriter {
 
  private:
   void reserve(int64_t n) {
-    Buffer bigger = Buffer::allocate(DType::kUint8,
-                                     {n, height_, width_, channels_});
+    Buffer bigger =
+        Buffer::allocate(DType::kUint8, {n, height_, width_, channels_});
     if (count_ > 0) {
       std::memcpy(bigger.data(), out_.data(),
                   static_cast<std::size_t>(count_) * frame_bytes_);
@@ -293,10 +296,9 @@ class FrameWriter {
         f->color_range == range_) {
       return;
     }
-    sws_.reset(sws_getContext(width_, height_,
-                              static_cast<AVPixelFormat>(f->format), width_,
-                              height_, format_, SWS_BICUBIC, nullptr, nullptr,
-                              nullptr));
+    sws_.reset(sws_getContext(
+        width_, height_, static_cast<AVPixelFormat>(f->format), width_, height_,
+        format_, SWS_BICUBIC, nullptr, nullptr, nullptr));
     if (!sws_) {
       throw DecodeError(std::string(name_) + ": cannot convert " +
                         pix_fmt_name(f->format) + " to " +
@@ -345,8 +347,9 @@ AVPixelFormat fast_format(const std::string& pix_fmt) {
   if (pix_fmt == "rgba") return AV_PIX_FMT_RGBA;
   if (pix_fmt == "bgra") return AV_PIX_FMT_BGRA;
   if (pix_fmt == "gray" || pix_fmt == "gray8") return AV_PIX_FMT_GRAY8;
-  throw InvalidArgument("pix_fmt must be rgb24, bgr24, rgba, bgra or gray; got '" +
-                        pix_fmt + "' (use a filter for other formats)");
+  throw InvalidArgument(
+      "pix_fmt must be rgb24, bgr24, rgba, bgra or gray; got '" + pix_fmt +
+      "' (use a filter for other formats)");
 }
 
 Buffer load(Media media, Source source, const VideoOptions& o,

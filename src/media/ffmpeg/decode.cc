@@ -45,8 +45,8 @@ DecodeSession::DecodeSession(const av::Codec& codec,
                              const av::DecodeConfig& config,
                              std::string_view name)
     : name_(name),
-      ctx_(open_decoder(codec.params(), to_av(codec.time_base()), config,
-                        name)),
+      ctx_(
+          open_decoder(codec.params(), to_av(codec.time_base()), config, name)),
       tb_(to_av(codec.time_base())),
       audio_(codec.media() == av::Media::kAudio),
       frame_(new_frame()),
@@ -72,7 +72,8 @@ bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
       if (stopped_) return false;
       continue;
     }
-    if (rc < 0 && rc != AVERROR_EOF) note_error("a packet failed to decode", rc);
+    if (rc < 0 && rc != AVERROR_EOF)
+      note_error("a packet failed to decode", rc);
     break;
   }
   drain(sink);
@@ -83,7 +84,8 @@ void DecodeSession::flush(const Sink& sink) {
   if (stopped_) return;
   ctx_->skip_frame = AVDISCARD_DEFAULT;
   const int rc = avcodec_send_packet(ctx_.get(), nullptr);
-  if (rc < 0 && rc != AVERROR_EOF) note_error("flushing the decoder failed", rc);
+  if (rc < 0 && rc != AVERROR_EOF)
+    note_error("flushing the decoder failed", rc);
   drain(sink);
   if (chain_ && !stopped_) {
     chain_->push(nullptr);
@@ -139,26 +141,24 @@ void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
   if (!sink(frame, tb)) stopped_ = true;
 }
 
-void send_window(DecodeSession& session, const av::Packets& packets,
-                 bool skip, const DecodeSession::Sink& sink) {
+void send_window(DecodeSession& session, const av::Packets& packets, bool skip,
+                 const DecodeSession::Sink& sink) {
   const std::vector<AVPacket*>& pkts = packets.packets();
   const AVRational tb = to_av(packets.time_base());
   const auto& window = packets.window();
   skip = skip && window && packets.media() != av::Media::kAudio;
   std::size_t end = pkts.size();
   if (skip && window->end &&
-      std::all_of(pkts.begin(), pkts.end(), [](const AVPacket* p) {
-        return p->pts != AV_NOPTS_VALUE;
-      })) {
+      std::all_of(pkts.begin(), pkts.end(),
+                  [](const AVPacket* p) { return p->pts != AV_NOPTS_VALUE; })) {
     end = 0;
     for (std::size_t i = 0; i < pkts.size(); ++i) {
       if (in_window(pkts[i]->pts, tb, window)) end = i + 1;
     }
   }
   for (std::size_t i = 0; i < end; ++i) {
-    const bool early =
-        skip && pkts[i]->pts != AV_NOPTS_VALUE &&
-        before(pkts[i]->pts, tb, window->start);
+    const bool early = skip && pkts[i]->pts != AV_NOPTS_VALUE &&
+                       before(pkts[i]->pts, tb, window->start);
     if (!session.send(pkts[i], early, sink)) return;
   }
   session.flush(sink);
@@ -195,9 +195,9 @@ void report_errors(const DecodeSession& s, const Frames& out,
   if (out.empty()) {
     throw DecodeError(name + ": no frame decoded; " + s.first_error());
   }
-  log(LogLevel::kWarning, name + ": " + std::to_string(s.errors()) +
-                              " packet(s) failed to decode; first: " +
-                              s.first_error());
+  log(LogLevel::kWarning,
+      name + ": " + std::to_string(s.errors()) +
+          " packet(s) failed to decode; first: " + s.first_error());
 }
 
 }  // namespace
@@ -240,8 +240,7 @@ Decoder::Decoder(const Codec& codec,
     : impl_(std::make_unique<Impl>(codec, filter_desc, config,
                                    name.empty() ? codec.name() : name)) {}
 Decoder::~Decoder() = default;
-std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
-                                        int64_t max_frames) {
+std::unique_ptr<Frames> Decoder::decode(Packets&& packets, int64_t max_frames) {
   return impl_->decode(std::move(packets), max_frames);
 }
 std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
@@ -287,9 +286,9 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
   const std::vector<AVPacket*>& pkts = owned->packets();
   const auto& window = owned->window();
 
-  const bool timed = std::all_of(pkts.begin(), pkts.end(), [](const AVPacket* p) {
-    return p->pts != AV_NOPTS_VALUE;
-  });
+  const bool timed =
+      std::all_of(pkts.begin(), pkts.end(),
+                  [](const AVPacket* p) { return p->pts != AV_NOPTS_VALUE; });
   if (!timed) {
     // Presentation times are known only after decoding: decode the window
     // and pick the frames.
@@ -322,10 +321,10 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
   std::sort(shown.begin(), shown.end());
   if (indices.front() < 0 ||
       indices.back() >= static_cast<int64_t>(shown.size())) {
-    throw OutOfRange("frame indices must be in [0, " +
-                     std::to_string(shown.size()) + "); got " +
-                     std::to_string(indices.front() < 0 ? indices.front()
-                                                        : indices.back()));
+    throw OutOfRange(
+        "frame indices must be in [0, " + std::to_string(shown.size()) +
+        "); got " +
+        std::to_string(indices.front() < 0 ? indices.front() : indices.back()));
   }
   std::unordered_map<int64_t, std::size_t> slot;  // pts -> result index
   for (std::size_t i = 0; i < indices.size(); ++i)
@@ -342,7 +341,8 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
   std::size_t found = 0;
   for (std::size_t s = 0; s < starts.size() && found < indices.size(); ++s) {
     const std::size_t begin = starts[s];
-    const std::size_t next = s + 1 < starts.size() ? starts[s + 1] : pkts.size();
+    const std::size_t next =
+        s + 1 < starts.size() ? starts[s + 1] : pkts.size();
     std::size_t end = next;
     if (next < pkts.size()) {
       const int64_t key_pts = pkts[next]->pts;

@@ -33,7 +33,6 @@ AVMediaType av_type(Media media) {
   return media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
 }
 
-
 }  // namespace
 
 namespace {
@@ -46,8 +45,8 @@ std::optional<std::vector<PacketPtr>> seek_before(AVFormatContext* fmt,
                                                   int index, Rational start) {
   AVStream* st = fmt->streams[index];
   const AVRational tb = st->time_base;
-  const int64_t start_ts = av_rescale_q_rnd(
-      start.num, AVRational{1, start.den}, tb, AV_ROUND_DOWN);
+  const int64_t start_ts =
+      av_rescale_q_rnd(start.num, AVRational{1, start.den}, tb, AV_ROUND_DOWN);
   int64_t target = start_ts;
   int64_t step = av_rescale_q(1, AVRational{1, 1}, tb);  // 1 s
   constexpr int kAttempts = 6;
@@ -139,8 +138,7 @@ int Demuxer::best_stream(Media media) const {
   const int i = av_find_best_stream(fmt, av_type(media), -1, -1, nullptr, 0);
   if (i < 0) {
     throw DecodeError(name_ + ": no " +
-                      (media == Media::kAudio ? "audio" : "video") +
-                      " stream");
+                      (media == Media::kAudio ? "audio" : "video") + " stream");
   }
   return i;
 }
@@ -149,8 +147,8 @@ Codec Demuxer::stream_codec(int index) const {
   AVFormatContext* fmt = input_->format();
   if (index < 0 || index >= num_streams()) {
     throw OutOfRange(name_ + ": stream index must be in [0, " +
-                     std::to_string(num_streams()) +
-                     "); got " + std::to_string(index));
+                     std::to_string(num_streams()) + "); got " +
+                     std::to_string(index));
   }
   AVStream* st = fmt->streams[index];
   const AVMediaType type = st->codecpar->codec_type;
@@ -180,7 +178,8 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
     if (window->start.num < 0) {
       throw InvalidArgument(name_ + ": the window starts before 0");
     }
-    if (window->end && av_cmp_q(to_av(*window->end), to_av(window->start)) < 0) {
+    if (window->end &&
+        av_cmp_q(to_av(*window->end), to_av(window->start)) < 0) {
       throw InvalidArgument(name_ + ": the window ends before it starts");
     }
   }
@@ -218,10 +217,10 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
     }
   }
 
-  auto packets = make_packets(
-      media, name_, index, from_av(tb), window,
-      Codec(media, st->codecpar, from_av(tb),
-            from_av(av_guess_frame_rate(fmt, st, nullptr))));
+  auto packets =
+      make_packets(media, name_, index, from_av(tb), window,
+                   Codec(media, st->codecpar, from_av(tb),
+                         from_av(av_guess_frame_rate(fmt, st, nullptr))));
   bool done = false;
   auto keep = [&](PacketPtr packet) {
     if (stop && packet->pts != AV_NOPTS_VALUE &&

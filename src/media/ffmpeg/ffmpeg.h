@@ -26,9 +26,9 @@ extern "C" {
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,9 +86,7 @@ struct AvioDeleter {
   }
 };
 struct ParamsDeleter {
-  void operator()(AVCodecParameters* p) const {
-    avcodec_parameters_free(&p);
-  }
+  void operator()(AVCodecParameters* p) const { avcodec_parameters_free(&p); }
 };
 
 using FormatPtr = std::unique_ptr<AVFormatContext, FormatDeleter>;
@@ -280,7 +278,7 @@ namespace feedline::media::ffmpeg {
 // reference of a frame in the window) the decoder is flushed instead of fed
 // more. `skip` turns both off (time-based filters see every frame). Ends
 // with the session flushed.
-void send_window(DecodeSession& session, const av::Packets& packets,
-                 bool skip, const DecodeSession::Sink& sink);
+void send_window(DecodeSession& session, const av::Packets& packets, bool skip,
+                 const DecodeSession::Sink& sink);
 
 }  // namespace feedline::media::ffmpeg

@@ -111,8 +111,8 @@ void Chain::push(const AVFrame* frame) {
     src_ = graph_.inputs.begin()->second;
     sink_ = graph_.outputs.begin()->second;
   }
-  const int rc = av_buffersrc_add_frame_flags(
-      src_, const_cast<AVFrame*>(frame), AV_BUFFERSRC_FLAG_KEEP_REF);
+  const int rc = av_buffersrc_add_frame_flags(src_, const_cast<AVFrame*>(frame),
+                                              AV_BUFFERSRC_FLAG_KEEP_REF);
   if (rc < 0 && rc != AVERROR_EOF) {
     fail(name_, "the filter '" + middle_ + "' rejected a frame", rc);
   }
@@ -188,10 +188,9 @@ class FilterGraph::Impl {
           mismatch += " sample_rate (" + std::to_string(f->sample_rate) +
                       " != " + std::to_string(link->sample_rate) + ")";
         if (f->ch_layout.nb_channels != link->ch_layout.nb_channels)
-          mismatch += " num_channels (" +
-                      std::to_string(f->ch_layout.nb_channels) +
-                      " != " + std::to_string(link->ch_layout.nb_channels) +
-                      ")";
+          mismatch +=
+              " num_channels (" + std::to_string(f->ch_layout.nb_channels) +
+              " != " + std::to_string(link->ch_layout.nb_channels) + ")";
       }
       if (!mismatch.empty()) {
         throw InvalidArgument("a frame does not match the filter input '" +
@@ -279,8 +278,8 @@ std::string buffer_source_desc(const Codec& codec, const std::string& label,
   AVRational sar = p->sample_aspect_ratio;
   if (sar.num <= 0 || sar.den <= 0) sar = AVRational{0, 1};
   return "buffer" + at + "=video_size=" + std::to_string(p->width) + "x" +
-         std::to_string(p->height) + ":pix_fmt=" +
-         (format.empty() ? pix_fmt_name(p->format) : format) +
+         std::to_string(p->height) +
+         ":pix_fmt=" + (format.empty() ? pix_fmt_name(p->format) : format) +
          ":time_base=" + rational_text(tb) +
          ":pixel_aspect=" + rational_text(sar);
 }

@@ -167,8 +167,8 @@ Input::Input(const av::Source& source, const av::DemuxConfig& config,
   }
   format_.reset(fmt);
   options.check_consumed(name, "the demuxer");
-  const bool probe = config.find_stream_info.value_or(
-      !carries_codec_parameters(fmt));
+  const bool probe =
+      config.find_stream_info.value_or(!carries_codec_parameters(fmt));
   if (probe) {
     rc = avformat_find_stream_info(fmt, nullptr);
     if (rc < 0) fail(name, "cannot read the stream information", rc);
@@ -228,8 +228,7 @@ CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
     if (codec == nullptr) {
       const char* id = avcodec_get_name(params->codec_id);
       throw DecodeError(std::string(name) + ": no decoder for the codec '" +
-                        (id != nullptr ? id : "unknown") +
-                        "' in this FFmpeg");
+                        (id != nullptr ? id : "unknown") + "' in this FFmpeg");
     }
   }
   CodecPtr ctx(avcodec_alloc_context3(codec));

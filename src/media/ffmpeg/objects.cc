@@ -140,10 +140,9 @@ std::size_t Packets::size() const {
   check();
   if (!window_) return packets_.size();
   const AVRational tb = to_av(time_base_);
-  return static_cast<std::size_t>(
-      std::count_if(packets_.begin(), packets_.end(), [&](const AVPacket* p) {
-        return in_window(p->pts, tb, window_);
-      }));
+  return static_cast<std::size_t>(std::count_if(
+      packets_.begin(), packets_.end(),
+      [&](const AVPacket* p) { return in_window(p->pts, tb, window_); }));
 }
 
 std::vector<double> Packets::timestamps(bool raw) const {
@@ -165,8 +164,8 @@ std::vector<double> Packets::timestamps(bool raw) const {
 
 std::unique_ptr<Packets> Packets::clone() const {
   check();
-  auto out = make_packets(media_, src_, stream_index_, time_base_, window_,
-                          codec_);
+  auto out =
+      make_packets(media_, src_, stream_index_, time_base_, window_, codec_);
   for (const AVPacket* p : packets_) {
     AVPacket* c = av_packet_clone(p);
     if (c == nullptr) throw std::bad_alloc();
@@ -177,8 +176,8 @@ std::unique_ptr<Packets> Packets::clone() const {
 
 std::unique_ptr<Packets> Packets::take() {
   check();
-  auto out = make_packets(media_, src_, stream_index_, time_base_, window_,
-                          codec_);
+  auto out =
+      make_packets(media_, src_, stream_index_, time_base_, window_, codec_);
   out->packets_ = std::move(packets_);
   packets_.clear();
   consumed_ = true;
@@ -288,7 +287,8 @@ int Frames::num_planes() const {
                ? frames_[0]->ch_layout.nb_channels
                : 1;
   }
-  return av_pix_fmt_count_planes(static_cast<AVPixelFormat>(frames_[0]->format));
+  return av_pix_fmt_count_planes(
+      static_cast<AVPixelFormat>(frames_[0]->format));
 }
 int Frames::sample_rate() const {
   check();
@@ -361,7 +361,8 @@ std::unique_ptr<Frames> Frames::select(
       throw OutOfRange("frame index " + std::to_string(i) +
                        " is out of range for " + std::to_string(n) + " frames");
     }
-    AVFrame* c = av_frame_clone(frames_[static_cast<std::size_t>(i < 0 ? i + n : i)]);
+    AVFrame* c =
+        av_frame_clone(frames_[static_cast<std::size_t>(i < 0 ? i + n : i)]);
     if (c == nullptr) throw std::bad_alloc();
     out->frames_.push_back(c);
   }
@@ -371,7 +372,8 @@ std::unique_ptr<Frames> Frames::select(
 void Frames::extend(Frames&& other) {
   check();
   if (other.media_ != media_ || media_ == Media::kImage)
-    throw InvalidArgument("only video or audio frames of one kind can be joined");
+    throw InvalidArgument(
+        "only video or audio frames of one kind can be joined");
   std::unique_ptr<Frames> taken = other.take();
   frames_.insert(frames_.end(), taken->frames_.begin(), taken->frames_.end());
   taken->frames_.clear();

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+#include "feedline/concurrency/thread_pool.h"
+
 #include <atomic>
 #include <future>
 #include <latch>
@@ -8,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include "feedline/base/error.h"
-#include "feedline/concurrency/thread_pool.h"
 
 namespace feedline {
 namespace {
@@ -54,7 +55,9 @@ TEST(ThreadPoolTest, KnowsWhetherTheCallerIsAnyPoolsThread) {
   ThreadPool a(1), b(1);
   EXPECT_FALSE(ThreadPool::in_any_pool_thread());
   std::promise<std::pair<bool, bool>> seen;
-  b.submit([&] { seen.set_value({ThreadPool::in_any_pool_thread(), a.in_pool_thread()}); });
+  b.submit([&] {
+    seen.set_value({ThreadPool::in_any_pool_thread(), a.in_pool_thread()});
+  });
   auto [any, in_a] = seen.get_future().get();
   EXPECT_TRUE(any);
   EXPECT_FALSE(in_a);

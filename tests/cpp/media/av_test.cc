@@ -7,8 +7,6 @@
 
 #include "feedline/media/av.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
@@ -43,12 +42,14 @@ class AvTest : public ::testing::Test {
     const std::string d = dir_->string();
     // 4 s at 25 fps, a key frame every 25 frames, with B-frames.
     run("ffmpeg -v error -y -f lavfi -i testsrc=size=96x64:rate=25:duration=4 "
-        "-c:v libx264 -pix_fmt yuv420p -g 25 " + d + "/clip.mp4");
-    run("ffmpeg -v error -y -i " + d +
-        "/clip.mp4 -f rawvideo -pix_fmt rgb24 " + d + "/clip.rgb");
+        "-c:v libx264 -pix_fmt yuv420p -g 25 " +
+        d + "/clip.mp4");
+    run("ffmpeg -v error -y -i " + d + "/clip.mp4 -f rawvideo -pix_fmt rgb24 " +
+        d + "/clip.rgb");
     run("ffmpeg -v error -y -f lavfi -i testsrc=size=96x64:rate=25:duration=1 "
         "-f lavfi -i sine=frequency=440:sample_rate=8000:duration=1 -c:v "
-        "libx264 -pix_fmt yuv420p -c:a pcm_s16le " + d + "/av.mkv");
+        "libx264 -pix_fmt yuv420p -c:a pcm_s16le " +
+        d + "/av.mkv");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -58,7 +59,9 @@ class AvTest : public ::testing::Test {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   static std::string path(const char* name) { return (*dir_ / name).string(); }
-  static Source file(const char* name) { return Source{path(name), {}, nullptr}; }
+  static Source file(const char* name) {
+    return Source{path(name), {}, nullptr};
+  }
 
   // Frame i of the CLI's rgb24 decode of clip.mp4.
   static const uint8_t* expected_frame(int i) {
@@ -97,7 +100,8 @@ TEST_F(AvTest, WindowIsHalfOpenAndStartsMidGop) {
 }
 
 TEST_F(AvTest, FromMemoryEqualsFromPath) {
-  auto bytes = std::make_shared<std::vector<uint8_t>>(read_all(path("clip.mp4")));
+  auto bytes =
+      std::make_shared<std::vector<uint8_t>>(read_all(path("clip.mp4")));
   Source mem{"", std::span<const uint8_t>(*bytes), bytes};
   VideoOptions o;
   o.max_frames = 5;
@@ -139,9 +143,9 @@ TEST_F(AvTest, PacketsAreConsumedByDecodingAndClonesShareThem) {
   EXPECT_EQ(packets->size(), 25u);
   EXPECT_GT(packets->num_packets(), 25u);  // from the key frame at 1 s - GOP
   auto copy = packets->clone();
-  auto frames = decode_packets(std::move(*packets),
-                               std::string("format=pix_fmts=rgb24"),
-                               DecodeConfig{});
+  auto frames =
+      decode_packets(std::move(*packets), std::string("format=pix_fmts=rgb24"),
+                     DecodeConfig{});
   EXPECT_TRUE(packets->consumed());
   EXPECT_THROW(packets->size(), InvalidArgument);
   ASSERT_EQ(frames->num_frames(), 25);
@@ -158,9 +162,9 @@ TEST_F(AvTest, SampleDecodeEqualsFullDecode) {
   Demuxer d(file("clip.mp4"), DemuxConfig{});
   auto packets = d.demux(Media::kVideo, std::nullopt);
   const std::vector<int64_t> wanted = {0, 3, 24, 26, 60, 99};
-  auto frames = sample_decode_video(std::move(*packets), wanted,
-                                    std::string("format=pix_fmts=rgb24"),
-                                    DecodeConfig{});
+  auto frames =
+      sample_decode_video(std::move(*packets), wanted,
+                          std::string("format=pix_fmts=rgb24"), DecodeConfig{});
   ASSERT_EQ(frames.size(), wanted.size());
   for (std::size_t i = 0; i < wanted.size(); ++i) {
     Buffer b = convert_frames(std::move(*frames[i]));
@@ -174,12 +178,14 @@ TEST_F(AvTest, SampleDecodeEqualsFullDecode) {
 
 TEST_F(AvTest, SampleDecodeRejectsBadIndices) {
   Demuxer d(file("clip.mp4"), DemuxConfig{});
-  EXPECT_THROW(sample_decode_video(std::move(*d.demux(Media::kVideo, std::nullopt)),
-                                   {5, 5}, std::nullopt, DecodeConfig{}),
-               InvalidArgument);
-  EXPECT_THROW(sample_decode_video(std::move(*d.demux(Media::kVideo, std::nullopt)),
-                                   {100}, std::nullopt, DecodeConfig{}),
-               OutOfRange);
+  EXPECT_THROW(
+      sample_decode_video(std::move(*d.demux(Media::kVideo, std::nullopt)),
+                          {5, 5}, std::nullopt, DecodeConfig{}),
+      InvalidArgument);
+  EXPECT_THROW(
+      sample_decode_video(std::move(*d.demux(Media::kVideo, std::nullopt)),
+                          {100}, std::nullopt, DecodeConfig{}),
+      OutOfRange);
 }
 
 TEST_F(AvTest, StreamingDemuxCoversEveryPacketOnce) {
@@ -203,9 +209,9 @@ TEST_F(AvTest, StreamingDemuxCoversEveryPacketOnce) {
 
 TEST_F(AvTest, AudioConvertsPlanarAndPacked) {
   Demuxer d(file("av.mkv"), DemuxConfig{});
-  auto frames = decode_packets(std::move(*d.demux(Media::kAudio, std::nullopt)),
-                               std::string("aformat=sample_fmts=fltp"),
-                               DecodeConfig{});
+  auto frames =
+      decode_packets(std::move(*d.demux(Media::kAudio, std::nullopt)),
+                     std::string("aformat=sample_fmts=fltp"), DecodeConfig{});
   Buffer planar = convert_frames(std::move(*frames));
   EXPECT_EQ(planar.dtype(), DType::kFloat32);
   EXPECT_EQ(planar.shape(), (std::vector<int64_t>{1, 8000}));

@@ -59,7 +59,8 @@ TEST(EpochTest, DropLastDiscardsEachEpochsPartialBatch) {
                .build(2);
   for (int epoch = 0; epoch < 3; ++epoch) {
     std::vector<std::vector<int>> batches = drain(p);
-    EXPECT_EQ(batches, (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+    EXPECT_EQ(batches,
+              (std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}));
   }
 }
 

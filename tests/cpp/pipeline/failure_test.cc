@@ -47,7 +47,8 @@ TEST(FailureTest, CountBudgetFailsThePipelineAfterTheDrainedItems) {
   // 1, 3, 5 fail within budget; 7 is the 4th failure > 3.
   auto p = PipelineBuilder()
                .add_source(iota(10))
-               .pipe(fail_on_odd, {.name = "check", .max_failures = FailureBudget::max_count(3)})
+               .pipe(fail_on_odd, {.name = "check",
+                                   .max_failures = FailureBudget::max_count(3)})
                .add_sink()
                .build(BuildOptions{.num_threads = 1, .failure_log_burst = 0});
   std::vector<int> got;
@@ -136,22 +137,24 @@ TEST(FailureTest, RateBudgetWaitsForProbationThenCompares) {
 TEST(FailureTest, PipelineWideRateCountsOpCallsNotSourcePulls) {
   // 20% of calls fail. The 10% budget may only be checked once the op has
   // made 100 calls: source pulls are not calls it applies to.
-  auto p = PipelineBuilder()
-               .add_source(iota(500))
-               .pipe([](int x) {
-                 if (x % 5 == 0) throw std::runtime_error("bad");
-                 return x;
-               })
-               .add_sink()
-               .build(BuildOptions{.num_threads = 1,
-                                   .max_failures = FailureBudget::max_rate(1, 10),
-                                   .failure_log_burst = 0});
+  auto p =
+      PipelineBuilder()
+          .add_source(iota(500))
+          .pipe([](int x) {
+            if (x % 5 == 0) throw std::runtime_error("bad");
+            return x;
+          })
+          .add_sink()
+          .build(BuildOptions{.num_threads = 1,
+                              .max_failures = FailureBudget::max_rate(1, 10),
+                              .failure_log_burst = 0});
   std::vector<int> got;
   std::optional<PipelineFailure> failure = read_until_failure(p, &got);
   ASSERT_TRUE(failure);
   EXPECT_GE(p.stats().stages[1].calls, 100u);
   EXPECT_GE(got.size(), 80u);
-  EXPECT_NE(failure->errors()[0].message.find("failures of 1"), std::string::npos)
+  EXPECT_NE(failure->errors()[0].message.find("failures of 1"),
+            std::string::npos)
       << failure->errors()[0].message;
 }
 
@@ -221,24 +224,26 @@ TEST(FailureTest, DownstreamFailureCancelsUpstreamOfAnEndlessSource) {
   // though the source never ends. The cancelled source may still be leaving
   // its last pull; stop() waits for that.
   p.stop();
-  for (const StageStats& s : p.stats().stages) EXPECT_TRUE(s.finished) << s.name;
+  for (const StageStats& s : p.stats().stages)
+    EXPECT_TRUE(s.finished) << s.name;
   EXPECT_TRUE(p.stats().stages[1].failed);
 }
 
 TEST(FailureTest, LogsTheFirstFailuresThenSummariesNotOneLinePerItem) {
   testing::LogCapture logs;
   testing::ManualClock clock;
-  auto p = PipelineBuilder()
-               .add_source(iota(20000))
-               .pipe([&clock](int x) -> int {
-                 if (x == 10000) clock.advance(std::chrono::seconds(11));
-                 throw std::runtime_error("bad " + std::to_string(x));
-               })
-               .add_sink()
-               .build(BuildOptions{.num_threads = 1,
-                                   .failure_log_burst = 5,
-                                   .failure_log_interval = std::chrono::seconds(10),
-                                   .clock = &clock});
+  auto p =
+      PipelineBuilder()
+          .add_source(iota(20000))
+          .pipe([&clock](int x) -> int {
+            if (x == 10000) clock.advance(std::chrono::seconds(11));
+            throw std::runtime_error("bad " + std::to_string(x));
+          })
+          .add_sink()
+          .build(BuildOptions{.num_threads = 1,
+                              .failure_log_burst = 5,
+                              .failure_log_interval = std::chrono::seconds(10),
+                              .clock = &clock});
   EXPECT_TRUE(drain(p).empty());
   std::vector<std::string> lines = logs.lines();
   // 5 in full, one summary once 10 s have passed, one final summary.
@@ -255,10 +260,11 @@ TEST(FailureTest, AsyncOpThatDropsItsCompletionIsAFailureNotAHang) {
     void start(Item, Completion&&) override {}  // never completes
   };
   PipelineSpec spec = PipelineBuilder().add_source(iota(5)).spec();
-  spec.stages.push_back({StageKind::kPipe, std::make_shared<Drops>(), PipeOptions{}});
+  spec.stages.push_back(
+      {StageKind::kPipe, std::make_shared<Drops>(), PipeOptions{}});
   spec.sink_capacity = 2;
-  Pipeline p = build_pipeline(std::move(spec),
-                              BuildOptions{.num_threads = 2, .failure_log_burst = 0});
+  Pipeline p = build_pipeline(
+      std::move(spec), BuildOptions{.num_threads = 2, .failure_log_burst = 0});
   EXPECT_TRUE(drain<int>(p).empty());
   EXPECT_EQ(p.stats().stages[1].failures, 5u);
 }
@@ -269,7 +275,8 @@ TEST(FailureTest, AsyncOpThatThrowsSynchronouslyReportsItsOwnError) {
   };
   testing::LogCapture logs;
   PipelineSpec spec = PipelineBuilder().add_source(iota(2)).spec();
-  spec.stages.push_back({StageKind::kPipe, std::make_shared<Throws>(), PipeOptions{}});
+  spec.stages.push_back(
+      {StageKind::kPipe, std::make_shared<Throws>(), PipeOptions{}});
   spec.sink_capacity = 2;
   Pipeline p = build_pipeline(std::move(spec), BuildOptions{.num_threads = 1});
   EXPECT_TRUE(drain<int>(p).empty());
@@ -286,9 +293,10 @@ TEST(FailureTest, CallsThatFailBecauseOfStopAreCountedButNotReported) {
     std::optional<std::stop_callback<std::function<void()>>> on_stop;
     void start(Item, Completion&& done) override {
       pending.emplace(std::move(done));
-      on_stop.emplace(pending->stop_token(), std::function<void()>([this] {
-                        pending->fail(std::make_exception_ptr(Cancelled("gave up")));
-                      }));
+      on_stop.emplace(
+          pending->stop_token(), std::function<void()>([this] {
+            pending->fail(std::make_exception_ptr(Cancelled("gave up")));
+          }));
       started.count_down();
     }
   };

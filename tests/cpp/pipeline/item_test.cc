@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+#include "feedline/pipeline/item.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include "feedline/base/error.h"
-#include "feedline/pipeline/item.h"
 
 namespace feedline {
 namespace {

@@ -33,12 +33,14 @@ TEST(LifecycleTest, InvalidSpecsAreRejectedAtBuildWithTheStageNamed) {
     build_with({.name = "decode", .concurrency = 0});
     FAIL();
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("'decode'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'decode'"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("got 0"), std::string::npos);
   }
   EXPECT_THROW(PipelineBuilder().add_source(iota(3)).add_sink().build(0),
                InvalidArgument);
-  EXPECT_THROW(PipelineBuilder().add_source(iota(3)).aggregate(0), InvalidArgument);
+  EXPECT_THROW(PipelineBuilder().add_source(iota(3)).aggregate(0),
+               InvalidArgument);
   EXPECT_THROW(PipelineBuilder().add_source(iota(3)).add_sink(0).build(1),
                InvalidArgument);
   PipelineSpec no_sink = PipelineBuilder().add_source(iota(3)).spec();
@@ -52,12 +54,14 @@ TEST(LifecycleTest, InvalidSpecsAreRejectedAtBuildWithTheStageNamed) {
        PipeOptions{.concurrency = 2, .output_order = OutputOrder::kInput}});
   gen_in_order.sink_capacity = 1;
   EXPECT_THROW(build_pipeline(std::move(gen_in_order), {}), InvalidArgument);
-  PipelineSpec parallel_aggregate = PipelineBuilder().add_source(iota(3)).spec();
+  PipelineSpec parallel_aggregate =
+      PipelineBuilder().add_source(iota(3)).spec();
   parallel_aggregate.stages.push_back({StageKind::kAggregate,
                                        make_aggregate_op(2, false),
                                        PipeOptions{.concurrency = 2}});
   parallel_aggregate.sink_capacity = 1;
-  EXPECT_THROW(build_pipeline(std::move(parallel_aggregate), {}), InvalidArgument);
+  EXPECT_THROW(build_pipeline(std::move(parallel_aggregate), {}),
+               InvalidArgument);
 }
 
 TEST(LifecycleTest, StartTwiceIsAnError) {

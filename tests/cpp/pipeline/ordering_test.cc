@@ -169,8 +169,9 @@ TEST(OrderingTest, DisaggregateRestoresTheItems) {
 TEST(OrderingTest, MergeInterleavesEveryItemOnce) {
   std::vector<TypedBuilder<int>> inputs;
   inputs.push_back(PipelineBuilder().add_source(iota(500)));
-  inputs.push_back(PipelineBuilder().add_source(iota(500, 1000)).pipe(
-      [](int x) { return x; }, {.concurrency = 3}));
+  inputs.push_back(PipelineBuilder()
+                       .add_source(iota(500, 1000))
+                       .pipe([](int x) { return x; }, {.concurrency = 3}));
   auto p = PipelineBuilder::merge(std::move(inputs)).add_sink().build(3);
   std::vector<int> want = iota(500);
   for (int x : iota(500, 1000)) want.push_back(x);

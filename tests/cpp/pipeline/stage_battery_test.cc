@@ -38,13 +38,20 @@ enum class Kind {
 
 std::string kind_name(Kind k) {
   switch (k) {
-    case Kind::kMap: return "Map";
-    case Kind::kMapInputOrder: return "MapInputOrder";
-    case Kind::kAsyncInline: return "AsyncInline";
-    case Kind::kAsyncThread: return "AsyncThread";
-    case Kind::kGenerator: return "Generator";
-    case Kind::kAggregateDisaggregate: return "AggregateDisaggregate";
-    case Kind::kMerge: return "Merge";
+    case Kind::kMap:
+      return "Map";
+    case Kind::kMapInputOrder:
+      return "MapInputOrder";
+    case Kind::kAsyncInline:
+      return "AsyncInline";
+    case Kind::kAsyncThread:
+      return "AsyncThread";
+    case Kind::kGenerator:
+      return "Generator";
+    case Kind::kAggregateDisaggregate:
+      return "AggregateDisaggregate";
+    case Kind::kMerge:
+      return "Merge";
   }
   return "?";
 }
@@ -107,10 +114,12 @@ class Battery : public ::testing::TestWithParam<std::tuple<Kind, int, int>> {
         break;
       case Kind::kAsyncInline:
       case Kind::kAsyncThread:
-        if (s.kind == Kind::kAsyncThread) completer_ = std::make_shared<Completer>();
+        if (s.kind == Kind::kAsyncThread)
+          completer_ = std::make_shared<Completer>();
         spec.stages.push_back(
             {StageKind::kPipe,
-             std::make_shared<testing::IntAsyncOp>(completer_, fail_every), opt});
+             std::make_shared<testing::IntAsyncOp>(completer_, fail_every),
+             opt});
         break;
       case Kind::kGenerator: {
         // x -> [x]: a generator with one output per input.
@@ -140,11 +149,13 @@ class Battery : public ::testing::TestWithParam<std::tuple<Kind, int, int>> {
         spec.stages.push_back({StageKind::kPipe, map_fail(), opt});
         PipeOptions agg;
         agg.name = "aggregate";
-        spec.stages.push_back({StageKind::kAggregate, make_aggregate_op(7, false), agg});
+        spec.stages.push_back(
+            {StageKind::kAggregate, make_aggregate_op(7, false), agg});
         PipeOptions dis;
         dis.name = "disaggregate";
         dis.concurrency = s.concurrency;
-        spec.stages.push_back({StageKind::kDisaggregate, make_disaggregate_op(), dis});
+        spec.stages.push_back(
+            {StageKind::kDisaggregate, make_disaggregate_op(), dis});
         break;
       }
       case Kind::kMerge:
@@ -230,12 +241,14 @@ TEST_P(Battery, StatsInvariantsHoldOnceDrained) {
     EXPECT_EQ(s.input_queue.depth, 0u) << s.name;
     EXPECT_LE(s.input_queue.max_depth, s.input_queue.capacity) << s.name;
     if (s.kind == "pipe") {
-      EXPECT_EQ(s.items_in, s.items_out + s.failures + s.items_skipped) << s.name;
+      EXPECT_EQ(s.items_in, s.items_out + s.failures + s.items_skipped)
+          << s.name;
     }
   }
   // What each stage emits is what the next one takes.
   for (std::size_t i = 0; i + 1 < last.stages.size(); ++i) {
-    if (last.stages[i + 1].kind == "merge" || last.stages[i].kind == "merge") continue;
+    if (last.stages[i + 1].kind == "merge" || last.stages[i].kind == "merge")
+      continue;
     if (param().kind == Kind::kMerge && i < 4) continue;  // two sub-chains
     EXPECT_EQ(last.stages[i].items_out, last.stages[i + 1].items_in)
         << last.stages[i].name;
@@ -264,7 +277,8 @@ TEST_P(Battery, StopMidStreamThenNextReturnsEnd) {
   p.stop();
   EXPECT_EQ(p.next(&item), NextStatus::kEnd);
   p.stop();  // idempotent
-  for (const StageStats& s : p.stats().stages) EXPECT_TRUE(s.finished) << s.name;
+  for (const StageStats& s : p.stats().stages)
+    EXPECT_TRUE(s.finished) << s.name;
 }
 
 TEST_P(Battery, StopWithEmptyQueuesWhileSourceIsHeld) {
@@ -306,7 +320,8 @@ TEST_P(Battery, StopWithEmptyQueuesWhileSourceIsHeld) {
     expected = 0;
   }
   if (expected == 0) p.start();
-  for (int i = 0; i < expected; ++i) ASSERT_EQ(p.next(&item), NextStatus::kItem);
+  for (int i = 0; i < expected; ++i)
+    ASSERT_EQ(p.next(&item), NextStatus::kItem);
   std::jthread stopper([&] { p.stop(); });
   gate->open();  // lets the in-flight source call return, before or during stop
   stopper.join();

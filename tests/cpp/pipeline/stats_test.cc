@@ -18,21 +18,22 @@
 namespace feedline {
 namespace {
 
-using testing::drain;
-using testing::iota;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
+using testing::drain;
+using testing::iota;
 
 TEST(StatsTest, OpTimeIsMeasuredAroundEachCall) {
   testing::ManualClock clock;
   auto p = PipelineBuilder()
                .add_source(iota(10))
-               .pipe([&](int x) {
-                 clock.advance(milliseconds(5 + x));  // 5..14 ms
-                 return x;
-               },
-                     {.name = "work"})
+               .pipe(
+                   [&](int x) {
+                     clock.advance(milliseconds(5 + x));  // 5..14 ms
+                     return x;
+                   },
+                   {.name = "work"})
                .add_sink()
                .build(BuildOptions{.num_threads = 1, .clock = &clock});
   drain(p);
@@ -43,8 +44,10 @@ TEST(StatsTest, OpTimeIsMeasuredAroundEachCall) {
   EXPECT_EQ(s.op_time.sum(), milliseconds(95));
   EXPECT_EQ(s.op_time.max(), milliseconds(14));
   // Quantiles are bucket midpoints: within 12.5% of the true value.
-  EXPECT_NEAR(static_cast<double>(s.op_time.quantile(0.5).count()), 9e6, 9e6 * 0.125);
-  EXPECT_NEAR(static_cast<double>(s.op_time.quantile(0.9).count()), 13e6, 13e6 * 0.125);
+  EXPECT_NEAR(static_cast<double>(s.op_time.quantile(0.5).count()), 9e6,
+              9e6 * 0.125);
+  EXPECT_NEAR(static_cast<double>(s.op_time.quantile(0.9).count()), 13e6,
+              13e6 * 0.125);
 }
 
 TEST(StatsTest, HookGetsAFinalSnapshotOnceAndPeriodicOnes) {
@@ -87,7 +90,8 @@ TEST(StatsTest, FinalReportComesOnceAtTheEnd) {
     ++reports;
     last_delivered = s.items_delivered;
   };
-  auto p = PipelineBuilder().add_source(iota(10)).add_sink().build(std::move(options));
+  auto p = PipelineBuilder().add_source(iota(10)).add_sink().build(
+      std::move(options));
   EXPECT_EQ(drain(p).size(), 10u);
   EXPECT_EQ(reports, 1);  // at kEnd, on the consumer's thread
   EXPECT_EQ(last_delivered, 10u);
@@ -101,11 +105,12 @@ TEST(StatsTest, WaitTimesPointAtTheSlowStage) {
   // second stage waits on its input, the first never waits on its output.
   auto p = PipelineBuilder()
                .add_source(iota(20))
-               .pipe([&](int x) {
-                 clock.advance(milliseconds(10));
-                 return x;
-               },
-                     {.name = "slow"})
+               .pipe(
+                   [&](int x) {
+                     clock.advance(milliseconds(10));
+                     return x;
+                   },
+                   {.name = "slow"})
                .pipe([](int x) { return x; }, {.name = "fast"})
                .add_sink(64)
                .build(BuildOptions{.num_threads = 1, .clock = &clock});
@@ -132,11 +137,12 @@ TEST(StatsTest, JsonHasEveryStageAndField) {
   EXPECT_EQ(json.find('\n'), std::string::npos);
   EXPECT_NE(json.find("\"items_delivered\":10"), std::string::npos) << json;
   EXPECT_NE(json.find("a \\\"quoted\\\" name"), std::string::npos);
-  for (const char* key : {"op_time_p50_s", "op_time_p90_s", "op_time_p99_s",
-                          "wait_input_s", "wait_output_s", "occupancy",
-                          "input_queue", "failures", "items_skipped",
-                          "put_wait_s", "get_wait_s"}) {
-    EXPECT_NE(json.find(std::string("\"") + key + "\""), std::string::npos) << key;
+  for (const char* key :
+       {"op_time_p50_s", "op_time_p90_s", "op_time_p99_s", "wait_input_s",
+        "wait_output_s", "occupancy", "input_queue", "failures",
+        "items_skipped", "put_wait_s", "get_wait_s"}) {
+    EXPECT_NE(json.find(std::string("\"") + key + "\""), std::string::npos)
+        << key;
   }
   int depth = 0;
   for (char c : json) {
@@ -160,7 +166,8 @@ TEST(HistogramTest, BucketsCoverEveryValueWithBoundedError) {
     if (b + 1 < LatencyHistogram::kNumBuckets) {
       uint64_t hi = LatencyHistogram::bucket_lower_bound(b + 1);
       EXPECT_LT(v, hi);
-      EXPECT_LE(static_cast<double>(hi - lo), std::max(1.0, 0.125 * static_cast<double>(v) + 1));
+      EXPECT_LE(static_cast<double>(hi - lo),
+                std::max(1.0, 0.125 * static_cast<double>(v) + 1));
     }
   }
 }
@@ -175,8 +182,10 @@ TEST(HistogramTest, MergeEqualsRecordingEverythingInOne) {
   EXPECT_EQ(a.count(), all.count());
   EXPECT_EQ(a.sum(), all.sum());
   EXPECT_EQ(a.max(), all.max());
-  for (double q : {0.0, 0.5, 0.9, 0.99, 1.0}) EXPECT_EQ(a.quantile(q), all.quantile(q));
-  EXPECT_NEAR(static_cast<double>(all.quantile(0.99).count()), 990e3, 990e3 * 0.125);
+  for (double q : {0.0, 0.5, 0.9, 0.99, 1.0})
+    EXPECT_EQ(a.quantile(q), all.quantile(q));
+  EXPECT_NEAR(static_cast<double>(all.quantile(0.99).count()), 990e3,
+              990e3 * 0.125);
   EXPECT_EQ(LatencyHistogram().quantile(0.5), nanoseconds(0));
 }
 
@@ -191,7 +200,8 @@ TEST(HistogramTest, SinceEqualsRecordingOnlyTheLaterValues) {
   LatencyHistogram lap = total.since(earlier);
   EXPECT_EQ(lap.count(), later.count());
   EXPECT_EQ(lap.sum(), later.sum());
-  for (double q : {0.0, 0.5, 0.9, 0.99, 1.0}) EXPECT_EQ(lap.quantile(q), later.quantile(q));
+  for (double q : {0.0, 0.5, 0.9, 0.99, 1.0})
+    EXPECT_EQ(lap.quantile(q), later.quantile(q));
   EXPECT_EQ(total.since(total).count(), 0u);
 }
 

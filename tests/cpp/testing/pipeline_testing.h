@@ -5,12 +5,12 @@
 
 #pragma once
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <dirent.h>
 
 #include "feedline/base/log.h"
 #include "feedline/pipeline/builder.h"
@@ -24,7 +24,8 @@ std::vector<T> drain(Pipeline& p, NextStatus* last = nullptr) {
   std::vector<T> out;
   Item item;
   NextStatus s;
-  while ((s = p.next(&item)) == NextStatus::kItem) out.push_back(item.take_as<T>());
+  while ((s = p.next(&item)) == NextStatus::kItem)
+    out.push_back(item.take_as<T>());
   if (last != nullptr) *last = s;
   return out;
 }

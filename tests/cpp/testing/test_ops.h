@@ -38,12 +38,14 @@ class IntMapOp final : public MapOp {
 };
 
 inline OpPtr identity_op() {
-  return std::make_shared<IntMapOp>([](int x) { return std::optional<int>(x); });
+  return std::make_shared<IntMapOp>(
+      [](int x) { return std::optional<int>(x); });
 }
 
 inline OpPtr failing_op(int every) {
   return std::make_shared<IntMapOp>([every](int x) -> std::optional<int> {
-    if (x % every == 0) throw std::runtime_error("bad item " + std::to_string(x));
+    if (x % every == 0)
+      throw std::runtime_error("bad item " + std::to_string(x));
     return x;
   });
 }
