@@ -12,11 +12,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);
-  for (const feedline::AudioOptions& o :
-       {feedline::AudioOptions{},
-        feedline::AudioOptions{.sample_rate = 8000, .channels = 1}}) {
+  for (const feedline::media::AudioOptions& o :
+       {feedline::media::AudioOptions{},
+        feedline::media::AudioOptions{.sample_rate = 8000, .channels = 1}}) {
     try {
-      feedline::Buffer b = feedline::load_audio(bytes, o, "fuzz");
+      feedline::Buffer b = feedline::media::load_audio(bytes, o, "fuzz");
       volatile int64_t n = b.numel();
       (void)n;
     } catch (const feedline::DecodeError&) {

@@ -15,7 +15,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using feedline::DType;
-  using feedline::ImageOptions;
+  using feedline::media::ImageOptions;
   std::span<const uint8_t> bytes(data, size);
   // Keep allocations bounded: at most 4 Mpixel images.
   const int64_t max_pixels = int64_t{1} << 22;
@@ -24,22 +24,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {.resize_shorter = 40,
        .crop_width = 32,
        .crop_height = 32,
-       .layout = feedline::Layout::kCHW,
+       .layout = feedline::media::Layout::kCHW,
        .dtype = DType::kFloat32,
        .max_pixels = max_pixels},
       {.resize_width = 17,
        .resize_height = 9,
-       .resize_mode = feedline::ResizeMode::kPad,
-       .pixel_format = feedline::PixelFormat::kGray,
+       .resize_mode = feedline::media::ResizeMode::kPad,
+       .pixel_format = feedline::media::PixelFormat::kGray,
        .max_pixels = max_pixels},
   };
   try {
-    feedline::probe_image(bytes, "fuzz");
+    feedline::media::probe_image(bytes, "fuzz");
   } catch (const feedline::DecodeError&) {
   }
   for (const ImageOptions& o : options) {
     try {
-      feedline::Buffer b = feedline::decode_image(bytes, o, "fuzz");
+      feedline::Buffer b = feedline::media::decode_image(bytes, o, "fuzz");
       volatile uint8_t sink =
           b.nbytes() > 0 ? b.data_as<uint8_t>()[b.nbytes() - 1] : 0;
       (void)sink;

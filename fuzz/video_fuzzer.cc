@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // libFuzzer target: FFmpeg demux + decode + convert from memory through the
-// feedline::av API: the fast load_video path whole and windowed, decode to
+// feedline::media API: the fast load_video path whole and windowed, decode to
 // the native format and through a filter chain with convert_frames, frame
 // sampling, and streaming demux. Typed feedline errors are expected
 // outcomes; anything else (a crash, a sanitizer report, another exception)
@@ -17,13 +17,13 @@
 
 namespace {
 
-using feedline::av::DecodeConfig;
-using feedline::av::DemuxConfig;
-using feedline::av::Media;
-using feedline::av::Rational;
-using feedline::av::Source;
-using feedline::av::VideoOptions;
-using feedline::av::Window;
+using feedline::media::DecodeConfig;
+using feedline::media::DemuxConfig;
+using feedline::media::Media;
+using feedline::media::Rational;
+using feedline::media::Source;
+using feedline::media::VideoOptions;
+using feedline::media::Window;
 
 template <typename F>
 void expect_typed_errors(F&& f) {
@@ -53,41 +53,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_typed_errors([&] {
     VideoOptions o;
     o.max_frames = 8;
-    touch(feedline::av::load_video(src, o, "fuzz"));
+    touch(feedline::media::load_video(src, o, "fuzz"));
   });
   expect_typed_errors([&] {
     VideoOptions o;
     o.window = Window{Rational{1, 10}, Rational{3, 10}};
-    touch(feedline::av::load_video(src, o, "fuzz"));
+    touch(feedline::media::load_video(src, o, "fuzz"));
   });
   expect_typed_errors([&] {
-    feedline::av::Demuxer d(src, DemuxConfig{}, "fuzz");
+    feedline::media::Demuxer d(src, DemuxConfig{}, "fuzz");
     auto packets = d.demux(Media::kVideo, std::nullopt);
     auto copy = packets->clone();
-    auto frames = feedline::av::decode_packets(std::move(*packets),
+    auto frames = feedline::media::decode_packets(std::move(*packets),
                                                std::nullopt, DecodeConfig{}, 4);
     if (!frames->empty())
-      touch(feedline::av::convert_frames(std::move(*frames)));
+      touch(feedline::media::convert_frames(std::move(*frames)));
     if (copy->size() > 1) {
-      auto sampled = feedline::av::sample_decode_video(
+      auto sampled = feedline::media::sample_decode_video(
           std::move(*copy), {0, static_cast<int64_t>(copy->size()) - 1},
           std::string("scale=w=16:h=16,format=pix_fmts=rgb24"), DecodeConfig{});
       for (auto& f : sampled)
-        touch(feedline::av::convert_frames(std::move(*f)));
+        touch(feedline::media::convert_frames(std::move(*f)));
     }
   });
   expect_typed_errors([&] {
-    feedline::av::Demuxer d(src, DemuxConfig{}, "fuzz");
+    feedline::media::Demuxer d(src, DemuxConfig{}, "fuzz");
     auto packets =
         d.demux(Media::kAudio, Window{Rational{0, 1}, Rational{1, 2}});
-    auto frames = feedline::av::decode_packets(
+    auto frames = feedline::media::decode_packets(
         std::move(*packets), std::string("aformat=sample_fmts=fltp"),
         DecodeConfig{}, -1);
     if (!frames->empty())
-      touch(feedline::av::convert_frames(std::move(*frames)));
+      touch(feedline::media::convert_frames(std::move(*frames)));
   });
   expect_typed_errors([&] {
-    feedline::av::Demuxer d(src, DemuxConfig{}, "fuzz");
+    feedline::media::Demuxer d(src, DemuxConfig{}, "fuzz");
     std::vector<int> streams;
     for (int i = 0; i < d.num_streams() && i < 4; ++i) {
       try {

@@ -57,12 +57,12 @@ struct Args {
 
 // The same work as feedline.io.ops.decode_image(resize_shorter=256, crop=224,
 // layout="CHW", dtype="float32", mean=MEAN, std=STD) in images.py.
-feedline::ImageOptions imagenet_options() {
-  feedline::ImageOptions options;
+feedline::media::ImageOptions imagenet_options() {
+  feedline::media::ImageOptions options;
   options.resize_shorter = 256;
   options.crop_width = 224;
   options.crop_height = 224;
-  options.layout = feedline::Layout::kCHW;
+  options.layout = feedline::media::Layout::kCHW;
   options.dtype = feedline::DType::kFloat32;
   options.mean = {0.485f, 0.456f, 0.406f};
   options.std = {0.229f, 0.224f, 0.225f};
@@ -88,7 +88,7 @@ long peak_rss_kib() {
 // Decodes paths[first], paths[first + step], ...; returns how many failed.
 // The first failure's message goes to stderr, once for the whole program.
 int64_t decode_stride(const std::vector<std::string>& paths, std::size_t first,
-                      std::size_t step, const feedline::ImageOptions& options,
+                      std::size_t step, const feedline::media::ImageOptions& options,
                       std::atomic<int64_t>& done) {
   static std::once_flag reported;
   int64_t failed = 0;
@@ -97,7 +97,7 @@ int64_t decode_stride(const std::vector<std::string>& paths, std::size_t first,
       feedline::Buffer bytes = feedline::read_file(paths[i]);
       std::span<const uint8_t> data(bytes.data_as<const uint8_t>(),
                                     bytes.nbytes());
-      feedline::Buffer image = feedline::decode_image(data, options, paths[i]);
+      feedline::Buffer image = feedline::media::decode_image(data, options, paths[i]);
       // Touch the result so that no compiler can call the work unused.
       if (image.numel() != 3 * 224 * 224)
         throw std::runtime_error("wrong output shape");
@@ -112,7 +112,7 @@ int64_t decode_stride(const std::vector<std::string>& paths, std::size_t first,
   return failed;
 }
 
-Run run_once(const Args& args, const feedline::ImageOptions& options) {
+Run run_once(const Args& args, const feedline::media::ImageOptions& options) {
   std::atomic<int64_t> done{0};
   std::vector<int64_t> failed(static_cast<std::size_t>(args.threads), 0);
   const double cpu0 = cpu_seconds();
@@ -187,8 +187,8 @@ Args parse_args(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  const feedline::ImageOptions options = imagenet_options();
-  feedline::check_image_options(options);
+  const feedline::media::ImageOptions options = imagenet_options();
+  feedline::media::check_image_options(options);
 
   const Run warmup = run_once(args, options);
   std::vector<Run> runs;

@@ -35,18 +35,18 @@ namespace nb = nanobind;
 namespace feedline::bindings {
 namespace {
 
-using av::Codec;
-using av::Frames;
-using av::Media;
-using av::Packets;
-using av::Rational;
-using av::Window;
+using media::Codec;
+using media::Frames;
+using media::Media;
+using media::Packets;
+using media::Rational;
+using media::Window;
 
 template <typename T>
 T& live(T& obj) {
   if (obj.consumed()) {
     throw nb::type_error(
-        (std::string(av::media_name(obj.media())) +
+        (std::string(media::media_name(obj.media())) +
          " object was consumed (decoded, converted or filtered); clone() it "
          "first to use it twice")
             .c_str());
@@ -83,16 +83,16 @@ nb::object window_to_python(const std::optional<Window>& w) {
 }
 
 // A path/URL (str or os.PathLike) or a bytes-like object.
-av::Source source_from(nb::handle src) {
+media::Source source_from(nb::handle src) {
   if (PyUnicode_Check(src.ptr()) ||
       PyObject_HasAttrString(src.ptr(), "__fspath__")) {
     nb::object fs = nb::steal(PyOS_FSPath(src.ptr()));
     if (!fs.is_valid()) throw nb::python_error();
-    return av::Source{nb::cast<std::string>(fs), {}, nullptr};
+    return media::Source{nb::cast<std::string>(fs), {}, nullptr};
   }
   Buffer bytes = bytes_from_python(src);
   auto owner = std::make_shared<Buffer>(bytes);
-  return av::Source{"", span_of(*owner), owner};
+  return media::Source{"", span_of(*owner), owner};
 }
 
 nb::object frames_or_none(std::unique_ptr<Frames> f) {
@@ -107,7 +107,7 @@ using FramesItem = std::unique_ptr<Frames>;
 // and an optional window. From Python: (src, start, end) or (src, None).
 struct ClipRequest {
   std::string name;
-  av::Source source;
+  media::Source source;
   std::optional<Window> window;
 };
 
@@ -167,11 +167,11 @@ NativeOp fn_op(std::string name, const std::type_info& in,
                   &out};
 }
 
-av::VideoOptions video_options(nb::handle window, const av::DemuxConfig& demux,
-                               const av::DecodeConfig& decode,
+media::VideoOptions video_options(nb::handle window, const media::DemuxConfig& demux,
+                               const media::DecodeConfig& decode,
                                const std::optional<std::string>& filter_desc,
                                const std::string& pix_fmt, int64_t max_frames) {
-  av::VideoOptions o;
+  media::VideoOptions o;
   o.window = window_from(window);
   o.demux = demux;
   o.decode = decode;
@@ -194,9 +194,9 @@ std::string default_filter_desc(const Packets& p) {
   return out + "aformat=sample_fmts=fltp";
 }
 
-av::Source memory_source(const Buffer& bytes) {
+media::Source memory_source(const Buffer& bytes) {
   auto owner = std::make_shared<Buffer>(bytes);
-  return av::Source{"", span_of(*owner), owner};
+  return media::Source{"", span_of(*owner), owner};
 }
 
 }  // namespace
@@ -207,18 +207,18 @@ void bind_av(nb::module_& m) {
       .value("VIDEO", Media::kVideo)
       .value("IMAGE", Media::kImage);
 
-  nb::class_<av::DemuxConfig>(m, "DemuxConfig")
+  nb::class_<media::DemuxConfig>(m, "DemuxConfig")
       .def(nb::init<>())
-      .def_rw("format", &av::DemuxConfig::format)
-      .def_rw("format_options", &av::DemuxConfig::format_options)
-      .def_rw("buffer_size", &av::DemuxConfig::buffer_size)
-      .def_rw("find_stream_info", &av::DemuxConfig::find_stream_info,
+      .def_rw("format", &media::DemuxConfig::format)
+      .def_rw("format_options", &media::DemuxConfig::format_options)
+      .def_rw("buffer_size", &media::DemuxConfig::buffer_size)
+      .def_rw("find_stream_info", &media::DemuxConfig::find_stream_info,
               nb::arg().none());
-  nb::class_<av::DecodeConfig>(m, "DecodeConfig")
+  nb::class_<media::DecodeConfig>(m, "DecodeConfig")
       .def(nb::init<>())
-      .def_rw("decoder", &av::DecodeConfig::decoder)
-      .def_rw("decoder_options", &av::DecodeConfig::decoder_options)
-      .def_rw("threads", &av::DecodeConfig::threads);
+      .def_rw("decoder", &media::DecodeConfig::decoder)
+      .def_rw("decoder_options", &media::DecodeConfig::decoder_options)
+      .def_rw("threads", &media::DecodeConfig::threads);
 
   nb::class_<Codec>(m, "Codec",
                     "A stream's codec parameters (read-only metadata).")
@@ -279,9 +279,9 @@ void bind_av(nb::module_& m) {
           "clone", [](Packets& p) { return live(p).clone(); },
           "A copy sharing every payload (no data is copied).")
       .def("__repr__", &Packets::to_string);
-  nb::class_<av::AudioPackets, Packets>(m, "AudioPackets");
-  nb::class_<av::VideoPackets, Packets>(m, "VideoPackets");
-  nb::class_<av::ImagePackets, Packets>(m, "ImagePackets");
+  nb::class_<media::AudioPackets, Packets>(m, "AudioPackets");
+  nb::class_<media::VideoPackets, Packets>(m, "VideoPackets");
+  nb::class_<media::ImagePackets, Packets>(m, "ImagePackets");
 
   nb::class_<Frames>(m, "Frames", "Decoded frames.")
       .def_prop_ro("media", &Frames::media)
@@ -315,32 +315,32 @@ void bind_av(nb::module_& m) {
              live(f).extend(std::move(live(other)));
            })
       .def("__repr__", &Frames::to_string);
-  nb::class_<av::AudioFrames, Frames>(m, "AudioFrames");
-  nb::class_<av::VideoFrames, Frames>(m, "VideoFrames");
-  nb::class_<av::ImageFrames, Frames>(m, "ImageFrames");
+  nb::class_<media::AudioFrames, Frames>(m, "AudioFrames");
+  nb::class_<media::VideoFrames, Frames>(m, "VideoFrames");
+  nb::class_<media::ImageFrames, Frames>(m, "ImageFrames");
 
-  nb::class_<av::Demuxer>(m, "Demuxer")
+  nb::class_<media::Demuxer>(m, "Demuxer")
       .def(
           "__init__",
-          [](av::Demuxer* self, nb::handle src, const av::DemuxConfig& config,
+          [](media::Demuxer* self, nb::handle src, const media::DemuxConfig& config,
              const std::string& name) {
-            av::Source source = source_from(src);
+            media::Source source = source_from(src);
             nb::gil_scoped_release release;
-            new (self) av::Demuxer(std::move(source), config, name);
+            new (self) media::Demuxer(std::move(source), config, name);
           },
           nb::arg("src"), nb::arg("config"), nb::arg("name"))
-      .def_prop_ro("name", &av::Demuxer::name)
-      .def_prop_ro("num_streams", &av::Demuxer::num_streams)
-      .def_prop_ro("duration", &av::Demuxer::duration)
-      .def("has_audio", &av::Demuxer::has_audio)
-      .def("rewind", &av::Demuxer::rewind,
+      .def_prop_ro("name", &media::Demuxer::name)
+      .def_prop_ro("num_streams", &media::Demuxer::num_streams)
+      .def_prop_ro("duration", &media::Demuxer::duration)
+      .def("has_audio", &media::Demuxer::has_audio)
+      .def("rewind", &media::Demuxer::rewind,
            nb::call_guard<nb::gil_scoped_release>())
-      .def("best_stream", &av::Demuxer::best_stream)
-      .def("codec", &av::Demuxer::codec)
-      .def("stream_codec", &av::Demuxer::stream_codec)
+      .def("best_stream", &media::Demuxer::best_stream)
+      .def("codec", &media::Demuxer::codec)
+      .def("stream_codec", &media::Demuxer::stream_codec)
       .def(
           "demux",
-          [](av::Demuxer& d, Media media, nb::handle window) {
+          [](media::Demuxer& d, Media media, nb::handle window) {
             std::optional<Window> w = window_from(window);
             nb::gil_scoped_release release;
             return d.demux(media, w);
@@ -348,7 +348,7 @@ void bind_av(nb::module_& m) {
           nb::arg("media"), nb::arg("window").none())
       .def(
           "next_chunk",
-          [](av::Demuxer& d, const std::vector<int>& streams, double duration,
+          [](media::Demuxer& d, const std::vector<int>& streams, double duration,
              int num_packets) {
             std::map<int, std::unique_ptr<Packets>> chunk;
             {
@@ -362,39 +362,39 @@ void bind_av(nb::module_& m) {
           },
           nb::arg("streams"), nb::arg("duration"), nb::arg("num_packets"));
 
-  nb::class_<av::Decoder>(m, "Decoder")
+  nb::class_<media::Decoder>(m, "Decoder")
       .def(nb::init<const Codec&, const std::optional<std::string>&,
-                    const av::DecodeConfig&, std::string>(),
+                    const media::DecodeConfig&, std::string>(),
            nb::arg("codec"), nb::arg("filter_desc").none(), nb::arg("config"),
            nb::arg("name") = "")
       .def(
           "decode",
-          [](av::Decoder& d, Packets& packets, int64_t max_frames) {
+          [](media::Decoder& d, Packets& packets, int64_t max_frames) {
             live(packets);
             nb::gil_scoped_release release;
             return d.decode(std::move(packets), max_frames);
           },
           nb::arg("packets"), nb::arg("max_frames") = -1)
-      .def("flush", &av::Decoder::flush,
+      .def("flush", &media::Decoder::flush,
            nb::call_guard<nb::gil_scoped_release>());
 
-  nb::class_<av::FilterGraph>(m, "FilterGraph")
+  nb::class_<media::FilterGraph>(m, "FilterGraph")
       .def(nb::init<const std::string&>(), nb::arg("filter_desc"))
-      .def_prop_ro("inputs", &av::FilterGraph::inputs)
-      .def_prop_ro("outputs", &av::FilterGraph::outputs)
+      .def_prop_ro("inputs", &media::FilterGraph::inputs)
+      .def_prop_ro("outputs", &media::FilterGraph::outputs)
       .def(
           "add_frames",
-          [](av::FilterGraph& g, Frames& frames, const std::string& key) {
+          [](media::FilterGraph& g, Frames& frames, const std::string& key) {
             live(frames);
             nb::gil_scoped_release release;
             g.add_frames(std::move(frames), key);
           },
           nb::arg("frames"), nb::arg("key") = "")
-      .def("flush", &av::FilterGraph::flush,
+      .def("flush", &media::FilterGraph::flush,
            nb::call_guard<nb::gil_scoped_release>())
       .def(
           "get_frames",
-          [](av::FilterGraph& g, const std::string& key) {
+          [](media::FilterGraph& g, const std::string& key) {
             std::unique_ptr<Frames> f;
             {
               nb::gil_scoped_release release;
@@ -403,15 +403,15 @@ void bind_av(nb::module_& m) {
             return frames_or_none(std::move(f));
           },
           nb::arg("key") = "")
-      .def("dump", &av::FilterGraph::dump);
+      .def("dump", &media::FilterGraph::dump);
 
   m.def(
       "decode_packets",
       [](Packets& packets, const std::optional<std::string>& filter_desc,
-         const av::DecodeConfig& config, int64_t num_frames) {
+         const media::DecodeConfig& config, int64_t num_frames) {
         live(packets);
         nb::gil_scoped_release release;
-        return av::decode_packets(std::move(packets), filter_desc, config,
+        return media::decode_packets(std::move(packets), filter_desc, config,
                                   num_frames);
       },
       nb::arg("packets"), nb::arg("filter_desc").none(), nb::arg("config"),
@@ -420,10 +420,10 @@ void bind_av(nb::module_& m) {
       "sample_decode_video",
       [](Packets& packets, const std::vector<int64_t>& indices,
          const std::optional<std::string>& filter_desc,
-         const av::DecodeConfig& config) {
+         const media::DecodeConfig& config) {
         live(packets);
         nb::gil_scoped_release release;
-        return av::sample_decode_video(std::move(packets), indices, filter_desc,
+        return media::sample_decode_video(std::move(packets), indices, filter_desc,
                                        config);
       },
       nb::arg("packets"), nb::arg("indices"), nb::arg("filter_desc").none(),
@@ -434,7 +434,7 @@ void bind_av(nb::module_& m) {
         if (nb::isinstance<Frames>(frames)) {
           Frames& f = live(nb::cast<Frames&>(frames));
           nb::gil_scoped_release release;
-          return av::convert_frames(std::move(f));
+          return media::convert_frames(std::move(f));
         }
         std::vector<Frames*> batch;
         for (nb::handle h : frames) {
@@ -445,22 +445,22 @@ void bind_av(nb::module_& m) {
           batch.push_back(&live(nb::cast<Frames&>(h)));
         }
         nb::gil_scoped_release release;
-        return av::convert_frames(std::move(batch));
+        return media::convert_frames(std::move(batch));
       },
       nb::arg("frames"));
   m.def(
       "load_video",
-      [](nb::handle src, nb::handle window, const av::DemuxConfig& demux,
-         const av::DecodeConfig& decode,
+      [](nb::handle src, nb::handle window, const media::DemuxConfig& demux,
+         const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, int64_t max_frames,
          const std::string& name, bool image) {
-        av::Source source = source_from(src);
-        av::VideoOptions o = video_options(window, demux, decode, filter_desc,
+        media::Source source = source_from(src);
+        media::VideoOptions o = video_options(window, demux, decode, filter_desc,
                                            pix_fmt, max_frames);
         nb::gil_scoped_release release;
-        return image ? av::load_image_ffmpeg(std::move(source), o, name)
-                     : av::load_video(std::move(source), o, name);
+        return image ? media::load_image_ffmpeg(std::move(source), o, name)
+                     : media::load_video(std::move(source), o, name);
       },
       nb::arg("src"), nb::arg("window").none(), nb::arg("demux_config"),
       nb::arg("decode_config"), nb::arg("filter_desc").none(),
@@ -470,7 +470,7 @@ void bind_av(nb::module_& m) {
       "buffer_source_desc",
       [](const Codec& codec, const std::string& label,
          const std::string& format) {
-        return av::buffer_source_desc(codec, label, format);
+        return media::buffer_source_desc(codec, label, format);
       },
       nb::arg("codec"), nb::arg("label"), nb::arg("format"));
   m.def(
@@ -492,8 +492,8 @@ void bind_av(nb::module_& m) {
         throw InvalidArgument("buffer_view: unknown dtype " + dtype);
       },
       nb::arg("data"), nb::arg("dtype"), nb::arg("shape"));
-  m.def("ffmpeg_filters", &av::ffmpeg_filters);
-  m.def("ffmpeg_log_level", &av::ffmpeg_log_level);
+  m.def("ffmpeg_filters", &media::ffmpeg_filters);
+  m.def("ffmpeg_log_level", &media::ffmpeg_log_level);
 
   // Pipeline ops. Packets and Frames travel between native stages as owned
   // objects and reach Python as Packets/Frames (a Python Packets or Frames
@@ -509,14 +509,14 @@ void bind_av(nb::module_& m) {
 
   m.def(
       "load_video_op",
-      [](nb::handle window, const av::DemuxConfig& demux,
-         const av::DecodeConfig& decode,
+      [](nb::handle window, const media::DemuxConfig& demux,
+         const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, int64_t max_frames) {
-        av::VideoOptions o = video_options(window, demux, decode, filter_desc,
+        media::VideoOptions o = video_options(window, demux, decode, filter_desc,
                                            pix_fmt, max_frames);
         return load_op("load_video", [o](const EncodedFile& f) {
-          return av::load_video(memory_source(f.bytes), o, f.name);
+          return media::load_video(memory_source(f.bytes), o, f.name);
         });
       },
       nb::arg("window").none(), nb::arg("demux_config"),
@@ -524,36 +524,36 @@ void bind_av(nb::module_& m) {
       nb::arg("pix_fmt"), nb::arg("max_frames"));
   m.def(
       "load_video_clips_op",
-      [](const av::DemuxConfig& demux, const av::DecodeConfig& decode,
+      [](const media::DemuxConfig& demux, const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, int64_t max_frames) {
-        av::VideoOptions base = video_options(nb::none(), demux, decode,
+        media::VideoOptions base = video_options(nb::none(), demux, decode,
                                               filter_desc, pix_fmt, max_frames);
         return fn_op(
             "load_video_clips", typeid(ClipRequest), typeid(Buffer),
             [base](Item in) {
               ClipRequest r = in.take_as<ClipRequest>();
-              av::VideoOptions o = base;
+              media::VideoOptions o = base;
               o.window = r.window;
               if (!r.source.in_memory()) {
                 // Memory-mapped: no read() copy of the file.
                 Buffer bytes = map_file(r.source.url);
-                return Item(av::load_video(memory_source(bytes), o, r.name));
+                return Item(media::load_video(memory_source(bytes), o, r.name));
               }
-              return Item(av::load_video(r.source, o, r.name));
+              return Item(media::load_video(r.source, o, r.name));
             });
       },
       nb::arg("demux_config"), nb::arg("decode_config"),
       nb::arg("filter_desc").none(), nb::arg("pix_fmt"), nb::arg("max_frames"));
   m.def(
       "demux_op",
-      [](Media media, nb::handle window, const av::DemuxConfig& demux) {
+      [](Media media, nb::handle window, const media::DemuxConfig& demux) {
         std::optional<Window> w = window_from(window);
-        return fn_op(std::string("demux_") + av::media_name(media),
+        return fn_op(std::string("demux_") + media::media_name(media),
                      typeid(EncodedFile), typeid(PacketsItem),
                      [media, w, demux](Item in) {
                        const EncodedFile& f = in.as<EncodedFile>();
-                       av::Demuxer d(memory_source(f.bytes), demux, f.name);
+                       media::Demuxer d(memory_source(f.bytes), demux, f.name);
                        return Item(PacketsItem(d.demux(media, w)));
                      });
       },
@@ -561,7 +561,7 @@ void bind_av(nb::module_& m) {
   m.def(
       "decode_packets_op",
       [](const std::optional<std::string>& filter_desc, bool default_filter,
-         const av::DecodeConfig& decode, int64_t num_frames) {
+         const media::DecodeConfig& decode, int64_t num_frames) {
         return fn_op(
             "decode_packets", typeid(PacketsItem), typeid(FramesItem),
             [filter_desc, default_filter, decode, num_frames](Item in) {
@@ -569,7 +569,7 @@ void bind_av(nb::module_& m) {
               std::optional<std::string> fd = filter_desc;
               if (default_filter) fd = default_filter_desc(*p);
               return Item(FramesItem(
-                  av::decode_packets(std::move(*p), fd, decode, num_frames)));
+                  media::decode_packets(std::move(*p), fd, decode, num_frames)));
             });
       },
       nb::arg("filter_desc").none(), nb::arg("default_filter"),
@@ -578,7 +578,7 @@ void bind_av(nb::module_& m) {
     return fn_op("convert_frames", typeid(FramesItem), typeid(Buffer),
                  [](Item in) {
                    FramesItem f = in.take_as<FramesItem>();
-                   return Item(av::convert_frames(std::move(*f)));
+                   return Item(media::convert_frames(std::move(*f)));
                  });
   });
 }

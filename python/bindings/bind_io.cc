@@ -42,6 +42,24 @@ namespace nb = nanobind;
 
 namespace feedline::bindings {
 
+using media::AudioInfo;
+using media::AudioOptions;
+using media::check_image_options;
+using media::decode_image;
+using media::decode_image_batch;
+using media::EncodedImage;
+using media::ffmpeg_versions;
+using media::image_output_shape;
+using media::ImageFailure;
+using media::ImageInfo;
+using media::ImageOptions;
+using media::Layout;
+using media::load_audio;
+using media::PixelFormat;
+using media::probe_image;
+using media::ResizeMode;
+using media::set_ffmpeg_log_level;
+
 // Bytes-like Python objects as a 1-D uint8 Buffer, read in place: a bytes
 // object is kept alive by the Buffer; any other C-contiguous buffer
 // (bytearray, memoryview, NumPy array) through a memoryview that holds its

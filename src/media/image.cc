@@ -12,7 +12,7 @@
 #include "media/codecs.h"
 #include "media/resample.h"
 
-namespace feedline {
+namespace feedline::media {
 namespace {
 
 // Where the output comes from: the image scaled to scaled_w x scaled_h, then
@@ -255,7 +255,6 @@ void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
 
 }  // namespace
 
-namespace media {
 
 void check_dimensions(int width, int height, int64_t max_pixels,
                       std::string_view name) {
@@ -266,8 +265,6 @@ void check_dimensions(int width, int height, int64_t max_pixels,
                       std::to_string(max_pixels) + " pixels");
   }
 }
-
-}  // namespace media
 
 void check_image_options(const ImageOptions& o) {
   auto positive_pair = [](int a, int b, const char* what) {
@@ -394,4 +391,4 @@ Buffer decode_image_batch(std::span<const EncodedImage> images,
   return Buffer::view(batch.owner(), batch.data(), options.dtype, batch_shape);
 }
 
-}  // namespace feedline
+}  // namespace feedline::media

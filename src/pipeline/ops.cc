@@ -20,6 +20,9 @@ class AggregateOp final : public MapOp {
  public:
   AggregateOp(std::size_t n, bool drop_last) : n_(n), drop_last_(drop_last) {}
   bool stateful() const override { return true; }
+  const std::type_info* output_type() const override {
+    return &typeid(ItemBatch);
+  }
   Item call(Item input) override {
     batch_.push_back(std::move(input));
     if (batch_.size() < n_) return Item();
@@ -53,6 +56,9 @@ class BatchGenerator final : public ItemGenerator {
 
 class DisaggregateOp final : public GeneratorOp {
  public:
+  const std::type_info* input_type() const override {
+    return &typeid(ItemBatch);
+  }
   std::unique_ptr<ItemGenerator> start(Item input) override {
     return std::make_unique<BatchGenerator>(input.take_as<ItemBatch>());
   }

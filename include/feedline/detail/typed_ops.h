@@ -11,6 +11,7 @@
 #include <optional>
 #include <ranges>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -48,8 +49,13 @@ Item to_item(R&& result) {
 template <typename T, typename F>
 class TypedMapOp final : public MapOp {
  public:
+  using Output = typename MapResult<std::decay_t<std::invoke_result_t<F&, T>>>::type;
   explicit TypedMapOp(F f) : f_(std::move(f)) {}
   Item call(Item input) override { return to_item(f_(input.take_as<T>())); }
+  const std::type_info* input_type() const override { return &typeid(T); }
+  const std::type_info* output_type() const override {
+    return &typeid(Output);
+  }
 
  private:
   F f_;
@@ -77,6 +83,11 @@ template <typename T, typename F>
 class TypedFlatMapOp final : public GeneratorOp {
  public:
   explicit TypedFlatMapOp(F f) : f_(std::move(f)) {}
+  const std::type_info* input_type() const override { return &typeid(T); }
+  const std::type_info* output_type() const override {
+    using C = std::decay_t<std::invoke_result_t<F&, T>>;
+    return &typeid(typename MapResult<std::ranges::range_value_t<C>>::type);
+  }
   std::unique_ptr<ItemGenerator> start(Item input) override {
     using C = std::decay_t<std::invoke_result_t<F&, T>>;
     return std::make_unique<ContainerGenerator<C>>(f_(input.take_as<T>()));
@@ -90,6 +101,7 @@ template <typename T, typename F>
 class TypedAsyncOp final : public AsyncOp {
  public:
   explicit TypedAsyncOp(F f) : f_(std::move(f)) {}
+  const std::type_info* input_type() const override { return &typeid(T); }
   void start(Item input, Completion&& done) override {
     f_(input.take_as<T>(), std::move(done));
   }
@@ -107,6 +119,10 @@ class TypedAggregateOp final : public MapOp {
     batch_.reserve(n);
   }
   bool stateful() const override { return true; }
+  const std::type_info* input_type() const override { return &typeid(T); }
+  const std::type_info* output_type() const override {
+    return &typeid(std::vector<T>);
+  }
   Item call(Item input) override {
     batch_.push_back(input.take_as<T>());
     if (batch_.size() < n_) return Item();
@@ -135,6 +151,10 @@ class TypedAggregateOp final : public MapOp {
 template <typename T>
 class TypedDisaggregateOp final : public GeneratorOp {
  public:
+  const std::type_info* input_type() const override {
+    return &typeid(std::vector<T>);
+  }
+  const std::type_info* output_type() const override { return &typeid(T); }
   std::unique_ptr<ItemGenerator> start(Item input) override {
     return std::make_unique<ContainerGenerator<std::vector<T>>>(
         input.take_as<std::vector<T>>());

@@ -26,7 +26,7 @@
 
 #include "feedline/base/buffer.h"
 
-namespace feedline {
+namespace feedline::media {
 
 struct AudioOptions {
   int sample_rate = 0;  // 0: the stream's own
@@ -54,4 +54,4 @@ std::string ffmpeg_versions();
 // feedline/base/log.h). feedline starts it quiet.
 void set_ffmpeg_log_level(int level);
 
-}  // namespace feedline
+}  // namespace feedline::media

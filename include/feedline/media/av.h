@@ -50,7 +50,7 @@ struct AVCodecParameters;
 struct AVFrame;
 struct AVPacket;
 
-namespace feedline::av {
+namespace feedline::media {
 
 enum class Media { kAudio, kVideo, kImage };
 const char* media_name(Media media);
@@ -414,4 +414,4 @@ Buffer load_image_ffmpeg(Source source, const VideoOptions& options,
 std::vector<std::string> ffmpeg_filters();
 int ffmpeg_log_level();
 
-}  // namespace feedline::av
+}  // namespace feedline::media

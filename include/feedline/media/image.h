@@ -35,7 +35,7 @@
 
 #include "feedline/base/buffer.h"
 
-namespace feedline {
+namespace feedline::media {
 
 enum class PixelFormat { kRgb, kBgr, kGray };
 enum class Layout { kHWC, kCHW };
@@ -120,4 +120,4 @@ Buffer decode_image_batch(std::span<const EncodedImage> images,
                           const ImageOptions& options,
                           std::vector<ImageFailure>* failures);
 
-}  // namespace feedline
+}  // namespace feedline::media

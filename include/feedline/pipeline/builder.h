@@ -37,6 +37,16 @@ namespace feedline {
 template <typename T>
 class TypedPipeline;
 
+// Returns a map op that applies `f` to items of type T: U f(T), or
+// std::optional<U> f(T) where an empty optional skips the item. The op
+// declares T and U as its input and output types, so build_pipeline() can
+// check it against its neighbours. This is the one way to turn a C++
+// callable into an op; the typed builder's pipe() uses it too.
+template <typename T, typename F>
+OpPtr make_map_op(F f) {
+  return std::make_shared<detail::TypedMapOp<T, F>>(std::move(f));
+}
+
 template <typename T>
 class TypedBuilder {
  public:
@@ -48,9 +58,8 @@ class TypedBuilder {
                             std::decay_t<std::invoke_result_t<F&, T>>>::type>
   TypedBuilder<U> pipe(F f, PipeOptions options = {}) && {
     return std::move(*this).template append<U>(
-        StageKind::kPipe,
-        std::make_shared<detail::TypedMapOp<T, F>>(std::move(f)),
-        std::move(options), "pipe");
+        StageKind::kPipe, make_map_op<T>(std::move(f)), std::move(options),
+        "pipe");
   }
 
   // Applies `f`, which returns a range of results (0..n per item); results

@@ -14,6 +14,11 @@
 //
 // Ops are created once per stage and shared by all of its concurrent calls;
 // a stateless op's call() must be safe to run concurrently with itself.
+//
+// An op may declare the item types it takes and produces (input_type(),
+// output_type()); build_pipeline() then checks that adjacent stages fit and
+// names both stages when they do not. Ops built from typed callables
+// (builder.h, make_map_op()) and every op of feedline::ops declare theirs.
 
 #pragma once
 
@@ -22,6 +27,7 @@
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <typeinfo>
 
 #include "feedline/pipeline/item.h"
 
@@ -43,6 +49,20 @@ class Op {
 
   // Returns what a stateful op still holds (an empty Item when nothing).
   virtual Item flush(FlushReason /*reason*/) { return Item(); }
+
+  // The item type the op takes; null: any item.
+  virtual const std::type_info* input_type() const { return nullptr; }
+
+  // The item type the op produces; null: not known in advance.
+  virtual const std::type_info* output_type() const { return nullptr; }
+
+  // Returns true if the op can take items of type `type`. By default: when
+  // input_type() is null or equal to `type`. Adapters that convert their
+  // input (the Python bindings' do) widen this.
+  virtual bool accepts(const std::type_info& type) const {
+    const std::type_info* in = input_type();
+    return in == nullptr || *in == type;
+  }
 };
 
 class MapOp : public Op {

@@ -10,7 +10,7 @@
 
 #include "media/ffmpeg/ffmpeg.h"
 
-namespace feedline {
+namespace feedline::media {
 
 namespace {
 
@@ -111,7 +111,7 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   }
   if (data.empty())
     throw DecodeError(std::string(name) + ": empty input, not media");
-  Input input(av::Source{"", data, nullptr}, av::DemuxConfig{}, name);
+  Input input(media::Source{"", data, nullptr}, media::DemuxConfig{}, name);
   AVFormatContext* fmt = input.format();
   const AVCodec* codec = nullptr;
   const int stream =
@@ -207,4 +207,4 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   return out;
 }
 
-}  // namespace feedline
+}  // namespace feedline::media

@@ -11,7 +11,7 @@
 
 #include "media/ffmpeg/ffmpeg.h"
 
-namespace feedline::av {
+namespace feedline::media {
 
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
@@ -410,4 +410,4 @@ Buffer load_image_ffmpeg(Source source, const VideoOptions& options,
   return load(Media::kImage, std::move(source), options, std::move(name));
 }
 
-}  // namespace feedline::av
+}  // namespace feedline::media

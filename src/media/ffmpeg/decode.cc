@@ -40,15 +40,15 @@ bool per_frame_filters_only(const std::string& chain) {
 
 }  // namespace
 
-DecodeSession::DecodeSession(const av::Codec& codec,
+DecodeSession::DecodeSession(const media::Codec& codec,
                              std::optional<std::string> filter,
-                             const av::DecodeConfig& config,
+                             const media::DecodeConfig& config,
                              std::string_view name)
     : name_(name),
       ctx_(
           open_decoder(codec.params(), to_av(codec.time_base()), config, name)),
       tb_(to_av(codec.time_base())),
-      audio_(codec.media() == av::Media::kAudio),
+      audio_(codec.media() == media::Media::kAudio),
       frame_(new_frame()),
       filtered_(new_frame()) {
   if (filter && !filter->empty()) {
@@ -141,12 +141,12 @@ void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
   if (!sink(frame, tb)) stopped_ = true;
 }
 
-void send_window(DecodeSession& session, const av::Packets& packets, bool skip,
+void send_window(DecodeSession& session, const media::Packets& packets, bool skip,
                  const DecodeSession::Sink& sink) {
   const std::vector<AVPacket*>& pkts = packets.packets();
   const AVRational tb = to_av(packets.time_base());
   const auto& window = packets.window();
-  skip = skip && window && packets.media() != av::Media::kAudio;
+  skip = skip && window && packets.media() != media::Media::kAudio;
   std::size_t end = pkts.size();
   if (skip && window->end &&
       std::all_of(pkts.begin(), pkts.end(),
@@ -166,7 +166,7 @@ void send_window(DecodeSession& session, const av::Packets& packets, bool skip,
 
 }  // namespace media::ffmpeg
 
-namespace av {
+namespace media {
 
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
@@ -420,5 +420,5 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
   return out;
 }
 
-}  // namespace av
+}  // namespace media
 }  // namespace feedline

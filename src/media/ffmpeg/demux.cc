@@ -9,7 +9,7 @@
 
 #include "media/ffmpeg/ffmpeg.h"
 
-namespace feedline::av {
+namespace feedline::media {
 
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
@@ -354,4 +354,4 @@ std::map<int, std::unique_ptr<Packets>> Demuxer::next_chunk(
   }
 }
 
-}  // namespace feedline::av
+}  // namespace feedline::media

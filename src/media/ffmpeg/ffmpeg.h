@@ -101,18 +101,18 @@ using AvioPtr = std::unique_ptr<AVIOContext, AvioDeleter>;
 FramePtr new_frame();
 PacketPtr new_packet();
 
-inline AVRational to_av(av::Rational r) { return AVRational{r.num, r.den}; }
-inline av::Rational from_av(AVRational r) { return av::Rational{r.num, r.den}; }
+inline AVRational to_av(media::Rational r) { return AVRational{r.num, r.den}; }
+inline media::Rational from_av(AVRational r) { return media::Rational{r.num, r.den}; }
 
 // Whether time `pts` (in time base `tb`) is before `t` seconds, exactly.
-inline bool before(int64_t pts, AVRational tb, av::Rational t) {
+inline bool before(int64_t pts, AVRational tb, media::Rational t) {
   return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) < 0;
 }
 
 // Whether `pts` lies in the window (always, without one; never for
 // AV_NOPTS_VALUE).
 inline bool in_window(int64_t pts, AVRational tb,
-                      const std::optional<av::Window>& w) {
+                      const std::optional<media::Window>& w) {
   if (!w) return true;
   if (pts == AV_NOPTS_VALUE) return false;
   return !before(pts, tb, w->start) && (!w->end || before(pts, tb, *w->end));
@@ -137,7 +137,7 @@ class Options {
 // a custom AVIO. The memory's owner is kept alive.
 class Input {
  public:
-  Input(const av::Source& source, const av::DemuxConfig& config,
+  Input(const media::Source& source, const media::DemuxConfig& config,
         std::string_view name);
   ~Input();
   Input(const Input&) = delete;
@@ -162,7 +162,7 @@ class Input {
 // DecodeError when no decoder exists, InvalidArgument for unknown names or
 // unconsumed options.
 CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
-                      const av::DecodeConfig& config, std::string_view name);
+                      const media::DecodeConfig& config, std::string_view name);
 
 // Silences FFmpeg's logging once per process (feedline reports errors as
 // exceptions; the Python layer can raise the level again).
@@ -228,12 +228,12 @@ class DecodeSession {
   // av_frame_move_ref) and its time base; returns false to stop.
   using Sink = std::function<bool(AVFrame* frame, AVRational tb)>;
 
-  DecodeSession(const av::Codec& codec, std::optional<std::string> filter,
-                const av::DecodeConfig& config, std::string_view name);
+  DecodeSession(const media::Codec& codec, std::optional<std::string> filter,
+                const media::DecodeConfig& config, std::string_view name);
 
   // Limits video output to frames whose pts lies in the window; the first
   // frame at or past its end stops the session.
-  void set_window(std::optional<av::Window> window) { window_ = window; }
+  void set_window(std::optional<media::Window> window) { window_ = window; }
   // Sends one packet; with `discard_nonref` the decoder drops the frame if
   // no other frame refers to it. Returns false once stopped.
   bool send(const AVPacket* packet, bool discard_nonref, const Sink& sink);
@@ -256,7 +256,7 @@ class DecodeSession {
   std::string name_;
   CodecPtr ctx_;
   std::optional<Chain> chain_;
-  std::optional<av::Window> window_;
+  std::optional<media::Window> window_;
   AVRational tb_;
   bool audio_;
   bool may_skip_ = true;
@@ -278,7 +278,7 @@ namespace feedline::media::ffmpeg {
 // reference of a frame in the window) the decoder is flushed instead of fed
 // more. `skip` turns both off (time-based filters see every frame). Ends
 // with the session flushed.
-void send_window(DecodeSession& session, const av::Packets& packets, bool skip,
+void send_window(DecodeSession& session, const media::Packets& packets, bool skip,
                  const DecodeSession::Sink& sink);
 
 }  // namespace feedline::media::ffmpeg

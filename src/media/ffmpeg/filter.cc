@@ -133,7 +133,7 @@ AVRational Chain::time_base() const {
 
 }  // namespace media::ffmpeg
 
-namespace av {
+namespace media {
 
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
@@ -293,5 +293,5 @@ std::vector<std::string> ffmpeg_filters() {
 
 int ffmpeg_log_level() { return av_log_get_level(); }
 
-}  // namespace av
+}  // namespace media
 }  // namespace feedline

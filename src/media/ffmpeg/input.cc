@@ -117,7 +117,7 @@ bool carries_codec_parameters(const AVFormatContext* fmt) {
 
 }  // namespace
 
-Input::Input(const av::Source& source, const av::DemuxConfig& config,
+Input::Input(const media::Source& source, const media::DemuxConfig& config,
              std::string_view name)
     : data_(source.data), owner_(source.owner) {
   quiet_logging();
@@ -215,7 +215,7 @@ int64_t Input::seek(void* opaque, int64_t offset, int whence) {
 }
 
 CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
-                      const av::DecodeConfig& config, std::string_view name) {
+                      const media::DecodeConfig& config, std::string_view name) {
   const AVCodec* codec = nullptr;
   if (!config.decoder.empty()) {
     codec = avcodec_find_decoder_by_name(config.decoder.c_str());

@@ -10,7 +10,7 @@
 
 #include "media/ffmpeg/ffmpeg.h"
 
-namespace feedline::av {
+namespace feedline::media {
 
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
@@ -422,4 +422,4 @@ std::unique_ptr<Frames> make_frames(Media media, Rational time_base) {
   return std::make_unique<ImageFrames>(media, time_base);
 }
 
-}  // namespace feedline::av
+}  // namespace feedline::media

@@ -23,7 +23,7 @@
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
 
-namespace feedline::av {
+namespace feedline::media {
 namespace {
 
 namespace fs = std::filesystem;
@@ -262,4 +262,4 @@ TEST_F(AvTest, BadInputIsTyped) {
 }
 
 }  // namespace
-}  // namespace feedline::av
+}  // namespace feedline::media

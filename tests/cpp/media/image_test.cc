@@ -18,7 +18,7 @@
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
 
-namespace feedline {
+namespace feedline::media {
 namespace {
 
 // A smooth RGB test pattern (JPEG-friendly: little ringing).
@@ -288,4 +288,4 @@ TEST(BufferTest, LargeBuffersAreHugePageAlignedAndReused) {
 }
 
 }  // namespace
-}  // namespace feedline
+}  // namespace feedline::media
