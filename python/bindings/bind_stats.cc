@@ -98,7 +98,8 @@ void bind_stats(nb::module_& m) {
       .def_ro("items_delivered", &PipelineStats::items_delivered)
       .def(
           "to_json", [](const PipelineStats& p) { return to_json(p); },
-          "One JSON object on one line, with every field (durations in ns).")
+          "One JSON object on one line, with every field (durations in "
+          "seconds, keys ending in _s).")
       .def(
           "format_table",
           [](const PipelineStats& p) { return format_table(p); },

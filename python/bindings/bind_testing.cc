@@ -131,11 +131,16 @@ void bind_testing(nb::module_& parent) {
       "str (or os.PathLike) -> its length in bytes.");
   m.def(
       "gil_probe",
-      [] {
-        return map_op("gil_probe", nullptr, &typeid(bool),
-                      [](Item) { return Item(holds_gil()); });
+      [](bool take_gil) {
+        return map_op("gil_probe", nullptr, &typeid(bool), [take_gil](Item) {
+          if (!take_gil) return Item(holds_gil());
+          GilScope gil;  // the control: the probe must see a GIL it holds
+          return Item(holds_gil());
+        });
       },
-      "Replaces each item by whether the calling thread held the GIL.");
+      nb::arg("take_gil") = false,
+      "Replaces each item by whether the calling thread held the GIL; with "
+      "take_gil, after taking it.");
   m.def(
       "repeat",
       [kInt](int64_t times) {

@@ -194,7 +194,7 @@ class JsonLinesWriter:
     Pass it as ``build(stats_callback=JsonLinesWriter("stats.jsonl"))``: the
     file gets one line every ``report_stats_interval`` seconds and one at the
     end, each the engine's full snapshot (``PipelineStats.to_json()``; every
-    counter is a total since start, durations in nanoseconds). ``dest`` is a
+    counter is a total since start, durations in seconds). ``dest`` is a
     path (appended to) or a text file object (not closed).
     """
 
