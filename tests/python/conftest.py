@@ -1,5 +1,173 @@
-"""Shared pytest configuration for the feedline Python tests.
+"""Shared pytest configuration and fixtures for the feedline Python tests.
 
 The markers (``slow``, ``gpu``) and the default ``-m 'not slow'`` are declared
 in pyproject.toml under [tool.pytest.ini_options].
+
+Fixtures for the FFmpeg tests (test_io_audio.py, test_io_video.py,
+test_io_av_filters.py), which compare feedline against the ``ffmpeg`` CLI:
+
+- ``ffmpeg``: runs the CLI (``ffmpeg(*args)``) and reads its own decode of a
+  file (``ffmpeg.raw``, ``ffmpeg.video``, ``ffmpeg.audio``); tests that use it
+  are skipped where the CLI is missing.
+- ``media``: the clips, audio files and images of :data:`MEDIA`, made with the
+  CLI on first use and kept for the session; ``media / name`` is their path
+  (names not in :data:`MEDIA` give a path that does not exist).
+- ``rgb``: ``rgb(name)`` is the CLI's rgb24 decode of a clip of ``media``,
+  shape (N, H, W, 3), cached for the session.
 """
+
+import shutil
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+W, H = 320, 240  # the size of the generated clips and images (but the odd ones)
+ODD_W, ODD_H = 321, 241
+KEY25 = ["-force_key_frames", "expr:eq(mod(n,25),0)"]
+TESTSRC = f"testsrc=duration=2:size={W}x{H}:rate=25"
+ODD = f"testsrc=duration=1:size={ODD_W}x{ODD_H}:rate=25"
+SINE = "sine=frequency=440:duration=1:sample_rate=48000"
+IMAGE_SRC = ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1"]
+
+# name -> ffmpeg arguments that make it (the output path follows them).
+MEDIA = {
+    # testsrc is RGB, so libx264 picks yuv444p (as in SPDL's tests); 2 s at
+    # 25 fps, a key frame every second.
+    "h264_444.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", *KEY25],
+    "h264_420.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25"],
+    "hevc.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx265", "-pix_fmt", "yuv420p", "-x265-params",
+                 "log-level=none:keyint=25:min-keyint=25", "-vtag", "hvc1"],
+    "vp9.webm": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-g", "25",
+                 "-deadline", "realtime", "-cpu-used", "8"],
+    "mpeg2.mkv": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mpeg2video", "-g", "25", "-bf", "2"],
+    "mpeg2.mpg": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mpeg2video", "-g", "25", "-bf", "2"],
+    "h264.ts": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25"],
+    "mjpeg.avi": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mjpeg", "-q:v", "3"],
+    # Odd sizes: yuv444p H.264, yuv420p VP9 (odd chroma), MJPEG in Matroska.
+    "odd.mp4": ["-f", "lavfi", "-i", ODD, "-c:v", "libx264"],
+    "odd.webm": ["-f", "lavfi", "-i", ODD, "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-deadline", "realtime",
+                 "-cpu-used", "8"],
+    "odd_mjpeg.mkv": ["-f", "lavfi", "-i", ODD, "-c:v", "mjpeg"],
+    # Variable frame rate: 1 s at 10 fps, then 1 s at 25 fps.
+    "vfr.mkv": ["-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=10",
+                "-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=25",
+                "-filter_complex", "[0][1]concat=n=2:v=1:a=0",
+                "-c:v", "libx264", "-pix_fmt", "yuv420p", "-fps_mode", "vfr", "-g", "25"],
+    # Video and mono 44.1 kHz AAC; and the same with the audio stream first.
+    "av.mp4": ["-f", "lavfi", "-i", TESTSRC, "-f", "lavfi", "-i", "sine=frequency=440:duration=2:sample_rate=44100",
+               "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25", "-c:a", "aac", "-shortest"],
+    "rev.mp4": ["-f", "lavfi", "-i", TESTSRC, "-f", "lavfi", "-i", "sine=duration=2", "-map", "1", "-map", "0",
+                "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest"],
+    # 10 fps, 3 s.
+    "ten.mp4": ["-f", "lavfi", "-i", f"testsrc=duration=3:size={W}x{H}:rate=10", "-c:v", "libx264", "-pix_fmt",
+                "yuv420p", "-g", "10"],
+    # 1 s of a 440 Hz tone at 48 kHz, stereo (and 5.1).
+    "stereo.m4a": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "aac"],
+    "stereo.mp3": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "libmp3lame"],
+    "stereo.flac": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "flac"],
+    "stereo.wav": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "pcm_s16le"],
+    "stereo.opus": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "libopus"],
+    "six.flac": ["-f", "lavfi", "-i", SINE, "-af", "pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0", "-c:a", "flac"],
+    # One frame of testsrc.
+    "img.png": IMAGE_SRC,
+    "img.bmp": IMAGE_SRC,
+    "img.tiff": IMAGE_SRC,
+    "lossy.webp": [*IMAGE_SRC, "-c:v", "libwebp"],
+    "lossless.webp": [*IMAGE_SRC, "-c:v", "libwebp", "-lossless", "1"],
+    # h264_420.mp4 with its index in front (to cut in half), made from it.
+    "faststart.mp4": ["-i", "{h264_420.mp4}", "-c", "copy", "-movflags", "+faststart"],
+}
+# Media that are not made by the CLI.
+GARBAGE = {"garbage.mp4": b"this is not a video, " * 40}
+
+
+class Ffmpeg:
+    """The ffmpeg CLI: makes files and gives its own decode of them."""
+
+    BASE = ["ffmpeg", "-nostdin", "-loglevel", "error"]
+
+    def __call__(self, *args):
+        """Runs ``ffmpeg -y *args`` (the last argument is usually the output)."""
+        subprocess.run([*self.BASE, "-y", *map(str, args)], check=True)
+
+    def sine(self, path, channels=2, rate=48000, seconds=1, encoder=()):
+        """Writes a 440 Hz tone to ``path`` with the encoder arguments given."""
+        source = f"sine=frequency=440:duration={seconds}:sample_rate={rate}"
+        self("-f", "lavfi", "-i", source, "-ac", channels, *encoder, path)
+
+    def raw(self, path, pix_fmt="rgb24", extra=()):
+        """What ``ffmpeg -i path [extra] -f rawvideo -pix_fmt X -`` writes, every frame kept."""
+        cmd = [*self.BASE, "-i", str(path), *extra, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt",
+               pix_fmt, "-"]
+        return subprocess.run(cmd, check=True, capture_output=True).stdout
+
+    def video(self, path, shape, vf=None, pix_fmt="rgb24", flag="-vf"):
+        """``ffmpeg -i path [-vf vf] -f rawvideo -pix_fmt X -`` as uint8 (N, *shape)."""
+        raw = self.raw(path, pix_fmt, [flag, vf] if vf else [])
+        return np.frombuffer(raw, np.uint8).reshape(-1, *shape)
+
+    def audio(self, path, channels, af=None):
+        """``ffmpeg -i path [-af af] -f f32le -`` as float32 (channels, samples)."""
+        extra = ["-af", af] if af else []
+        cmd = [*self.BASE, "-i", str(path), *extra, "-f", "f32le", "-"]
+        raw = subprocess.run(cmd, check=True, capture_output=True).stdout
+        return np.frombuffer(raw, "<f4").reshape(-1, channels).T
+
+
+class Media:
+    """A folder of the files of MEDIA, each made on its first use."""
+
+    def __init__(self, folder, cli):
+        self._folder = folder
+        self._cli = cli
+        self._lock = threading.Lock()
+
+    def __truediv__(self, name):
+        path = self._folder / name
+        with self._lock:
+            if not path.exists():
+                if name in GARBAGE:
+                    path.write_bytes(GARBAGE[name])
+                elif name in MEDIA:
+                    self._make(name, path)
+        return path
+
+    def _make(self, name, path):
+        # "{other}" in the arguments is the path of another file of MEDIA.
+        args = []
+        for a in MEDIA[name]:
+            if a.startswith("{") and a.endswith("}"):
+                other = self._folder / a[1:-1]
+                if not other.exists():
+                    self._make(a[1:-1], other)
+                a = str(other)
+            args.append(a)
+        self._cli(*args, path)
+
+
+@pytest.fixture(scope="session")
+def ffmpeg():
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("needs the ffmpeg CLI")
+    return Ffmpeg()
+
+
+@pytest.fixture(scope="session")
+def media(tmp_path_factory, ffmpeg):
+    return Media(tmp_path_factory.mktemp("media"), ffmpeg)
+
+
+@pytest.fixture(scope="session")
+def rgb(media, ffmpeg):
+    """rgb(name): the CLI's rgb24 decode of media / name, (N, H, W, 3)."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            w, h = (ODD_W, ODD_H) if name.startswith("odd") else (W, H)
+            cache[name] = ffmpeg.video(media / name, (h, w, 3))
+        return cache[name]
+
+    return get

@@ -2,9 +2,6 @@
 decode of the same files (made here with the CLI), windows, resampling,
 bad input and the native op."""
 
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
 
@@ -12,8 +9,6 @@ import feedline
 import feedline.io as fio
 from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, PipelineFailure
-
-pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg CLI")
 
 # (file name, encoder arguments): codecs whose decoders are deterministic.
 CODECS = [
@@ -26,43 +21,26 @@ CODECS = [
 ]
 
 
-def ffmpeg(*args):
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args], check=True)
-
-
-def make(path, channels, rate, seconds, encoder):
-    source = f"sine=frequency=440:duration={seconds}:sample_rate={rate}"
-    ffmpeg("-f", "lavfi", "-i", source, "-ac", str(channels), *encoder, str(path))
-
-
-def cli_decode(path, channels):
-    """What `ffmpeg -i path -f f32le -` gives, as (channels, samples)."""
-    raw = subprocess.run(
-        ["ffmpeg", "-loglevel", "error", "-i", str(path), "-f", "f32le", "-"], check=True, capture_output=True
-    ).stdout
-    return np.frombuffer(raw, "<f4").reshape(-1, channels).T
-
-
 @pytest.mark.parametrize(("name", "encoder"), CODECS)
 @pytest.mark.parametrize("channels", [1, 2, 6])
-def test_matches_the_ffmpeg_cli(tmp_path, name, encoder, channels):
+def test_matches_the_ffmpeg_cli(tmp_path, name, encoder, channels, ffmpeg):
     if name.endswith(".mp3") and channels > 2:
         pytest.skip("MP3 holds at most 2 channels")
     if name.endswith(".opus") and channels == 6:
         encoder = [*encoder, "-mapping_family", "1"]
     path = tmp_path / name
-    make(path, channels, 48000 if name.endswith(".opus") else 16000, 1, encoder)
+    ffmpeg.sine(path, channels, 48000 if name.endswith(".opus") else 16000, 1, encoder)
     got = np.asarray(fio.load_audio(path))
-    want = cli_decode(path, channels)
+    want = ffmpeg.audio(path, channels)
     assert got.dtype == np.float32 and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
     # The same from bytes in memory.
     np.testing.assert_array_equal(np.asarray(fio.load_audio(path.read_bytes())), want)
 
 
-def test_window_and_resampling(tmp_path):
+def test_window_and_resampling(tmp_path, ffmpeg):
     path = tmp_path / "a.flac"
-    make(path, 2, 16000, 2, ["-c:a", "flac"])
+    ffmpeg.sine(path, 2, 16000, 2, ["-c:a", "flac"])
     full = np.asarray(fio.load_audio(path))
     part = np.asarray(fio.load_audio(path, timestamp=(0.5, 1.25)))
     np.testing.assert_array_equal(part, full[:, 8000:20000])
@@ -75,7 +53,7 @@ def test_window_and_resampling(tmp_path):
         fio.load_audio(path, timestamp=(1.0, 0.5))
 
 
-def test_bad_input_raises_decode_error_naming_it(tmp_path):
+def test_bad_input_raises_decode_error_naming_it(tmp_path, ffmpeg):
     with pytest.raises(feedline.DecodeError, match="empty"):
         fio.load_audio(b"")
     with pytest.raises(feedline.DecodeError, match="not a media file") as info:
@@ -87,16 +65,16 @@ def test_bad_input_raises_decode_error_naming_it(tmp_path):
         fio.load_audio(video)
     assert "video.mp4" in str(info.value)
     flac = tmp_path / "a.flac"
-    make(flac, 1, 16000, 1, ["-c:a", "flac"])
+    ffmpeg.sine(flac, 1, 16000, 1, ["-c:a", "flac"])
     with pytest.raises(feedline.DecodeError):
         fio.load_audio(flac.read_bytes()[:40])
 
 
-def test_native_op_decodes_audio_without_the_gil(tmp_path):
+def test_native_op_decodes_audio_without_the_gil(tmp_path, ffmpeg):
     paths = []
     for i in range(4):
         p = tmp_path / f"{i}.flac"
-        make(p, 1, 16000, 0.25, ["-c:a", "flac"])
+        ffmpeg.sine(p, 1, 16000, 0.25, ["-c:a", "flac"])
         paths.append(str(p))
     paths.append(str(tmp_path / "missing.flac"))
     p = (

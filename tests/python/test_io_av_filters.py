@@ -3,11 +3,10 @@ description helpers and their exact strings, filtered decodes against the
 ffmpeg CLI running the same chain, FilterGraph, convert_frames batches,
 images through FFmpeg, and io.utils.
 
-Media are made with the ffmpeg CLI (320x240, at most 2 seconds); pixel and
-sample comparisons are byte-exact against the CLI's raw output.
+Media are made with the ffmpeg CLI by conftest.py's ``media`` fixture
+(320x240, at most 3 seconds); pixel and sample comparisons are byte-exact
+against the CLI's raw output (the ``ffmpeg`` fixture).
 """
-
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,61 +16,12 @@ import feedline.io as fio
 from feedline.io import utils
 
 
-W, H = 320, 240
-SINE = "sine=frequency=440:duration=1:sample_rate=48000"
-MEDIA = {
-    "clip.mp4": ["-f", "lavfi", "-i", f"testsrc=duration=2:size={W}x{H}:rate=25", "-c:v", "libx264",
-                 "-force_key_frames", "expr:eq(mod(n,25),0)"],
-    "ten.mp4": ["-f", "lavfi", "-i", f"testsrc=duration=2:size={W}x{H}:rate=10", "-c:v", "libx264",
-                "-pix_fmt", "yuv420p"],
-    "av.mp4": ["-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=25", "-f", "lavfi", "-i",
-               "sine=frequency=440:duration=1:sample_rate=44100", "-c:v", "libx264", "-pix_fmt", "yuv420p",
-               "-c:a", "aac", "-shortest"],
-    "stereo.flac": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "flac"],
-    "stereo.wav": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "pcm_s16le"],
-    "six.flac": ["-f", "lavfi", "-i", SINE, "-af", "pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0", "-c:a", "flac"],
-    "odd.mp4": ["-f", "lavfi", "-i", "testsrc=duration=1:size=321x241:rate=25", "-c:v", "libx264"],
-    "img.png": ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1"],
-    "img.bmp": ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1"],
-    "img.tiff": ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1"],
-    "lossy.webp": ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1", "-c:v", "libwebp"],
-    "lossless.webp": ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1", "-c:v", "libwebp",
-                      "-lossless", "1"],
-}
-
-
-def ffmpeg(*args):
-    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", *args], check=True)
-
-
-def cli_video(path, shape, vf=None, pix_fmt="rgb24", flag="-vf"):
-    """`ffmpeg -i path [-vf vf] -f rawvideo -pix_fmt X -` as (N, *shape)."""
-    extra = [flag, vf] if vf else []
-    raw = subprocess.run(
-        ["ffmpeg", "-nostdin", "-loglevel", "error", "-i", str(path), *extra, "-fps_mode", "passthrough",
-         "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"], check=True, capture_output=True).stdout
-    return np.frombuffer(raw, np.uint8).reshape(-1, *shape)
-
-
-def cli_audio(path, channels, af=None):
-    """`ffmpeg -i path [-af af] -f f32le -` as (channels, samples)."""
-    extra = ["-af", af] if af else []
-    raw = subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-i", str(path), *extra, "-f", "f32le", "-"],
-                         check=True, capture_output=True).stdout
-    return np.frombuffer(raw, "<f4").reshape(-1, channels).T
+W, H = 320, 240  # the clips of conftest.MEDIA
 
 
 @pytest.fixture(scope="module")
-def media(tmp_path_factory):
-    d = tmp_path_factory.mktemp("av_filters")
-    for name, args in MEDIA.items():
-        ffmpeg(*args, str(d / name))
-    return d
-
-
-@pytest.fixture(scope="module")
-def clip_rgb(media):
-    return cli_video(media / "clip.mp4", (H, W, 3))
+def clip_rgb(rgb):
+    return rgb("h264_444.mp4")
 
 
 def arr(buf):
@@ -157,7 +107,7 @@ def test_get_filter_desc_dispatches_on_the_packets_type(media):
 
 
 def test_source_descriptions_for_filter_graphs(media):
-    v = fio.Demuxer(media / "clip.mp4").video_codec
+    v = fio.Demuxer(media / "h264_444.mp4").video_codec
     assert fio.get_buffer_desc(v) == "buffer=video_size=320x240:pix_fmt=yuv444p:time_base=1/12800:pixel_aspect=1/1"
     assert fio.get_buffer_desc(v, label="in0", pix_fmt="rgb24") == (
         "buffer@in0=video_size=320x240:pix_fmt=rgb24:time_base=1/12800:pixel_aspect=1/1")
@@ -181,29 +131,29 @@ def test_source_descriptions_for_filter_graphs(media):
     ({"scale_width": 64, "scale_height": 48, "pix_fmt": "gray"}, (48, 64, 1)),
     ({"scale_width": 64, "scale_height": 48, "pix_fmt": "rgba"}, (48, 64, 4)),
 ])
-def test_load_video_with_a_filter_equals_the_cli_running_it(media, kwargs, shape):
+def test_load_video_with_a_filter_equals_the_cli_running_it(media, kwargs, shape, ffmpeg):
     desc = fio.get_video_filter_desc(**kwargs)
-    got = arr(fio.load_video(media / "clip.mp4", filter_desc=desc))
+    got = arr(fio.load_video(media / "h264_444.mp4", filter_desc=desc))
     assert got.shape == (50, *shape) and got.dtype == np.uint8
-    np.testing.assert_array_equal(got, cli_video(media / "clip.mp4", shape, vf=desc, pix_fmt=kwargs.get(
+    np.testing.assert_array_equal(got, ffmpeg.video(media / "h264_444.mp4", shape, vf=desc, pix_fmt=kwargs.get(
         "pix_fmt", "rgb24")))
     if kwargs == {"scale_width": 64, "scale_height": 64}:
         assert (got[:, :8] == 0).all() and (got[:, -8:] == 0).all() and got[:, 8:-8].max() > 0
 
 
-def test_window_and_filter_together(media):
+def test_window_and_filter_together(media, ffmpeg):
     desc = fio.get_video_filter_desc(scale_width=64, scale_height=48)
-    got = arr(fio.load_video(media / "clip.mp4", timestamp=(0.5, 1.3), filter_desc=desc))
-    want = cli_video(media / "clip.mp4", (48, 64, 3), vf=desc)
+    got = arr(fio.load_video(media / "h264_444.mp4", timestamp=(0.5, 1.3), filter_desc=desc))
+    want = ffmpeg.video(media / "h264_444.mp4", (48, 64, 3), vf=desc)
     np.testing.assert_array_equal(got, want[13:33])
 
 
 @pytest.mark.parametrize(("num_frames", "pad_mode"), [(25, None), (100, None), (100, "black"), (100, "white")])
-def test_num_frames_pads_or_cuts(media, num_frames, pad_mode):
+def test_num_frames_pads_or_cuts(media, num_frames, pad_mode, ffmpeg):
     desc = fio.get_video_filter_desc(scale_width=64, scale_height=48, num_frames=num_frames, pad_mode=pad_mode)
-    got = arr(fio.load_video(media / "clip.mp4", filter_desc=desc))
+    got = arr(fio.load_video(media / "h264_444.mp4", filter_desc=desc))
     assert got.shape == (num_frames, 48, 64, 3)
-    ref = cli_video(media / "clip.mp4", (48, 64, 3), vf=fio.get_video_filter_desc(scale_width=64, scale_height=48))
+    ref = ffmpeg.video(media / "h264_444.mp4", (48, 64, 3), vf=fio.get_video_filter_desc(scale_width=64, scale_height=48))
     n = min(num_frames, 50)
     np.testing.assert_array_equal(got[:n], ref[:n])
     if num_frames > 50:
@@ -214,35 +164,35 @@ def test_num_frames_pads_or_cuts(media, num_frames, pad_mode):
             assert (padding == (0 if pad_mode == "black" else 255)).all()
 
 
-def test_fps_filter_halves_the_frames(media):
-    path = media / "ten.mp4"
-    assert len(fio.demux_video(path)) == 20
+def test_fps_filter_halves_the_frames(media, ffmpeg):
+    path = media / "ten.mp4"  # 3 s at 10 fps
+    assert len(fio.demux_video(path)) == 30
     desc = fio.get_video_filter_desc(frame_rate=(5, 1))
     frames = fio.decode_packets(fio.demux_video(path), filter_desc=desc)
-    assert len(frames) == 10
-    assert frames.get_timestamps() == pytest.approx([0.2 * i for i in range(10)])
-    np.testing.assert_array_equal(arr(fio.convert_frames(frames)), cli_video(path, (H, W, 3), vf=desc))
-    np.testing.assert_array_equal(arr(fio.load_video(path, filter_desc=desc)), cli_video(path, (H, W, 3), vf=desc))
+    assert len(frames) == 15
+    assert frames.get_timestamps() == pytest.approx([0.2 * i for i in range(15)])
+    np.testing.assert_array_equal(arr(fio.convert_frames(frames)), ffmpeg.video(path, (H, W, 3), vf=desc))
+    np.testing.assert_array_equal(arr(fio.load_video(path, filter_desc=desc)), ffmpeg.video(path, (H, W, 3), vf=desc))
 
 
-def test_image_filters(media):
+def test_image_filters(media, ffmpeg):
     desc = fio.get_video_filter_desc(scale_width=64, scale_height=48)
     got = arr(fio.load_image_ffmpeg(media / "img.bmp", filter_desc=desc))
     assert got.shape == (48, 64, 3)
-    np.testing.assert_array_equal(got, cli_video(media / "img.bmp", (48, 64, 3), vf=desc)[0])
+    np.testing.assert_array_equal(got, ffmpeg.video(media / "img.bmp", (48, 64, 3), vf=desc)[0])
     np.testing.assert_array_equal(arr(fio.load_image(media / "img.bmp", width=64, height=48)), got)
 
 
-def test_audio_filters_equal_the_cli(media):
+def test_audio_filters_equal_the_cli(media, ffmpeg):
     path = media / "stereo.flac"
     desc = fio.get_audio_filter_desc(sample_rate=16000, num_channels=1)
     frames = fio.decode_packets(fio.demux_audio(path), filter_desc=desc)
     assert (frames.sample_rate, frames.num_channels, frames.sample_fmt) == (16000, 1, "fltp")
     got = arr(fio.convert_frames(frames))
     assert got.shape == (1, 16000)
-    np.testing.assert_array_equal(got, cli_audio(path, 1, af=desc))
+    np.testing.assert_array_equal(got, ffmpeg.audio(path, 1, af=desc))
     # The default chain trims to the window.
-    full = cli_audio(path, 2)
+    full = ffmpeg.audio(path, 2)
     window = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(path, timestamp=(0.25, 0.5)))))
     np.testing.assert_array_equal(window, full[:, 12000:24000])
     # num_frames cuts, or pads with silence.
@@ -255,12 +205,12 @@ def test_audio_filters_equal_the_cli(media):
     np.testing.assert_array_equal(padded[:, :48000], full)
 
 
-def test_audio_without_the_default_format_keeps_the_sample_format(media):
+def test_audio_without_the_default_format_keeps_the_sample_format(media, ffmpeg):
     native = fio.decode_packets(fio.demux_audio(media / "stereo.flac"), filter_desc=None)
     assert native.sample_fmt == "s16"
     got = arr(fio.convert_frames(native))
     assert got.shape == (48000, 2) and got.dtype == np.int16  # packed: (N, C)
-    np.testing.assert_array_equal(got.T.astype(np.float32) / 32768, cli_audio(media / "stereo.flac", 2))
+    np.testing.assert_array_equal(got.T.astype(np.float32) / 32768, ffmpeg.audio(media / "stereo.flac", 2))
     planar = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(media / "stereo.flac"),
                                                        filter_desc="aformat=sample_fmts=s16p")))
     assert planar.shape == (2, 48000) and planar.dtype == np.int16
@@ -279,11 +229,11 @@ def native_frames(path, n=None):
 
 
 def test_filter_graph_video_passthrough(media):
-    codec = fio.Demuxer(media / "clip.mp4").video_codec
+    codec = fio.Demuxer(media / "h264_444.mp4").video_codec
     g = fio.FilterGraph(f"{fio.get_buffer_desc(codec)},null,buffersink")
     assert g.inputs == ["Parsed_buffer_0"] and g.outputs == ["Parsed_buffersink_2"]
     assert g.get_frames() is None  # nothing yet
-    frames = native_frames(media / "clip.mp4")
+    frames = native_frames(media / "h264_444.mp4")
     want = arr(fio.convert_frames(frames.clone()))
     want_pts = frames.get_pts()
     g.add_frames(frames)
@@ -311,12 +261,12 @@ def test_filter_graph_audio_passthrough(media):
 
 
 def test_filter_graph_two_inputs_vstack(media, clip_rgb):
-    codec = fio.Demuxer(media / "clip.mp4").video_codec
+    codec = fio.Demuxer(media / "h264_444.mp4").video_codec
     desc = (f"{fio.get_buffer_desc(codec, label='in0')} [a];{fio.get_buffer_desc(codec, label='in1')} [b];"
             "[a][b] vstack,format=pix_fmts=rgb24,buffersink")
     g = fio.FilterGraph(desc)
     assert g.inputs == ["buffer@in0", "buffer@in1"]
-    frames = native_frames(media / "clip.mp4", 5)
+    frames = native_frames(media / "h264_444.mp4", 5)
     with pytest.raises(ValueError, match="buffer@in0"):  # several inputs: a key is needed
         g.add_frames(frames.clone())
     with pytest.raises(ValueError, match="nope"):
@@ -330,14 +280,14 @@ def test_filter_graph_two_inputs_vstack(media, clip_rgb):
     np.testing.assert_array_equal(got[:, H:], clip_rgb[:5])
 
 
-def test_filter_graph_split_to_two_outputs(media, clip_rgb):
-    codec = fio.Demuxer(media / "clip.mp4").video_codec
+def test_filter_graph_split_to_two_outputs(media, clip_rgb, ffmpeg):
+    codec = fio.Demuxer(media / "h264_444.mp4").video_codec
     desc = (f"{fio.get_buffer_desc(codec)},split [a][b];"
             "[a] format=pix_fmts=rgb24,buffersink@out0;"
             "[b] scale=w=32:h=24,format=pix_fmts=gray,buffersink@out1")
     g = fio.FilterGraph(desc)
     assert g.outputs == ["buffersink@out0", "buffersink@out1"]
-    g.add_frames(native_frames(media / "clip.mp4", 5))
+    g.add_frames(native_frames(media / "h264_444.mp4", 5))
     g.flush()
     with pytest.raises(ValueError, match="buffersink@out0"):  # several outputs: a key is needed
         g.get_frames()
@@ -347,11 +297,11 @@ def test_filter_graph_split_to_two_outputs(media, clip_rgb):
     gray = g.get_frames(key="buffersink@out1")
     np.testing.assert_array_equal(arr(fio.convert_frames(rgb)), clip_rgb[:5])
     assert (gray.width, gray.height, gray.pix_fmt, len(gray)) == (32, 24, "gray", 5)
-    want = cli_video(media / "clip.mp4", (24, 32, 1), vf="scale=w=32:h=24", pix_fmt="gray")
+    want = ffmpeg.video(media / "h264_444.mp4", (24, 32, 1), vf="scale=w=32:h=24", pix_fmt="gray")
     np.testing.assert_array_equal(arr(fio.convert_frames(gray)), want[:5])
 
 
-def test_filter_graph_audio_to_video(media):
+def test_filter_graph_audio_to_video(media, ffmpeg):
     # SPDL's showwaves case, smaller.
     d = fio.Demuxer(media / "stereo.flac")
     chain = "showwaves=s=160x120:mode=line,format=pix_fmts=rgba"
@@ -362,7 +312,7 @@ def test_filter_graph_audio_to_video(media):
     assert type(out) is fio.VideoFrames and out.pix_fmt == "rgba"
     got = arr(fio.convert_frames(out))
     assert got.shape[1:] == (120, 160, 4) and got.shape[0] == 25
-    np.testing.assert_array_equal(got, cli_video(media / "stereo.flac", (120, 160, 4), vf=chain, pix_fmt="rgba",
+    np.testing.assert_array_equal(got, ffmpeg.video(media / "stereo.flac", (120, 160, 4), vf=chain, pix_fmt="rgba",
                                                          flag="-filter_complex"))
 
 
@@ -379,14 +329,14 @@ def test_filter_graph_bad_description_is_a_value_error(desc):
 
 
 def test_filter_graph_refuses_a_frame_that_does_not_match(media):
-    codec = fio.Demuxer(media / "clip.mp4").video_codec  # yuv444p 320x240
+    codec = fio.Demuxer(media / "h264_444.mp4").video_codec  # yuv444p 320x240
     g = fio.FilterGraph(f"{fio.get_buffer_desc(codec)},null,buffersink")
     with pytest.raises(ValueError, match=r"pix_fmt \(rgb24 != yuv444p\)"):
-        g.add_frames(fio.decode_packets(fio.demux_video(media / "clip.mp4"), num_frames=2))
+        g.add_frames(fio.decode_packets(fio.demux_video(media / "h264_444.mp4"), num_frames=2))
     with pytest.raises(ValueError, match="321x241|video_size"):
         g.add_frames(native_frames(media / "odd.mp4", 2))
     # A matching frame still goes through afterwards.
-    g.add_frames(native_frames(media / "clip.mp4", 2))
+    g.add_frames(native_frames(media / "h264_444.mp4", 2))
     g.flush()
     assert len(g.get_frames()) == 2
 
@@ -395,7 +345,7 @@ def test_filter_graph_refuses_a_frame_that_does_not_match(media):
 
 
 def test_convert_frames_batches_equal_shapes(media, clip_rgb):
-    path = media / "clip.mp4"
+    path = media / "h264_444.mp4"
     frames = [fio.decode_packets(fio.demux_video(path, timestamp=(0.5 * i, 0.5 * i + 0.4))) for i in range(3)]
     assert [len(f) for f in frames] == [10, 10, 10]
     batch = arr(fio.convert_frames(frames))
@@ -410,19 +360,19 @@ def test_convert_frames_batches_equal_shapes(media, clip_rgb):
     np.testing.assert_array_equal(both[0], both[1])
 
 
-def test_convert_frames_audio_batch(media):
+def test_convert_frames_audio_batch(media, ffmpeg):
     path = media / "stereo.flac"
     parts = [fio.decode_packets(fio.demux_audio(path, timestamp=(0.2 * i, 0.2 * i + 0.1))) for i in range(3)]
     assert [p.num_frames for p in parts] == [4800] * 3
     batch = arr(fio.convert_frames(parts))
     assert batch.shape == (3, 2, 4800) and batch.dtype == np.float32
-    full = cli_audio(path, 2)
+    full = ffmpeg.audio(path, 2)
     for i in range(3):
         np.testing.assert_array_equal(batch[i], full[:, 9600 * i:9600 * i + 4800])
 
 
 def test_convert_frames_refuses_mismatched_batches(media):
-    path = media / "clip.mp4"
+    path = media / "h264_444.mp4"
 
     def video(window, **kw):
         return fio.decode_packets(fio.demux_video(path, timestamp=window), **kw)
@@ -450,10 +400,10 @@ def test_convert_frames_refuses_mismatched_batches(media):
 
 @pytest.mark.parametrize(("name", "codec"), [
     ("img.bmp", "bmp"), ("img.tiff", "tiff"), ("lossy.webp", "webp"), ("lossless.webp", "webp"), ("img.png", "png")])
-def test_image_through_ffmpeg_equals_the_cli(media, name, codec):
+def test_image_through_ffmpeg_equals_the_cli(media, name, codec, ffmpeg):
     path = media / name
     assert fio.Demuxer(path).image_codec.name == codec
-    want = cli_video(path, (H, W, 3))[0]
+    want = ffmpeg.video(path, (H, W, 3))[0]
     got = arr(fio.load_image(path))  # not JPEG/PNG (except img.png): FFmpeg
     assert got.shape == (H, W, 3) and got.dtype == np.uint8
     np.testing.assert_array_equal(got, want)

@@ -5,12 +5,12 @@ the native format, streaming Decoder, sample_decode_video, bad input and the
 native op. Filters, FilterGraph, batches and images are in
 test_io_av_filters.py.
 
-Every clip is made here with the ffmpeg CLI (320x240 or smaller, at most 3
-seconds); every pixel comparison is byte-exact against
-``ffmpeg -i X -f rawvideo -pix_fmt rgb24 -``.
+Every clip is made with the ffmpeg CLI by conftest.py's ``media`` fixture
+(320x240 or 321x241, at most 3 seconds); every pixel comparison is
+byte-exact against ``ffmpeg -i X -f rawvideo -pix_fmt rgb24 -`` (the ``rgb``
+and ``ffmpeg`` fixtures).
 """
 
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -25,52 +25,7 @@ from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, PipelineFailure
 
 
-W, H = 320, 240
-KEY25 = ["-force_key_frames", "expr:eq(mod(n,25),0)"]
-TESTSRC = f"testsrc=duration=2:size={W}x{H}:rate=25"
-
-# name -> ffmpeg arguments (after "-loglevel error -y"); the output is the name.
-VIDEO = {
-    # testsrc is RGB, so libx264 picks yuv444p (as in SPDL's tests).
-    "h264_444.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", *KEY25],
-    "h264_420.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25"],
-    "hevc.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx265", "-pix_fmt", "yuv420p", "-x265-params",
-                 "log-level=none:keyint=25:min-keyint=25", "-vtag", "hvc1"],
-    "vp9.webm": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-g", "25",
-                 "-deadline", "realtime", "-cpu-used", "8"],
-    "mpeg2.mkv": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mpeg2video", "-g", "25", "-bf", "2"],
-    "mpeg2.mpg": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mpeg2video", "-g", "25", "-bf", "2"],
-    "h264.ts": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25"],
-    "mjpeg.avi": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mjpeg", "-q:v", "3"],
-    # Odd sizes: yuv444p H.264, yuv420p VP9 (odd chroma), MJPEG in Matroska.
-    "odd.mp4": ["-f", "lavfi", "-i", "testsrc=duration=1:size=321x241:rate=25", "-c:v", "libx264"],
-    "odd.webm": ["-f", "lavfi", "-i", "testsrc=duration=1:size=321x241:rate=25", "-c:v", "libvpx-vp9",
-                 "-pix_fmt", "yuv420p", "-deadline", "realtime", "-cpu-used", "8"],
-    "odd_mjpeg.mkv": ["-f", "lavfi", "-i", "testsrc=duration=1:size=321x241:rate=25", "-c:v", "mjpeg"],
-    # Variable frame rate: 1 s at 10 fps, then 1 s at 25 fps.
-    "vfr.mkv": ["-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=10",
-                "-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=25",
-                "-filter_complex", "[0][1]concat=n=2:v=1:a=0",
-                "-c:v", "libx264", "-pix_fmt", "yuv420p", "-fps_mode", "vfr", "-g", "25"],
-    # Video and audio; and the same with the audio stream first.
-    "av.mp4": ["-f", "lavfi", "-i", TESTSRC, "-f", "lavfi", "-i", "sine=frequency=440:duration=2:sample_rate=44100",
-               "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25", "-c:a", "aac", "-shortest"],
-    "rev.mp4": ["-f", "lavfi", "-i", TESTSRC, "-f", "lavfi", "-i", "sine=duration=2", "-map", "1", "-map", "0",
-                "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest"],
-    # 10 fps, 3 s (sample decoding with a window and a filter, as SPDL).
-    "ten.mp4": ["-f", "lavfi", "-i", f"testsrc=duration=3:size={W}x{H}:rate=10", "-c:v", "libx264", "-pix_fmt",
-                "yuv420p", "-g", "10"],
-}
-SINE = "sine=frequency=440:duration=1:sample_rate=48000"
-AUDIO = {
-    "a.m4a": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "aac"],
-    "a.mp3": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "libmp3lame"],
-    "a.flac": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "flac"],
-    "a.wav": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "pcm_s16le"],
-    "a.opus": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "libopus"],
-    "six.flac": ["-f", "lavfi", "-i", SINE, "-af", "pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0", "-c:a", "flac"],
-}
-IMAGE = {"img.png": ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1"]}
+W, H = 320, 240  # the clips of conftest.MEDIA
 
 # name -> (codec name, pix_fmt, width, height, frames) as the Demuxer reports them.
 CODECS = {
@@ -88,52 +43,6 @@ CODECS = {
     "vfr.mkv": ("h264", "yuv420p", W, H, 35),
     "av.mp4": ("h264", "yuv420p", W, H, 50),
 }
-
-
-def ffmpeg(*args):
-    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", *args], check=True)
-
-
-def cli_raw(path, pix_fmt="rgb24", extra=()):
-    """What `ffmpeg -i path [extra] -f rawvideo -pix_fmt X -` writes."""
-    return subprocess.run(
-        ["ffmpeg", "-nostdin", "-loglevel", "error", "-i", str(path), *extra, "-fps_mode", "passthrough", "-f",
-         "rawvideo", "-pix_fmt", pix_fmt, "-"],
-        check=True, capture_output=True).stdout
-
-
-def cli_f32(path, channels):
-    raw = subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-i", str(path), "-f", "f32le", "-"],
-                         check=True, capture_output=True).stdout
-    return np.frombuffer(raw, "<f4").reshape(-1, channels).T
-
-
-@pytest.fixture(scope="session")
-def media(tmp_path_factory):
-    d = tmp_path_factory.mktemp("video")
-    jobs = {**VIDEO, **AUDIO, **IMAGE}
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda kv: ffmpeg(*kv[1], str(d / kv[0])), jobs.items()))
-    # The same H.264 stream with the index in front, to cut in half.
-    ffmpeg("-i", str(d / "h264_420.mp4"), "-c", "copy", "-movflags", "+faststart", str(d / "faststart.mp4"))
-    (d / "garbage.mp4").write_bytes(b"this is not a video, " * 40)
-    return d
-
-
-_REF = {}
-
-
-@pytest.fixture(scope="session")
-def rgb(media):
-    """CLI rgb24 decode of a clip: (N, H, W, 3), cached per session."""
-
-    def get(name):
-        if name not in _REF:
-            _, _, w, h, _ = CODECS[name]
-            _REF[name] = np.frombuffer(cli_raw(media / name), np.uint8).reshape(-1, h, w, 3)
-        return _REF[name]
-
-    return get
 
 
 def arr(buf):
@@ -375,7 +284,7 @@ def test_demuxer_codec_properties(media):
     six = fio.Demuxer(media / "six.flac").audio_codec
     assert (six.name, six.num_channels, six.sample_rate, six.sample_fmt, six.channel_layout) == (
         "flac", 6, 48000, "s16", "0x3f")
-    assert fio.Demuxer(media / "a.wav").audio_codec.channel_layout == "2c"  # no mask in the file
+    assert fio.Demuxer(media / "stereo.wav").audio_codec.channel_layout == "2c"  # no mask in the file
     assert fio.Demuxer(media / "mjpeg.avi").video_codec.time_base == (1, 25)
     assert fio.Demuxer(media / "vp9.webm").video_codec.time_base == (1, 1000)
 
@@ -390,12 +299,12 @@ def test_stream_indices_follow_the_file(media):
 
 
 @pytest.mark.parametrize(("name", "has"), [
-    ("a.wav", True), ("av.mp4", True), ("h264_444.mp4", False), ("img.png", False)])
+    ("stereo.wav", True), ("av.mp4", True), ("h264_444.mp4", False), ("img.png", False)])
 def test_has_audio(media, name, has):
     assert fio.Demuxer(media / name).has_audio() is has
 
 
-def test_demux_methods_and_module_functions(media):
+def test_demux_methods_and_module_functions(media, ffmpeg):
     path = media / "av.mp4"
     d = fio.Demuxer(path)
     v = d.demux_video()
@@ -410,7 +319,7 @@ def test_demux_methods_and_module_functions(media):
     assert (image.width, image.height, image.pix_fmt) == (W, H, "yuv420p")
     first = fio.decode_packets(image)
     assert type(first) is fio.ImageFrames
-    np.testing.assert_array_equal(arr(fio.convert_frames(first)), np.frombuffer(cli_raw(
+    np.testing.assert_array_equal(arr(fio.convert_frames(first)), np.frombuffer(ffmpeg.raw(
         path, extra=["-frames:v", "1"]), np.uint8).reshape(H, W, 3))
     assert len(fio.demux_video(path, timestamp=(0.5, 1.0))) == 12
     assert len(fio.demux_audio(path, timestamp=(0.5, 1.0))) > 0
@@ -445,8 +354,8 @@ def test_missing_streams_raise_decode_error(media):
         d.audio_codec
     with pytest.raises(feedline.DecodeError, match="no audio stream"):
         d.audio_stream_index
-    with pytest.raises(feedline.DecodeError, match="a.flac.*no video stream"):
-        fio.load_video(media / "a.flac")
+    with pytest.raises(feedline.DecodeError, match="stereo.flac.*no video stream"):
+        fio.load_video(media / "stereo.flac")
 
 
 def test_demuxer_context_manager_frees_it(media):
@@ -665,13 +574,13 @@ def test_frame_time_base_and_pts(media):
     assert image.metadata == {} and image.pts == 0.0
 
 
-def test_native_format_keeps_the_decoders_pixels(media):
+def test_native_format_keeps_the_decoders_pixels(media, ffmpeg):
     p420 = media / "h264_420.mp4"
     frames = fio.decode_packets(fio.demux_video(p420), filter_desc=None)
     assert (frames.pix_fmt, frames.num_planes, frames.width, frames.height) == ("yuv420p", 3, W, H)
     got = arr(fio.convert_frames(frames))
     assert got.shape == (50, 1, H * 3 // 2, W) and got.dtype == np.uint8
-    want = np.frombuffer(cli_raw(p420, "yuv420p"), np.uint8).reshape(50, 1, H * 3 // 2, W)
+    want = np.frombuffer(ffmpeg.raw(p420, "yuv420p"), np.uint8).reshape(50, 1, H * 3 // 2, W)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(arr(fio.load_video(p420, filter_desc=None)), want)
     p444 = media / "h264_444.mp4"
@@ -679,7 +588,7 @@ def test_native_format_keeps_the_decoders_pixels(media):
     assert len(frames) == 7 and frames.pix_fmt == "yuv444p"
     got = arr(fio.convert_frames(frames))
     assert got.shape == (7, 3, H, W)
-    want = np.frombuffer(cli_raw(p444, "yuv444p"), np.uint8).reshape(50, 3, H, W)
+    want = np.frombuffer(ffmpeg.raw(p444, "yuv444p"), np.uint8).reshape(50, 3, H, W)
     np.testing.assert_array_equal(got, want[:7])
     # MJPEG decodes to full-range yuvj444p, kept as is.
     mj = fio.decode_packets(fio.demux_video(media / "mjpeg.avi"), filter_desc=None, num_frames=2)
@@ -699,7 +608,7 @@ def test_num_frames_limits_decoding(media, rgb):
     assert frames.get_timestamps() == pytest.approx([1.0, 1.04, 1.08])
 
 
-def test_load_video_pixel_formats(media, rgb):
+def test_load_video_pixel_formats(media, rgb, ffmpeg):
     path = media / "h264_444.mp4"
     want = rgb("h264_444.mp4")
     np.testing.assert_array_equal(arr(fio.load_video(path, pix_fmt="bgr24")), want[..., ::-1])
@@ -708,7 +617,7 @@ def test_load_video_pixel_formats(media, rgb):
     np.testing.assert_array_equal(rgba[..., :3], want)
     gray = arr(fio.load_video(path, pix_fmt="gray"))
     assert gray.shape == (50, H, W, 1)
-    want_gray = np.frombuffer(cli_raw(path, "gray"), np.uint8).reshape(50, H, W, 1)
+    want_gray = np.frombuffer(ffmpeg.raw(path, "gray"), np.uint8).reshape(50, H, W, 1)
     np.testing.assert_array_equal(gray, want_gray)
     with pytest.raises(ValueError, match="pix_fmt"):
         fio.load_video(path, pix_fmt="yuv420p")
@@ -754,7 +663,7 @@ def test_decoder_buffer_size_caps_chunks(media, rgb):
         decoder.set_buffer_size(-1)
 
 
-def test_decoder_without_filter_and_for_audio(media):
+def test_decoder_without_filter_and_for_audio(media, ffmpeg):
     d = fio.Demuxer(media / "av.mp4")
     vdec = fio.Decoder(d.video_codec, filter_desc=None)
     adec = fio.Decoder(d.audio_codec)
@@ -768,11 +677,11 @@ def test_decoder_without_filter_and_for_audio(media):
     audio += list(adec.flush())
     assert all(f.pix_fmt == "yuv420p" for f in video)
     yuv = np.concatenate([arr(fio.convert_frames(f)) for f in video])
-    want = np.frombuffer(cli_raw(media / "av.mp4", "yuv420p"), np.uint8).reshape(50, 1, H * 3 // 2, W)
+    want = np.frombuffer(ffmpeg.raw(media / "av.mp4", "yuv420p"), np.uint8).reshape(50, 1, H * 3 // 2, W)
     np.testing.assert_array_equal(yuv, want)
     assert all(type(f) is fio.AudioFrames and f.sample_fmt == "fltp" for f in audio)
     samples = np.concatenate([arr(fio.convert_frames(f)) for f in audio], axis=1)
-    np.testing.assert_array_equal(samples, cli_f32(media / "av.mp4", 1))
+    np.testing.assert_array_equal(samples, ffmpeg.audio(media / "av.mp4", 1))
 
 
 # --- sample_decode_video --------------------------------------------------------------
@@ -813,7 +722,7 @@ def test_sample_decode_with_a_window_is_relative_to_it(media, rgb):
         fio.sample_decode_video(fio.demux_video(path, timestamp=(0.5, 1.5)), [25])
 
 
-def test_sample_decode_with_a_window_and_a_filter(media):
+def test_sample_decode_with_a_window_and_a_filter(media, ffmpeg):
     # SPDL's case: 10 fps, window (0.55, 2.05), scaled; every other frame.
     packets = fio.demux_video(media / "ten.mp4", timestamp=(0.55, 2.05))
     assert len(packets) == 15
@@ -821,7 +730,7 @@ def test_sample_decode_with_a_window_and_a_filter(media):
     frames = fio.sample_decode_video(packets, list(range(0, 15, 2)), filter_desc=desc)
     assert [f.pts for f in frames] == pytest.approx([0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0])
     assert all((f.width, f.height, f.pix_fmt) == (64, 48, "rgb24") for f in frames)
-    want = np.frombuffer(cli_raw(media / "ten.mp4", extra=["-vf", "scale=w=64:h=48:flags=bicubic"]),
+    want = np.frombuffer(ffmpeg.raw(media / "ten.mp4", extra=["-vf", "scale=w=64:h=48:flags=bicubic"]),
                          np.uint8).reshape(-1, 48, 64, 3)
     np.testing.assert_array_equal(arr(fio.convert_frames(frames)), want[6:21:2])
     native = fio.sample_decode_video(fio.demux_video(media / "ten.mp4"), [3], filter_desc=None)
