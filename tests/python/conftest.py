@@ -86,7 +86,7 @@ GARBAGE = {"garbage.mp4": b"this is not a video, " * 40}
 class Ffmpeg:
     """The ffmpeg CLI: makes files and gives its own decode of them."""
 
-    BASE = ["ffmpeg", "-nostdin", "-loglevel", "error"]
+    BASE = ("ffmpeg", "-nostdin", "-loglevel", "error")
 
     def __call__(self, *args):
         """Runs ``ffmpeg -y *args`` (the last argument is usually the output)."""

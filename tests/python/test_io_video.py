@@ -12,7 +12,6 @@ and ``ffmpeg`` fixtures).
 """
 
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from fractions import Fraction
 
