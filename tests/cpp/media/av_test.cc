@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// feedline::av from C++: demux with windows, decode, sampling, filters,
+// feedline::media from C++: demux with windows, decode, sampling, filters,
 // conversion layouts, ownership and errors. The clips are made by the
 // ffmpeg CLI in a temporary directory; the expected frames are what the CLI
 // decodes.
