@@ -25,59 +25,55 @@ import pytest
 
 W, H = 320, 240  # the size of the generated clips and images (but the odd ones)
 ODD_W, ODD_H = 321, 241
-KEY25 = ["-force_key_frames", "expr:eq(mod(n,25),0)"]
-TESTSRC = f"testsrc=duration=2:size={W}x{H}:rate=25"
-ODD = f"testsrc=duration=1:size={ODD_W}x{ODD_H}:rate=25"
-SINE = "sine=frequency=440:duration=1:sample_rate=48000"
-IMAGE_SRC = ["-f", "lavfi", "-i", f"testsrc=size={W}x{H}", "-frames:v", "1"]
+TESTSRC = f"-f lavfi -i testsrc=duration=2:size={W}x{H}:rate=25"
+ODD = f"-f lavfi -i testsrc=duration=1:size={ODD_W}x{ODD_H}:rate=25"
+SINE = "-f lavfi -i sine=frequency=440:duration=1:sample_rate=48000"
+IMAGE = f"-f lavfi -i testsrc=size={W}x{H} -frames:v 1"
+X264 = "-c:v libx264 -pix_fmt yuv420p"
+VP9 = "-c:v libvpx-vp9 -pix_fmt yuv420p -deadline realtime -cpu-used 8"
 
-# name -> ffmpeg arguments that make it (the output path follows them).
+# name -> the ffmpeg arguments that make it (split at spaces; the output path
+# follows them; "{name}" is the path of another file of MEDIA).
 MEDIA = {
     # testsrc is RGB, so libx264 picks yuv444p (as in SPDL's tests); 2 s at
     # 25 fps, a key frame every second.
-    "h264_444.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", *KEY25],
-    "h264_420.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25"],
-    "hevc.mp4": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx265", "-pix_fmt", "yuv420p", "-x265-params",
-                 "log-level=none:keyint=25:min-keyint=25", "-vtag", "hvc1"],
-    "vp9.webm": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-g", "25",
-                 "-deadline", "realtime", "-cpu-used", "8"],
-    "mpeg2.mkv": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mpeg2video", "-g", "25", "-bf", "2"],
-    "mpeg2.mpg": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mpeg2video", "-g", "25", "-bf", "2"],
-    "h264.ts": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25"],
-    "mjpeg.avi": ["-f", "lavfi", "-i", TESTSRC, "-c:v", "mjpeg", "-q:v", "3"],
+    "h264_444.mp4": f"{TESTSRC} -c:v libx264 -force_key_frames expr:eq(mod(n,25),0)",
+    "h264_420.mp4": f"{TESTSRC} {X264} -g 25",
+    "hevc.mp4": f"{TESTSRC} -c:v libx265 -pix_fmt yuv420p -x265-params log-level=none:keyint=25:min-keyint=25"
+    " -vtag hvc1",
+    "vp9.webm": f"{TESTSRC} {VP9} -g 25",
+    "mpeg2.mkv": f"{TESTSRC} -c:v mpeg2video -g 25 -bf 2",
+    "mpeg2.mpg": f"{TESTSRC} -c:v mpeg2video -g 25 -bf 2",
+    "h264.ts": f"{TESTSRC} {X264} -g 25",
+    "mjpeg.avi": f"{TESTSRC} -c:v mjpeg -q:v 3",
+    # h264_420.mp4 with its index in front (to cut in half).
+    "faststart.mp4": "-i {h264_420.mp4} -c copy -movflags +faststart",
     # Odd sizes: yuv444p H.264, yuv420p VP9 (odd chroma), MJPEG in Matroska.
-    "odd.mp4": ["-f", "lavfi", "-i", ODD, "-c:v", "libx264"],
-    "odd.webm": ["-f", "lavfi", "-i", ODD, "-c:v", "libvpx-vp9", "-pix_fmt", "yuv420p", "-deadline", "realtime",
-                 "-cpu-used", "8"],
-    "odd_mjpeg.mkv": ["-f", "lavfi", "-i", ODD, "-c:v", "mjpeg"],
+    "odd.mp4": f"{ODD} -c:v libx264",
+    "odd.webm": f"{ODD} {VP9}",
+    "odd_mjpeg.mkv": f"{ODD} -c:v mjpeg",
     # Variable frame rate: 1 s at 10 fps, then 1 s at 25 fps.
-    "vfr.mkv": ["-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=10",
-                "-f", "lavfi", "-i", f"testsrc=duration=1:size={W}x{H}:rate=25",
-                "-filter_complex", "[0][1]concat=n=2:v=1:a=0",
-                "-c:v", "libx264", "-pix_fmt", "yuv420p", "-fps_mode", "vfr", "-g", "25"],
+    "vfr.mkv": f"-f lavfi -i testsrc=duration=1:size={W}x{H}:rate=10"
+    f" -f lavfi -i testsrc=duration=1:size={W}x{H}:rate=25"
+    f" -filter_complex [0][1]concat=n=2:v=1:a=0 {X264} -fps_mode vfr -g 25",
     # Video and mono 44.1 kHz AAC; and the same with the audio stream first.
-    "av.mp4": ["-f", "lavfi", "-i", TESTSRC, "-f", "lavfi", "-i", "sine=frequency=440:duration=2:sample_rate=44100",
-               "-c:v", "libx264", "-pix_fmt", "yuv420p", "-g", "25", "-c:a", "aac", "-shortest"],
-    "rev.mp4": ["-f", "lavfi", "-i", TESTSRC, "-f", "lavfi", "-i", "sine=duration=2", "-map", "1", "-map", "0",
-                "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest"],
+    "av.mp4": f"{TESTSRC} -f lavfi -i sine=frequency=440:duration=2:sample_rate=44100 {X264} -g 25 -c:a aac -shortest",
+    "rev.mp4": f"{TESTSRC} -f lavfi -i sine=duration=2 -map 1 -map 0 {X264} -c:a aac -shortest",
     # 10 fps, 3 s.
-    "ten.mp4": ["-f", "lavfi", "-i", f"testsrc=duration=3:size={W}x{H}:rate=10", "-c:v", "libx264", "-pix_fmt",
-                "yuv420p", "-g", "10"],
+    "ten.mp4": f"-f lavfi -i testsrc=duration=3:size={W}x{H}:rate=10 {X264} -g 10",
     # 1 s of a 440 Hz tone at 48 kHz, stereo (and 5.1).
-    "stereo.m4a": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "aac"],
-    "stereo.mp3": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "libmp3lame"],
-    "stereo.flac": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "flac"],
-    "stereo.wav": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "pcm_s16le"],
-    "stereo.opus": ["-f", "lavfi", "-i", SINE, "-ac", "2", "-c:a", "libopus"],
-    "six.flac": ["-f", "lavfi", "-i", SINE, "-af", "pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0", "-c:a", "flac"],
+    "stereo.m4a": f"{SINE} -ac 2 -c:a aac",
+    "stereo.mp3": f"{SINE} -ac 2 -c:a libmp3lame",
+    "stereo.flac": f"{SINE} -ac 2 -c:a flac",
+    "stereo.wav": f"{SINE} -ac 2 -c:a pcm_s16le",
+    "stereo.opus": f"{SINE} -ac 2 -c:a libopus",
+    "six.flac": f"{SINE} -af pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0 -c:a flac",
     # One frame of testsrc.
-    "img.png": IMAGE_SRC,
-    "img.bmp": IMAGE_SRC,
-    "img.tiff": IMAGE_SRC,
-    "lossy.webp": [*IMAGE_SRC, "-c:v", "libwebp"],
-    "lossless.webp": [*IMAGE_SRC, "-c:v", "libwebp", "-lossless", "1"],
-    # h264_420.mp4 with its index in front (to cut in half), made from it.
-    "faststart.mp4": ["-i", "{h264_420.mp4}", "-c", "copy", "-movflags", "+faststart"],
+    "img.png": IMAGE,
+    "img.bmp": IMAGE,
+    "img.tiff": IMAGE,
+    "lossy.webp": f"{IMAGE} -c:v libwebp",
+    "lossless.webp": f"{IMAGE} -c:v libwebp -lossless 1",
 }
 # Media that are not made by the CLI.
 GARBAGE = {"garbage.mp4": b"this is not a video, " * 40}
@@ -99,8 +95,8 @@ class Ffmpeg:
 
     def raw(self, path, pix_fmt="rgb24", extra=()):
         """What ``ffmpeg -i path [extra] -f rawvideo -pix_fmt X -`` writes, every frame kept."""
-        cmd = [*self.BASE, "-i", str(path), *extra, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt",
-               pix_fmt, "-"]
+        tail = ["-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"]
+        cmd = [*self.BASE, "-i", str(path), *extra, *tail]
         return subprocess.run(cmd, check=True, capture_output=True).stdout
 
     def video(self, path, shape, vf=None, pix_fmt="rgb24", flag="-vf"):
@@ -131,14 +127,17 @@ class Media:
                 if name in GARBAGE:
                     path.write_bytes(GARBAGE[name])
                 elif name in MEDIA:
-                    self._make(name, path)
+                    try:
+                        self._make(name, path)
+                    except BaseException:
+                        path.unlink(missing_ok=True)  # no half-written file for the next test
+                        raise
         return path
 
     def _make(self, name, path):
-        # "{other}" in the arguments is the path of another file of MEDIA.
         args = []
-        for a in MEDIA[name]:
-            if a.startswith("{") and a.endswith("}"):
+        for a in MEDIA[name].split():
+            if a.startswith("{") and a.endswith("}"):  # another file of MEDIA
                 other = self._folder / a[1:-1]
                 if not other.exists():
                     self._make(a[1:-1], other)
