@@ -150,7 +150,15 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   // objects, where the garbage collector can see the cycles their
   // tracebacks may form with this pipeline (release_python_objects()).
   nb::object take_failure() {
-    if (failure_taken_ || !pipeline_.stop(nanoseconds(0))) return nb::none();
+    if (failure_taken_ || !pipeline_.stopping()) return nb::none();
+    bool stopped;
+    {
+      // Without the GIL: a stop that just finished may join its stopper
+      // thread, which takes the GIL as it exits.
+      nb::gil_scoped_release release;
+      stopped = pipeline_.stop(nanoseconds(0));
+    }
+    if (!stopped || failure_taken_) return nb::none();
     failure_taken_ = true;
     std::exception_ptr failure = pipeline_.failure();
     if (!failure) return nb::none();
