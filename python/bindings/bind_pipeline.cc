@@ -13,19 +13,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <typeinfo>
 #include <utility>
-#include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "convert.h"
@@ -34,9 +30,7 @@
 #include "feedline/base/mutex.h"
 #include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
-#include "feedline/pipeline/spec.h"
 #include "feedline/pipeline/stats.h"
-#include "native_op.h"
 #include "py_ops.h"
 #include "py_ref.h"
 
@@ -57,11 +51,12 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   explicit NativePipeline(Pipeline p) : pipeline_(std::move(p)) {}
 
   // A pipeline nobody stopped is stopped here, without the GIL (the stop
-  // waits for calls that may need it); one whose stop is under way is left
-  // to the engine's stopper.
+  // waits for calls that may need it); on a worker thread of any pipeline,
+  // without waiting (see stop()). A stop under way is left to the engine.
   ~NativePipeline() {
-    if (!holds_gil()) return;
-    nb::gil_scoped_release release;
+    std::optional<nb::gil_scoped_release> release;
+    if (holds_gil()) release.emplace();
+    if (ThreadPool::in_any_pool_thread()) pipeline_.stop(nanoseconds(0));
     Pipeline gone = std::move(pipeline_);
   }
 

@@ -250,5 +250,24 @@ TEST(StopTest, TheStopReleasesOpsSourcesAndHooks) {
   EXPECT_EQ(p.untyped().stats().items_delivered, 5u);
 }
 
+TEST(StopTest, StartAndStopOnTwoThreadsLeaveNothingBehind) {
+  int threads_before = ThreadPool::live_threads();
+  for (int i = 0; i < 20; ++i) {
+    auto p = PipelineBuilder()
+                 .add_source(iota(1000))
+                 .pipe([](int x) { return x; }, {.concurrency = 2})
+                 .add_sink()
+                 .build(2);
+    std::jthread starter([&] { p.untyped().start(); });
+    std::jthread stopper([&] { p.untyped().stop(); });
+    starter.join();
+    stopper.join();
+    EXPECT_TRUE(p.untyped().stop(milliseconds(0)));
+    Item item;
+    EXPECT_EQ(p.untyped().wait_next(&item), NextStatus::kEnd);
+  }
+  EXPECT_EQ(ThreadPool::live_threads(), threads_before);
+}
+
 }  // namespace
 }  // namespace feedline
