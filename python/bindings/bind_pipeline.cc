@@ -1,43 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The private pipeline API that feedline.pipeline builds on:
-//   _PipelineSpec     collects stages (Python ops, native ops, aggregate, ...)
-//                     and builds an engine pipeline;
 //   _NativePipeline   the consumer's end: get(), epoch iterators, stop();
-//   NativeOp / NativeSource   handles of native ops and sources.
-// Statistics classes are bound in bind_stats.cc.
-//
-// GIL policy (py_ref.h): every call into the engine runs with the GIL
-// released; waits are cut into slices so that Ctrl-C reaches the consumer.
+//   FailureBudget     a failure budget, made by its factory functions;
+//   the log hooks.
+// _PipelineSpec is bound in bind_spec.cc, NativeOp / NativeSource in
+// native_op.cc, statistics classes in bind_stats.cc. Stopping, final statistics
+// and the failure are the engine's (feedline/pipeline/pipeline.h); this file
+// converts arguments and sets the GIL policy (py_ref.h): every call that can
+// wait runs with the GIL released, and the consumer waits in slices so that
+// Ctrl-C reaches it.
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
-#include <typeinfo>
 #include <utility>
-#include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "convert.h"
 #include "feedline/base/error.h"
 #include "feedline/base/log.h"
+#include "feedline/base/mutex.h"
 #include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
-#include "feedline/pipeline/spec.h"
 #include "feedline/pipeline/stats.h"
-#include "native_op.h"
 #include "py_ops.h"
 #include "py_ref.h"
 
@@ -46,154 +39,67 @@ namespace nb = nanobind;
 namespace feedline::bindings {
 namespace {
 
-using std::chrono::duration;
-using std::chrono::duration_cast;
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
 // How long the consumer waits between checks for signals (Ctrl-C).
 constexpr auto kSignalCheckInterval = std::chrono::milliseconds(50);
 
-nanoseconds seconds_to_ns(double s) {
-  if (!(s >= 0))
-    throw InvalidArgument("timeout must be >= 0 (got " + std::to_string(s) +
-                          ")");
-  return duration_cast<nanoseconds>(duration<double>(std::min(s, 1e9)));
-}
-
-// ---------------------------------------------------------------------------
-// Failure budgets from Python: None, ("unlimited",), ("count", n) or
-// ("rate", numerator, denominator).
-
-std::optional<FailureBudget> to_budget(nb::handle spec) {
-  if (spec.is_none()) return std::nullopt;
-  nb::tuple t = nb::cast<nb::tuple>(spec);
-  std::string kind = nb::cast<std::string>(t[0]);
-  if (kind == "unlimited") return FailureBudget::unlimited();
-  if (kind == "count")
-    return FailureBudget::max_count(nb::cast<uint64_t>(t[1]));
-  if (kind == "rate") {
-    return FailureBudget::max_rate(nb::cast<uint64_t>(t[1]),
-                                   nb::cast<uint64_t>(t[2]));
-  }
-  throw InvalidArgument("unknown failure budget kind '" + kind + "'");
-}
-
-// ---------------------------------------------------------------------------
-// Ownership of an engine pipeline from Python.
-//
-// Stopping joins the pool threads, which may be waiting for the GIL, so it
-// must happen with the GIL released, and never on one of the pool's own
-// threads (a finalizer can run there): then a helper thread does it.
-
-void dispose(Pipeline* p) {
-  if (ThreadPool::in_any_pool_thread()) {
-    std::thread([p] { delete p; }).detach();
-    return;
-  }
-  if (holds_gil()) {
-    {
-      nb::gil_scoped_release release;
-      p->stop();
-    }
-    // Stopped: destroying it joins nothing, and with the GIL held the Python
-    // objects its stages hold are released right here.
-    delete p;
-  } else {
-    delete p;
-  }
-}
-
-using PipelinePtr = std::shared_ptr<Pipeline>;
-
-// The shared state of stopping: the first stop() starts it, later calls wait
-// for the same completion. The stopper leaves the final statistics and the
-// failure here, so that the engine pipeline can be released afterwards.
-struct StopState {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  PipelineStats final_stats;
-  std::exception_ptr failure;
-};
-
-class NativePipeline;
-
-// One epoch of the pipeline as a Python iterator.
-class EpochIterator {
- public:
-  EpochIterator(std::shared_ptr<NativePipeline> owner,
-                std::optional<double> timeout)
-      : owner_(std::move(owner)), timeout_(timeout) {}
-  nb::object next();
-
- private:
-  std::shared_ptr<NativePipeline> owner_;
-  std::optional<double> timeout_;
-  bool ended_ = false;
-};
-
-// The consumer's end of an engine pipeline. Once stopped, the engine pipeline
-// (and with it every Python object its stages hold) is released, keeping only
-// the final statistics and the failure: a pipeline whose ops refer back to it
-// (through a module's globals, say) is then no longer a reference cycle that
-// the garbage collector cannot see.
+// The consumer's end of an engine pipeline.
 class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
  public:
-  explicit NativePipeline(Pipeline p)
-      : pipeline_(new Pipeline(std::move(p)), &dispose) {}
+  explicit NativePipeline(Pipeline p) : pipeline_(std::move(p)) {}
+
+  // A pipeline nobody stopped is stopped here, without the GIL (the stop
+  // waits for calls that may need it); on a worker thread of any pipeline,
+  // without waiting (see stop()). A stop under way is left to the engine.
+  ~NativePipeline() {
+    std::optional<nb::gil_scoped_release> release;
+    if (holds_gil()) release.emplace();
+    if (ThreadPool::in_any_pool_thread()) pipeline_.stop(nanoseconds(0));
+    Pipeline gone = std::move(pipeline_);
+  }
 
   void start() {
-    PipelinePtr p = engine();
-    if (!p) throw InvalidArgument("the pipeline was stopped; build a new one");
     nb::gil_scoped_release release;
-    p->start();
+    pipeline_.start();
   }
-  bool started() const {
-    PipelinePtr p = engine();
-    return !p || p->started();
-  }
+  bool started() const { return pipeline_.started(); }
 
-  // Blocks (GIL released) for the next entry. Returns kItem with `*out`.
+  // Blocks (GIL released) for the next entry, in slices between which
+  // pending signals are handled. Returns kItem with `*out`, kEpochEnd or kEnd.
+  // Throws: Timeout after `timeout` seconds; PipelineFailure.
   NextStatus wait_next(Item* out, std::optional<double> timeout) {
-    std::optional<steady_clock::time_point> deadline;
+    std::optional<Pipeline::Deadline> deadline;
     if (timeout) deadline = steady_clock::now() + seconds_to_ns(*timeout);
     // One consumer at a time (the engine's contract); wait for the lock
     // without the GIL so that the other consumer can proceed.
-    std::unique_lock<std::mutex> consumer;
+    std::unique_lock<std::mutex> consumer(consumer_mu_.native(),
+                                          std::defer_lock);
     {
       nb::gil_scoped_release release;
-      consumer = std::unique_lock<std::mutex>(consumer_mu_);
+      consumer.lock();
     }
-    PipelinePtr p = engine();
-    if (!p) {
-      std::exception_ptr failure = this->failure();
-      if (failure) std::rethrow_exception(failure);
-      return NextStatus::kEnd;
-    }
-    // Visible to tests (consumer_waiting) so that they can interrupt a
-    // consumer that is certainly inside this wait.
+    // Seen by tests (consumer_waiting) so that they can interrupt a consumer
+    // that is certainly inside this wait.
     struct Waiting {
       std::atomic<int>& n;
       explicit Waiting(std::atomic<int>& count) : n(count) { ++n; }
       ~Waiting() { --n; }
     } waiting(waiting_);
     for (;;) {
-      nanoseconds slice = kSignalCheckInterval;
-      if (deadline) {
-        auto left = duration_cast<nanoseconds>(*deadline - steady_clock::now());
-        slice = std::max(nanoseconds(0), std::min(slice, left));
-      }
-      try {
+      Pipeline::Deadline slice = steady_clock::now() + kSignalCheckInterval;
+      if (deadline) slice = std::min(slice, *deadline);
+      NextStatus status;
+      {
         nb::gil_scoped_release release;
-        return p->next(out, slice);
-      } catch (const Timeout&) {
+        status = pipeline_.wait_next(out, slice);
       }
+      if (status != NextStatus::kTimeout) return status;
       if (PyErr_CheckSignals() != 0) {
         // Ctrl-C in the consumer stops the pipeline: nobody is left to read
         // it, and its threads must not outlive the interrupted program. The
-        // stop runs in the background so that the interrupt is raised now,
-        // even if an op is in the middle of a long call.
+        // interrupt is raised now; the stop goes on in the background.
         if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
           consumer.unlock();
           nb::python_error interrupt;
@@ -210,432 +116,104 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   }
 
   // Stops the pipeline; waits at most `timeout` seconds (None: until done).
-  // Returns false if the stop was still running when the time ran out.
+  // Returns false while the stop is still running. On a worker thread of any
+  // pipeline (a finalizer can run there) it never waits, so as not to hold
+  // that pipeline's worker.
   bool stop(std::optional<double> timeout) {
-    std::shared_ptr<StopState> state;
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!stop_state_) {
-        stop_state_ = std::make_shared<StopState>();
-        first = true;
-      }
-      state = stop_state_;
+    std::optional<nanoseconds> wait;
+    if (timeout) wait = seconds_to_ns(*timeout);
+    nb::gil_scoped_release release;
+    if (ThreadPool::in_any_pool_thread()) wait = nanoseconds(0);
+    if (!wait) {
+      pipeline_.stop();
+      return true;
     }
-    bool in_pool = ThreadPool::in_any_pool_thread();
-    if (first) {
-      auto run = [p = engine(), state]() mutable {
-        if (p) {
-          p->stop();
-          state->final_stats = p->stats();
-          state->failure = p->failure();
-        }
-        p.reset();  // may destroy it here, without the GIL: see dispose()
-        std::lock_guard<std::mutex> lock(state->mu);
-        state->done = true;
-        state->cv.notify_all();
-      };
-      if (!timeout && !in_pool) {
-        nb::gil_scoped_release release;
-        run();
-      } else if (in_pool) {
-        std::thread(std::move(run)).detach();  // nobody here may wait for it
-      } else {
-        std::lock_guard<std::mutex> lock(mu_);
-        stopper_ = std::thread(std::move(run));
-      }
-    }
-    if (in_pool) return false;  // never wait on a pool thread
-    bool done = true;
-    {
-      nb::gil_scoped_release release;
-      {
-        std::unique_lock<std::mutex> lock(state->mu);
-        if (!timeout) {
-          state->cv.wait(lock, [&] { return state->done; });
-        } else {
-          done = state->cv.wait_for(lock, seconds_to_ns(*timeout),
-                                    [&] { return state->done; });
-        }
-      }
-      // The stopper has done its work and is leaving: join it, so that no
-      // thread outlives a stop() that returned.
-      if (done) join_stopper();
-    }
-    if (done) release_engine(*state);
-    return done;
+    return pipeline_.stop(*wait);
   }
 
-  ~NativePipeline() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopper_.joinable()) stopper_.detach();  // a stop that timed out
-  }
-
-  bool stopping() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stop_state_ != nullptr;
-  }
-
+  bool stopping() const { return pipeline_.stopping(); }
   bool consumer_waiting() const { return waiting_.load() > 0; }
 
-  PipelineStats stats_holding_gil() {
-    PipelinePtr p = engine();
-    if (!p) {
-      std::lock_guard<std::mutex> lock(mu_);
-      return final_stats_;
-    }
-    return p->stats();
-  }
-
   PipelineStats stats() {
-    PipelinePtr p = engine();
-    if (!p) {
-      std::lock_guard<std::mutex> lock(mu_);
-      return final_stats_;
-    }
     nb::gil_scoped_release release;
-    return p->stats();
+    return pipeline_.stats();
   }
+  PipelineStats stats_holding_gil() const { return pipeline_.stats(); }
 
-  std::exception_ptr failure() const {
-    PipelinePtr p = engine();
-    if (p) return p->failure();
-    std::lock_guard<std::mutex> lock(mu_);
-    return failure_;
-  }
-
-  // Once stopped: hands the failure over as a Python feedline.PipelineFailure
-  // (None if no stage failed) and forgets it here. The exception's traceback
-  // can reach the pipeline again (through an op's module globals); held by
-  // Python, that cycle is one the garbage collector can see and break.
+  // Once stopped: the failure as a Python feedline.PipelineFailure (None if
+  // no stage failed), handed over once. Python then holds the exception
+  // objects, where the garbage collector can see the cycles their
+  // tracebacks may form with this pipeline (release_python_objects()).
   nb::object take_failure() {
-    std::exception_ptr failure;
+    if (failure_taken_ || !pipeline_.stopping()) return nb::none();
+    bool stopped;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (pipeline_) return nb::none();  // still running (or stop timed out)
-      failure = std::move(failure_);
-      failure_ = nullptr;
+      // Without the GIL: a stop that just finished may join its stopper
+      // thread, which takes the GIL as it exits.
+      nb::gil_scoped_release release;
+      stopped = pipeline_.stop(nanoseconds(0));
     }
+    if (!stopped || failure_taken_) return nb::none();
+    failure_taken_ = true;
+    std::exception_ptr failure = pipeline_.failure();
     if (!failure) return nb::none();
-    return to_python_exception(failure);
+    nb::object exc = to_python_exception(failure);
+    release_python_objects(failure);
+    return exc;
   }
 
  private:
-  void join_stopper() {
-    std::thread stopper;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopper = std::move(stopper_);
-    }
-    if (stopper.joinable()) stopper.join();
-  }
-
-  // The engine pipeline; null once released after stop().
-  PipelinePtr engine() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return pipeline_;
-  }
-
-  void release_engine(StopState& state) {
-    PipelinePtr old;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!pipeline_) return;
-      {
-        std::lock_guard<std::mutex> state_lock(state.mu);
-        final_stats_ = state.final_stats;
-        failure_ = state.failure;
-      }
-      old = std::move(pipeline_);
-    }
-    old.reset();  // with the GIL: the stages' Python objects go now
-  }
-
-  mutable std::mutex mu_;
-  PipelinePtr pipeline_;
-  PipelineStats final_stats_;
-  std::exception_ptr failure_;
-  std::shared_ptr<StopState> stop_state_;
-  std::thread stopper_;  // runs a stop that has a timeout
-  std::mutex consumer_mu_;
+  Pipeline pipeline_;
+  Mutex consumer_mu_;
   std::atomic<int> waiting_{0};  // consumers inside wait_next()
+  bool failure_taken_ = false;   // guarded by the GIL
 };
 
-nb::object EpochIterator::next() {
-  if (ended_) throw nb::stop_iteration();
-  Item item;
-  NextStatus status = owner_->wait_next(&item, timeout_);
-  if (status == NextStatus::kItem) return to_python(std::move(item));
-  ended_ = true;
-  throw nb::stop_iteration();
-}
-
-// ---------------------------------------------------------------------------
-// The spec builder.
-
-class PipelineSpecBuilder {
+// One epoch of the pipeline as a Python iterator.
+class EpochIterator {
  public:
-  // The source: a NativeSource, or any Python iterable.
-  void set_source(nb::handle source, const std::string& name, bool continuous) {
-    check_head_unset();
-    spec_.source_options.name = name;
-    spec_.source_options.continuous = continuous;
-    if (nb::isinstance<NativeSource>(source)) {
-      NativeSource& s = nb::cast<NativeSource&>(source);
-      spec_.source = s.factory;
-      produced_ = s.output;
-    } else {
-      spec_.source = make_python_source(nb::borrow(source));
-      produced_ = &typeid(PyObj);
-    }
-    has_head_ = true;
-    last_stage_ = name;
-  }
-
-  void set_merge(std::vector<PipelineSpecBuilder*> inputs,
-                 const std::string& name) {
-    check_head_unset();
-    if (inputs.empty())
-      throw InvalidArgument("merge needs at least one input pipeline");
-    const std::type_info* produced = inputs.front()->produced_;
-    for (PipelineSpecBuilder* input : inputs) {
-      if (!input->has_head_)
-        throw InvalidArgument("a merged pipeline has no source");
-      if (input->spec_.sink_capacity)
-        throw InvalidArgument("a merged pipeline must not have a sink");
-      if (input->produced_ != produced) produced = nullptr;
-      spec_.merge_inputs.push_back(input->spec_);
-    }
-    spec_.merge_name = name;
-    produced_ = produced;
-    has_head_ = true;
-    last_stage_ = name;
-  }
-
-  void add_map(nb::object fn, const std::string& name, int concurrency,
-               bool input_order, nb::handle budget) {
-    add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name,
-              concurrency, input_order, budget);
-    produced_ = &typeid(PyObj);
-  }
-
-  void add_generator(nb::object fn, const std::string& name, int concurrency,
-                     bool input_order, nb::handle budget) {
-    add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name,
-              concurrency, input_order, budget);
-    produced_ = &typeid(PyObj);
-  }
-
-  void add_async(nb::object submit, const std::string& name, int concurrency,
-                 bool input_order, nb::handle budget) {
-    add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name,
-              concurrency, input_order, budget);
-    produced_ = &typeid(PyObj);
-  }
-
-  void add_native(const NativeOp& op, const std::string& name, int concurrency,
-                  bool input_order, nb::handle budget) {
-    check_input_type(op, name);
-    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input), name,
-              concurrency, input_order, budget);
-    if (op.output != nullptr) produced_ = op.output;
-  }
-
-  void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
-    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1,
-              false, nb::none());
-    produced_ = &typeid(ItemBatch);
-  }
-
-  void add_aggregator(nb::object aggregator, bool drop_last,
-                      const std::string& name, nb::handle budget) {
-    add_stage(StageKind::kAggregate,
-              make_python_aggregator_op(std::move(aggregator), drop_last), name,
-              1, false, budget);
-    produced_ = &typeid(PyObj);
-  }
-
-  void add_disaggregate(const std::string& name) {
-    add_stage(StageKind::kDisaggregate, make_disaggregate_any_op(), name, 1,
-              false, nb::none());
-    produced_ = nullptr;
-  }
-
-  void set_sink(std::size_t capacity) {
-    if (capacity < 1)
-      throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
-    spec_.sink_capacity = capacity;
-  }
-
-  std::shared_ptr<NativePipeline> build(
-      int num_threads, nb::handle max_failures, double report_interval,
-      nb::object stats_callback, int failure_log_burst,
-      double failure_log_interval, const std::string& name) {
-    BuildOptions options;
-    options.num_threads = num_threads;
-    if (auto budget = to_budget(max_failures)) options.max_failures = *budget;
-    options.name = name;
-    options.failure_log_burst = failure_log_burst;
-    options.failure_log_interval = seconds_to_ns(failure_log_interval);
-    if (!stats_callback.is_none()) {
-      auto callback =
-          std::make_shared<PyObj>(PyObj::steal(stats_callback.release().ptr()));
-      options.stats_hook = [callback](const PipelineStats& stats) {
-        try {
-          GilScope gil;
-          PyObject* r =
-              PyObject_CallOneArg(callback->get(), nb::cast(stats).ptr());
-          if (r == nullptr) {
-            std::string what = "pipeline stats callback failed";
-            try {
-              throw_python_error();
-            } catch (const std::exception& e) {
-              what += ": " + std::string(e.what());
-            }
-            log(LogLevel::kWarning, what);
-          }
-          Py_XDECREF(r);
-        } catch (const std::exception& e) {
-          log(LogLevel::kWarning,
-              std::string("pipeline stats callback failed: ") + e.what());
-        }
-      };
-      if (report_interval > 0)
-        options.report_interval = seconds_to_ns(report_interval);
-    }
-    Pipeline p = build_pipeline(spec_, std::move(options));
-    return std::make_shared<NativePipeline>(std::move(p));
+  EpochIterator(std::shared_ptr<NativePipeline> owner,
+                std::optional<double> timeout)
+      : owner_(std::move(owner)), timeout_(timeout) {}
+  nb::object next() {
+    if (ended_) throw nb::stop_iteration();
+    Item item;
+    NextStatus status = owner_->wait_next(&item, timeout_);
+    if (status == NextStatus::kItem) return to_python(std::move(item));
+    ended_ = true;
+    throw nb::stop_iteration();
   }
 
  private:
-  void check_head_unset() const {
-    if (has_head_) throw InvalidArgument("the pipeline already has a source");
-  }
-
-  void add_stage(StageKind kind, OpPtr op, const std::string& name,
-                 int concurrency, bool input_order, nb::handle budget) {
-    if (!has_head_)
-      throw InvalidArgument("add a source before stage '" + name + "'");
-    StageSpec stage;
-    stage.kind = kind;
-    stage.op = std::move(op);
-    stage.options.name = name;
-    stage.options.concurrency = concurrency;
-    stage.options.output_order =
-        input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
-    stage.options.max_failures = to_budget(budget);
-    spec_.stages.push_back(std::move(stage));
-    last_stage_ = name;
-  }
-
-  // A native op after a stage whose output it cannot take fails here, at
-  // build time, naming both stages.
-  void check_input_type(const NativeOp& op, const std::string& name) const {
-    if (op.input == nullptr || produced_ == nullptr || *produced_ == *op.input)
-      return;
-    if (*produced_ == typeid(PyObj)) {
-      if (!can_convert_from_python(*op.input)) {
-        throw InvalidArgument(
-            "stage '" + name + "' (native op " + op.name + ") takes native " +
-            python_type_name(*op.input) +
-            " items, which cannot be made from the Python values that stage '" +
-            last_stage_ + "' produces");
-      }
-      return;
-    }
-    throw InvalidArgument("stage '" + name + "' (native op " + op.name +
-                          ") takes " + python_type_name(*op.input) +
-                          " items, but stage '" + last_stage_ + "' produces " +
-                          python_type_name(*produced_));
-  }
-
-  PipelineSpec spec_;
-  bool has_head_ = false;
-  // What the last stage produces: PyObj for Python values, a native type,
-  // or null when unknown.
-  const std::type_info* produced_ = nullptr;
-  std::string last_stage_;
+  std::shared_ptr<NativePipeline> owner_;
+  std::optional<double> timeout_;
+  bool ended_ = false;
 };
-
-// The log sink that forwards engine messages to a Python callable
-// handler(level: int, message: str); None restores stderr.
-void set_log_handler(nb::object handler) {
-  if (handler.is_none()) {
-    set_log_sink({});
-    return;
-  }
-  auto shared = std::make_shared<PyObj>(PyObj::steal(handler.release().ptr()));
-  set_log_sink([shared](LogLevel level, std::string_view message) {
-    if (interpreter_finalizing()) return;
-    try {
-      GilScope gil;
-      nb::object text = nb::str(message.data(), message.size());
-      PyObject* r = PyObject_CallFunction(shared->get(), "iO",
-                                          static_cast<int>(level), text.ptr());
-      if (r == nullptr) PyErr_Clear();
-      Py_XDECREF(r);
-    } catch (...) {
-      // Logging must never fail the caller.
-    }
-  });
-}
-
-void set_log_level_int(int level) {
-  set_log_level(static_cast<LogLevel>(level));
-}
 
 }  // namespace
 
-void bind_native_op(nb::module_& m) {
-  nb::class_<NativeOp>(
-      m, "NativeOp",
-      "A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): "
-      "it\n"
-      "runs without the GIL and passes native items on without converting\n"
-      "them to Python objects.")
-      .def_ro("name", &NativeOp::name)
-      .def_prop_ro("kind",
-                   [](const NativeOp& op) {
-                     switch (op.op->kind()) {
-                       case OpKind::kMap:
-                         return "map";
-                       case OpKind::kGenerator:
-                         return "generator";
-                       case OpKind::kAsync:
-                         return "async";
-                     }
-                     return "map";
-                   })
-      .def_prop_ro(
-          "input_type",
-          [](const NativeOp& op) -> std::optional<std::string> {
-            if (op.input == nullptr) return std::nullopt;
-            return python_type_name(*op.input);
-          },
-          "Name of the native type the op takes; None: any item.")
-      .def_prop_ro(
-          "output_type",
-          [](const NativeOp& op) -> std::optional<std::string> {
-            if (op.output == nullptr) return std::nullopt;
-            return python_type_name(*op.output);
-          },
-          "Name of the native type the op produces; None: what it was given.")
-      .def("__repr__", [](const NativeOp& op) {
-        std::string in = op.input ? python_type_name(*op.input) : "any";
-        std::string out = op.output ? python_type_name(*op.output) : in;
-        return "NativeOp(" + op.name + ": " + in + " -> " + out + ")";
-      });
-  nb::class_<NativeSource>(
-      m, "NativeSource",
-      "A pipeline source implemented in C++; pass it to add_source().")
-      .def_ro("name", &NativeSource::name)
-      .def("__repr__", [](const NativeSource& s) {
-        return "NativeSource(" + s.name + ")";
-      });
+nb::object wrap_pipeline(Pipeline pipeline) {
+  return nb::cast(std::make_shared<NativePipeline>(std::move(pipeline)));
 }
 
 void bind_pipeline(nb::module_& m) {
   bind_completion(m);
+
+  nb::class_<FailureBudget>(
+      m, "FailureBudget",
+      "How many failed calls a stage (or a pipeline) tolerates.")
+      .def_static("unlimited", &FailureBudget::unlimited)
+      .def_static("max_count", &FailureBudget::max_count, nb::arg("n"),
+                  "Fails once more than `n` calls failed.")
+      .def_static("max_rate", &FailureBudget::max_rate, nb::arg("numerator"),
+                  nb::arg("denominator"), nb::arg("probation_calls") = 100,
+                  "Fails once more than numerator/denominator of the calls "
+                  "failed, after `probation_calls` calls.")
+      .def("exceeded", &FailureBudget::exceeded, nb::arg("failures"),
+           nb::arg("calls"))
+      .def("__repr__", [](const FailureBudget& b) {
+        return "FailureBudget(" + b.to_string() + ")";
+      });
 
   nb::class_<EpochIterator>(m, "_EpochIterator")
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
@@ -672,38 +250,18 @@ void bind_pipeline(nb::module_& m) {
            "while it watches native stages progress.")
       .def("take_failure", &NativePipeline::take_failure);
 
-  nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")
-      .def(nb::init<>())
-      .def("set_source", &PipelineSpecBuilder::set_source, nb::arg("source"),
-           nb::arg("name"), nb::arg("continuous"))
-      .def("set_merge", &PipelineSpecBuilder::set_merge, nb::arg("inputs"),
-           nb::arg("name"))
-      .def("add_map", &PipelineSpecBuilder::add_map, nb::arg("fn"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_generator", &PipelineSpecBuilder::add_generator, nb::arg("fn"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_async", &PipelineSpecBuilder::add_async, nb::arg("fn"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_native", &PipelineSpecBuilder::add_native, nb::arg("op"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate)
-      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator,
-           nb::arg("aggregator"), nb::arg("drop_last"), nb::arg("name"),
-           nb::arg("budget").none())
-      .def("add_disaggregate", &PipelineSpecBuilder::add_disaggregate)
-      .def("set_sink", &PipelineSpecBuilder::set_sink)
-      .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),
-           nb::arg("max_failures").none(), nb::arg("report_interval"),
-           nb::arg("stats_callback").none(), nb::arg("failure_log_burst"),
-           nb::arg("failure_log_interval"), nb::arg("name"));
-
-  m.def("_set_log_handler", &set_log_handler, nb::arg("handler").none(),
-        "Routes engine log messages to handler(level, message); None: stderr.");
-  m.def("_set_log_level", &set_log_level_int, nb::arg("level"));
+  m.def(
+      "_set_log_handler",
+      [](nb::object handler) {
+        set_log_sink(handler.is_none() ? LogSink()
+                                       : make_python_log_sink(handler));
+      },
+      nb::arg("handler").none(),
+      "Routes engine log messages to handler(level, message); None: stderr.");
+  m.def(
+      "_set_log_level",
+      [](int level) { set_log_level(static_cast<LogLevel>(level)); },
+      nb::arg("level"));
   m.def(
       "_drain_released", [] { drain_released(); },
       "Releases Python references dropped by native threads.");

@@ -10,6 +10,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include "feedline/pipeline/pipeline.h"
+
 namespace feedline::bindings {
 
 // Adds feedline.Error and its subclasses, the translation of PipelineFailure
@@ -23,8 +25,15 @@ void bind_stats(nanobind::module_& m);
 // Adds NativeOp and NativeSource (native_op.h).
 void bind_native_op(nanobind::module_& m);
 
-// Adds the private pipeline API (_PipelineSpec, _NativePipeline, ...).
+// Adds the consumer's end of a pipeline (_NativePipeline), FailureBudget and
+// the log hooks.
 void bind_pipeline(nanobind::module_& m);
+
+// Returns `pipeline` as a Python _NativePipeline.
+nanobind::object wrap_pipeline(Pipeline pipeline);
+
+// Adds _PipelineSpec, which builds pipelines from feedline.pipeline's stages.
+void bind_spec(nanobind::module_& m);
 
 // Adds the submodule `io`: Buffer, image decoding and the native image ops.
 void bind_io(nanobind::module_& m);

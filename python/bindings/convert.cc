@@ -2,6 +2,7 @@
 
 #include "convert.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <new>
 #include <string>
@@ -133,6 +134,15 @@ Item str_from_python(nb::handle obj) {
 
 }  // namespace
 
+std::chrono::nanoseconds seconds_to_ns(double seconds) {
+  if (!(seconds >= 0)) {
+    throw InvalidArgument("timeout must be >= 0 (got " +
+                          std::to_string(seconds) + ")");
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(std::min(seconds, 1e9)));
+}
+
 [[noreturn]] void throw_python_error() {
   PyObject* type = nullptr;
   PyObject* value = nullptr;
@@ -154,10 +164,26 @@ PythonError python_error_from(nb::handle exc) {
   return PythonError(PyObj::borrow(exc.ptr()), describe_python_exception(exc));
 }
 
+void release_python_objects(const std::exception_ptr& error) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const PythonError& e) {
+    e.release_exception();
+  } catch (const PipelineFailure& e) {
+    for (const StageError& stage : e.errors())
+      release_python_objects(stage.error);
+  } catch (const TooManyFailures& e) {
+    release_python_objects(e.last_error());
+  } catch (...) {
+  }
+}
+
 nb::object to_python_exception(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const PythonError& e) {
+    if (e.exception() == nullptr) return make_exception("Error", e.what());
     return nb::borrow(e.exception());
   } catch (const PipelineFailure& e) {
     // An ExceptionGroup of each failed stage's exception, noted with the

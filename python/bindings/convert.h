@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -32,6 +33,10 @@
 
 namespace feedline::bindings {
 
+// A duration in seconds from Python (a timeout, an interval), capped at 1e9 s.
+// Throws: InvalidArgument if negative or NaN.
+std::chrono::nanoseconds seconds_to_ns(double seconds);
+
 // A Python exception raised by user code (an op, a source, a hook) inside the
 // engine. It keeps the exception object, traceback included, so that the
 // consumer gets exactly what the op raised. what() is "Type: message (at
@@ -41,8 +46,11 @@ class PythonError : public Error {
   PythonError(PyObj exception, const std::string& what)
       : Error(what),
         exception_(std::make_shared<PyObj>(std::move(exception))) {}
-  // The exception object (borrowed).
+  // The exception object (borrowed); null once released.
   PyObject* exception() const { return exception_->get(); }
+  // Drops the exception object, in every copy of this error; what() stays.
+  // Requires: the GIL.
+  void release_exception() const { exception_->reset(); }
 
  private:
   std::shared_ptr<PyObj> exception_;  // shared: exceptions are copied
@@ -61,6 +69,13 @@ PythonError python_error_from(nanobind::handle exc);
 // that exceeded the budget as __cause__; a PipelineFailure becomes a
 // feedline.PipelineFailure group of its stages' exceptions. Requires: the GIL.
 nanobind::object to_python_exception(const std::exception_ptr& error);
+
+// Drops the Python exception objects held by `error` (its PythonErrors, also
+// inside a PipelineFailure or as a TooManyFailures' cause), which keeps only
+// their text. Used once `error` has been handed to Python: the engine keeps
+// the failure of a stopped pipeline, and references it held to Python
+// objects would be invisible to the garbage collector. Requires: the GIL.
+void release_python_objects(const std::exception_ptr& error);
 
 // Converters. `name` is the Python-facing name of the native type, used in
 // messages ("int", "str", "feedline.Buffer").

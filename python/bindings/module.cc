@@ -21,6 +21,7 @@ NB_MODULE(_feedline_ext, m) {
   feedline::bindings::bind_stats(m);
   feedline::bindings::bind_native_op(m);
   feedline::bindings::bind_pipeline(m);
+  feedline::bindings::bind_spec(m);
   feedline::bindings::bind_io(m);
   feedline::bindings::bind_testing(m);
 }

@@ -10,6 +10,7 @@
 
 #include "convert.h"
 #include "feedline/base/error.h"
+#include "feedline/pipeline/stats.h"
 #include "py_ref.h"
 
 namespace nb = nanobind;
@@ -371,6 +372,46 @@ SourceFactory make_python_source(nb::object iterable) {
     PyObject* it = PyObject_GetIter(shared->get());
     if (it == nullptr) throw_python_error();
     return std::make_unique<PyIterSource>(PyObj::steal(it));
+  };
+}
+
+StatsHook make_python_stats_hook(nb::object callback) {
+  auto shared = std::make_shared<PyObj>(PyObj::steal(callback.release().ptr()));
+  return [shared](const PipelineStats& stats) {
+    try {
+      GilScope gil;
+      PyObject* r = PyObject_CallOneArg(shared->get(), nb::cast(stats).ptr());
+      if (r == nullptr) {
+        std::string what = "pipeline stats callback failed";
+        try {
+          throw_python_error();
+        } catch (const std::exception& e) {
+          what += ": " + std::string(e.what());
+        }
+        log(LogLevel::kWarning, what);
+      }
+      Py_XDECREF(r);
+    } catch (const std::exception& e) {
+      log(LogLevel::kWarning,
+          std::string("pipeline stats callback failed: ") + e.what());
+    }
+  };
+}
+
+LogSink make_python_log_sink(nb::object handler) {
+  auto shared = std::make_shared<PyObj>(PyObj::steal(handler.release().ptr()));
+  return [shared](LogLevel level, std::string_view message) {
+    if (interpreter_finalizing()) return;
+    try {
+      GilScope gil;
+      nb::object text = nb::str(message.data(), message.size());
+      PyObject* r = PyObject_CallFunction(shared->get(), "iO",
+                                          static_cast<int>(level), text.ptr());
+      if (r == nullptr) PyErr_Clear();
+      Py_XDECREF(r);
+    } catch (...) {
+      // Logging must never fail the caller.
+    }
   };
 }
 

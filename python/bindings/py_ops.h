@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Engine ops and sources that call Python, and the adapter that lets a native
-// op take Python values.
+// Engine ops, sources and callbacks that call Python, and the adapter that
+// lets a native op take Python values.
 //
 // Each Python adapter takes the GIL (GilScope) only around the Python call and
 // the conversions next to it; the engine calls them on pool threads with no
@@ -14,8 +14,10 @@
 
 #include <nanobind/nanobind.h>
 
+#include "feedline/base/log.h"
 #include "feedline/pipeline/op.h"
 #include "feedline/pipeline/spec.h"
+#include "feedline/pipeline/stage_options.h"
 
 namespace feedline::bindings {
 
@@ -46,6 +48,14 @@ OpPtr adapt_native_op(OpPtr op, const std::type_info* input);
 
 // A source that iterates `iterable` (iter() once per pass) under the GIL.
 SourceFactory make_python_source(nanobind::object iterable);
+
+// A stats hook that calls `callback(stats)` (a PipelineStats) on the engine's
+// thread. A failing callback is logged as a warning, never raised.
+StatsHook make_python_stats_hook(nanobind::object callback);
+
+// A log sink that calls `handler(level: int, message: str)`; it drops
+// messages once the interpreter shuts down and never fails the caller.
+LogSink make_python_log_sink(nanobind::object handler);
 
 // Binds the Completion handed to async submit functions.
 void bind_completion(nanobind::module_& m);

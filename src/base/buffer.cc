@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <new>
 #include <string>
 #include <utility>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "feedline/base/error.h"
+#include "feedline/base/mutex.h"
 
 namespace feedline {
 namespace {
@@ -155,7 +155,7 @@ class HugeCache {
   // A mapping of at least `length` bytes; *actual receives its length.
   void* take(std::size_t length, std::size_t* actual) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto best = blocks_.end();
       for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
         if (it->second >= length && it->second / 2 <= length &&
@@ -177,7 +177,7 @@ class HugeCache {
 
   void give(void* p, std::size_t length) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (length <= limit_) {
         // Oldest blocks leave first to make room.
         while (cached_ + length > limit_ && !blocks_.empty()) {
@@ -194,7 +194,7 @@ class HugeCache {
   }
 
   void set_limit(std::size_t limit) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     limit_ = limit;
     while (cached_ > limit_ && !blocks_.empty()) {
       munmap(blocks_.front().first, blocks_.front().second);
@@ -204,15 +204,15 @@ class HugeCache {
   }
 
   std::size_t cached() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return cached_;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<std::pair<void*, std::size_t>> blocks_;
-  std::size_t cached_ = 0;
-  std::size_t limit_ = default_cache_limit();
+  Mutex mu_;
+  std::vector<std::pair<void*, std::size_t>> blocks_ GUARDED_BY(mu_);
+  std::size_t cached_ GUARDED_BY(mu_) = 0;
+  std::size_t limit_ GUARDED_BY(mu_) = default_cache_limit();
 };
 
 struct HugeFree {

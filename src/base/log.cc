@@ -5,17 +5,17 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "feedline/base/clock.h"
+#include "feedline/base/mutex.h"
 
 namespace feedline {
 namespace {
 
-std::mutex& sink_mutex() {
-  static std::mutex mu;
+Mutex& sink_mutex() {
+  static Mutex mu;
   return mu;
 }
 
@@ -34,7 +34,7 @@ const Clock& Clock::steady() {
 }
 
 void set_log_sink(LogSink sink) {
-  std::lock_guard<std::mutex> lock(sink_mutex());
+  MutexLock lock(sink_mutex());
   sink_slot() = sink ? std::make_shared<LogSink>(std::move(sink)) : nullptr;
 }
 
@@ -46,7 +46,7 @@ void log(LogLevel level, std::string_view message) {
   if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
   std::shared_ptr<LogSink> sink;
   {
-    std::lock_guard<std::mutex> lock(sink_mutex());
+    MutexLock lock(sink_mutex());
     sink = sink_slot();
   }
   if (sink) {

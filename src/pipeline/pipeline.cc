@@ -2,8 +2,10 @@
 
 #include "feedline/pipeline/pipeline.h"
 
+#include <string>
 #include <utility>
 
+#include "feedline/base/error.h"
 #include "pipeline/pipeline_impl.h"
 
 namespace feedline {
@@ -11,20 +13,47 @@ namespace feedline {
 Pipeline::Pipeline(std::unique_ptr<detail::PipelineImpl> impl)
     : impl_(std::move(impl)) {}
 Pipeline::Pipeline(Pipeline&&) noexcept = default;
-Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
-Pipeline::~Pipeline() = default;
+Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->stop_unless_stopping();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+Pipeline::~Pipeline() {
+  if (impl_) impl_->stop_unless_stopping();
+}
 
 void Pipeline::start() { impl_->start(); }
 bool Pipeline::started() const { return impl_->started(); }
 
+NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline) {
+  return impl_->wait_next(out, deadline);
+}
+
 NextStatus Pipeline::next(Item* out,
                           std::optional<std::chrono::nanoseconds> timeout) {
-  return impl_->next(out, timeout);
+  std::optional<Deadline> deadline;
+  if (timeout) deadline = detail::deadline_after(*timeout);
+  NextStatus status = impl_->wait_next(out, deadline);
+  if (status == NextStatus::kTimeout) {
+    throw Timeout(
+        "the next item is not available after " +
+        std::to_string(std::chrono::duration<double>(*timeout).count()) + " s");
+  }
+  return status;
 }
 
 void Pipeline::stop() noexcept {
-  if (impl_) impl_->stop();
+  if (impl_) impl_->stop(std::nullopt);
 }
+
+bool Pipeline::stop(std::chrono::nanoseconds timeout) noexcept {
+  return !impl_ || impl_->stop(timeout);
+}
+
+bool Pipeline::stopping() const { return impl_->stopping(); }
 
 PipelineStats Pipeline::stats() const { return impl_->stats(); }
 

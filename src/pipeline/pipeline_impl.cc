@@ -12,13 +12,42 @@
 
 namespace feedline::detail {
 
+Pipeline::Deadline deadline_after(std::chrono::nanoseconds timeout) {
+  constexpr std::chrono::nanoseconds kCentury = std::chrono::hours(24 * 36525);
+  return std::chrono::steady_clock::now() + std::min(timeout, kCentury);
+}
+
 PipelineImpl::PipelineImpl(BuildOptions options)
-    : options_(std::move(options)),
+    : stats_hook_(std::exchange(options.stats_hook, {})),
+      options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &Clock::steady()) {}
 
-PipelineImpl::~PipelineImpl() { stop(); }
+PipelineImpl::~PipelineImpl() {
+  // Only a pipeline that no Pipeline ever owned (a failed build), or one
+  // whose stop has finished, gets here: a running stop holds a reference.
+  bool run = false;
+  std::thread stopper;
+  {
+    MutexLock lock(stop_mu_);
+    if (phase_ == StopPhase::kRunning) {
+      phase_ = StopPhase::kStopping;
+      run = true;
+    }
+    stopper = std::move(stopper_);
+  }
+  if (run) run_stop();
+  if (stopper.joinable()) {
+    // The stopper drops the last reference when the Pipeline went first.
+    if (stopper.get_id() == std::this_thread::get_id()) {
+      stopper.detach();
+    } else {
+      stopper.join();
+    }
+  }
+}
 
 StageRunner* PipelineImpl::add_runner(std::unique_ptr<StageRunner> runner) {
+  MutexLock lock(state_mu_);
   runners_.push_back(std::move(runner));
   return runners_.back().get();
 }
@@ -28,78 +57,176 @@ void PipelineImpl::start() {
     throw InvalidArgument("pipeline '" + options_.name +
                           "' was already started");
   }
+  // Held throughout, so that a concurrent stop begins only once the stages
+  // are started (starting submits tasks; it never waits on them).
+  MutexLock lock(stop_mu_);
+  if (phase_ != StopPhase::kRunning) return;
+  pool_ = std::make_unique<ThreadPool>(options_.num_threads);
+  Clock::time_point t = clock_->now();
+  std::vector<StageRunner*> runners;
+  bool report = false;
   {
-    MutexLock lock(stop_mu_);
-    if (stopped_) return;
-    pool_ = std::make_unique<ThreadPool>(options_.num_threads);
+    MutexLock state_lock(state_mu_);
+    start_time_ = t;
+    for (auto& runner : runners_) runners.push_back(runner.get());
+    report = stats_hook_ && options_.report_interval.count() > 0;
   }
-  start_time_ = clock_->now();
-  for (auto& runner : runners_) {
-    if (!runner->inputs().empty()) runner->start(start_time_);
+  for (StageRunner* runner : runners) {
+    if (!runner->inputs().empty()) runner->start(t);
   }
-  for (auto& runner : runners_) {
-    if (runner->inputs().empty()) runner->start(start_time_);
+  for (StageRunner* runner : runners) {
+    if (runner->inputs().empty()) runner->start(t);
   }
-  if (options_.stats_hook && options_.report_interval.count() > 0) {
+  if (report) {
     reporter_ =
         std::jthread([this](std::stop_token stop) { run_reporter(stop); });
   }
 }
 
-NextStatus PipelineImpl::next(Item* out,
-                              std::optional<std::chrono::nanoseconds> timeout) {
+NextStatus PipelineImpl::wait_next(Item* out,
+                                   std::optional<Pipeline::Deadline> deadline) {
   if (!started_.load()) start();
   // Counted like an async call: a pop can wake upstream and submit to the
-  // pool, so stop() must not tear the pool down while we are in here.
+  // pool, so the stop must not tear the pool down (nor release the runners)
+  // while we are in here.
+  {
+    MutexLock lock(async_mu_);
+    if (drained_) return NextStatus::kEnd;
+    ++async_in_flight_;
+  }
   struct Guard {
     PipelineImpl* self;
     ~Guard() { self->async_finished(); }
   };
-  async_started();
   NextStatus status;
   {
     Guard guard{this};
-    status = sink_->next(out, timeout);
+    status = sink_->next(out, deadline);
   }
-  if (status != NextStatus::kEnd) return status;
+  if (status != NextStatus::kEnd || stopping()) return status;
   report_final_stats();
   std::exception_ptr failed = failure();
   if (failed) std::rethrow_exception(failed);
   return status;
 }
 
-void PipelineImpl::stop() noexcept {
+bool PipelineImpl::stop(
+    std::optional<std::chrono::nanoseconds> timeout) noexcept {
+  bool on_pool_thread = false;
+  bool run_here = false;
   {
     MutexLock lock(stop_mu_);
-    if (stopped_) return;
-    stopped_ = true;
+    on_pool_thread = pool_ && pool_->in_pool_thread();
+    if (phase_ == StopPhase::kRunning) {
+      phase_ = StopPhase::kStopping;
+      if (timeout || on_pool_thread) {
+        // The stopper keeps this object alive until the stop is done.
+        stopper_ =
+            std::thread([self = shared_from_this()] { self->run_stop(); });
+      } else {
+        run_here = true;
+      }
+    }
+    // A pool thread cannot wait for a stop that joins it.
+    if (on_pool_thread) return phase_ == StopPhase::kStopped;
   }
+  if (run_here) run_stop();
+  return wait_stopped(timeout);
+}
+
+void PipelineImpl::stop_unless_stopping() noexcept {
+  {
+    MutexLock lock(stop_mu_);
+    if (phase_ != StopPhase::kRunning) return;
+  }
+  stop(std::nullopt);
+}
+
+bool PipelineImpl::stopping() const {
+  MutexLock lock(stop_mu_);
+  return phase_ != StopPhase::kRunning;
+}
+
+bool PipelineImpl::wait_stopped(
+    std::optional<std::chrono::nanoseconds> timeout) {
+  MutexLock lock(stop_mu_);
+  auto done = [this]() NO_THREAD_SAFETY_ANALYSIS {
+    return phase_ == StopPhase::kStopped && !joining_;
+  };
+  if (timeout) {
+    if (!stop_cv_.wait_until(lock.native(), deadline_after(*timeout), done))
+      return false;
+  } else {
+    stop_cv_.wait(lock.native(), done);
+  }
+  if (stopper_.joinable()) {
+    // Joined by one waiter; the others wait for it (joining_), so that no
+    // stop() returns true while the stopper thread still exists.
+    std::thread stopper = std::move(stopper_);
+    joining_ = true;
+    lock.unlock();
+    stopper.join();
+    lock.lock();
+    joining_ = false;
+    stop_cv_.notify_all();
+  }
+  return true;
+}
+
+void PipelineImpl::run_stop() noexcept {
   if (sink_ != nullptr) sink_->wake_for_stop();
+  std::vector<StageRunner*> runners;
+  {
+    MutexLock lock(state_mu_);
+    for (auto& runner : runners_) runners.push_back(runner.get());
+  }
+  bool started;
+  {
+    MutexLock lock(stop_mu_);
+    started = pool_ != nullptr;
+  }
   // Downstream first, so that a stage finishing on cancellation never wakes
   // a stage that is still running. Stages are cancelled before the stop token
   // fires, so that calls that give up on it find their stage cancelled (and
   // their failures are not reported as errors).
-  if (pool_) {
-    for (auto it = runners_.rbegin(); it != runners_.rend(); ++it)
+  if (started) {
+    for (auto it = runners.rbegin(); it != runners.rend(); ++it)
       (*it)->cancel();
   }
   stop_source_.request_stop();
-  if (!pool_) return;  // never started: no stage ever ran
   {
     MutexLock lock(async_mu_);
     async_cv_.wait(lock.native(), [this]() NO_THREAD_SAFETY_ANALYSIS {
       return async_in_flight_ == 0;
     });
+    drained_ = true;
   }
-  // Runs what is left (each task ends at once: every stage is cancelled) and
-  // joins. The pool object itself lives on until the destructor, since a
-  // worker may still submit a follow-up task while the queue drains.
-  if (pool_) pool_->shutdown();
-  if (reporter_.joinable()) {
-    reporter_.request_stop();
-    reporter_.join();
+  if (started) {
+    // Runs what is left (each task ends at once: every stage is cancelled)
+    // and joins. The pool object itself lives on until the destructor.
+    pool_->shutdown();
+    if (reporter_.joinable()) {
+      reporter_.request_stop();
+      reporter_.join();
+    }
+    if (started_.load()) report_final_stats();
   }
-  if (started_.load()) report_final_stats();
+  // Keep the final statistics, then release the stages: their ops, sources
+  // and queued items may hold resources (Python objects, say) that must not
+  // live as long as the pipeline handle.
+  std::vector<std::unique_ptr<StageRunner>> released;
+  StatsHook hook;
+  {
+    MutexLock lock(state_mu_);
+    final_stats_ = live_stats_locked();
+    released.swap(runners_);
+    hook = std::exchange(stats_hook_, {});
+  }
+  released.clear();
+  hook = nullptr;
+  MutexLock lock(stop_mu_);
+  phase_ = StopPhase::kStopped;
+  stop_cv_.notify_all();
 }
 
 void PipelineImpl::count_global_call() {
@@ -152,10 +279,16 @@ void PipelineImpl::async_finished() {
 }
 
 PipelineStats PipelineImpl::stats() const {
+  MutexLock lock(state_mu_);
+  if (final_stats_) return *final_stats_;
+  return live_stats_locked();
+}
+
+PipelineStats PipelineImpl::live_stats_locked() const {
   PipelineStats s;
   s.name = options_.name;
   Clock::time_point t = clock_->now();
-  if (started_.load()) s.elapsed = t - start_time_;
+  if (start_time_) s.elapsed = t - *start_time_;
   for (const auto& runner : runners_) {
     s.stages.push_back(runner->snapshot(t));
   }
@@ -176,9 +309,14 @@ PipelineStats PipelineImpl::stats() const {
 
 void PipelineImpl::report_final_stats() {
   if (final_reported_.exchange(true)) return;
-  if (!options_.stats_hook && !options_.log_stats_at_end) return;
+  StatsHook hook;  // a copy: the stop may release the member meanwhile
+  {
+    MutexLock lock(state_mu_);
+    hook = stats_hook_;
+  }
+  if (!hook && !options_.log_stats_at_end) return;
   PipelineStats s = stats();
-  if (options_.stats_hook) options_.stats_hook(s);
+  if (hook) hook(s);
   if (options_.log_stats_at_end) log(LogLevel::kInfo, format_table(s));
 }
 
@@ -190,7 +328,12 @@ void PipelineImpl::run_reporter(std::stop_token stop) {
     cv.wait_for(lock.native(), stop, options_.report_interval,
                 [] { return false; });
     if (stop.stop_requested()) break;
-    options_.stats_hook(stats());
+    StatsHook hook;
+    {
+      MutexLock hook_lock(state_mu_);
+      hook = stats_hook_;
+    }
+    if (hook) hook(stats());
   }
 }
 

@@ -4,11 +4,17 @@
 // side of a pipeline. See pipeline.h for the contract and docs/threading.md
 // for which thread runs what.
 //
-// Shutdown order (stop()): every runner is cancelled (no new work), the
-// consumer is woken, outstanding async calls are awaited, then the pool is
-// destroyed, which runs the remaining (now trivial) worker tasks and joins its
-// threads; only then may runners be destroyed. Members are declared so that
-// the pool is destroyed before the runners it points into.
+// Shutdown order (run_stop()): every runner is cancelled (no new work), the
+// consumer is woken, outstanding async calls (and consumer reads) are
+// awaited, then the pool is shut down, which runs the remaining (now trivial)
+// worker tasks and joins its threads; the final statistics are kept and only
+// then are the runners (with the ops they hold) destroyed. A stop runs inline
+// on the caller or on stopper_, a thread that holds a reference to this
+// object, so that a Pipeline may be destroyed while its stop still runs.
+//
+// Lock order: stop_mu_ (held by start()) before state_mu_, before a
+// runner's mutex (stats()); async_mu_ is never held with another lock;
+// failure_mu_ is a leaf.
 
 #pragma once
 
@@ -24,7 +30,7 @@
 
 #include "feedline/base/clock.h"
 #include "feedline/base/error.h"
-#include "feedline/concurrency/mutex.h"
+#include "feedline/base/mutex.h"
 #include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/stage_options.h"
@@ -34,7 +40,11 @@ namespace feedline::detail {
 
 class SinkRunner;
 
-class PipelineImpl {
+// now + timeout, with timeouts beyond a century taken as a century (so that
+// the sum cannot overflow).
+Pipeline::Deadline deadline_after(std::chrono::nanoseconds timeout);
+
+class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
  public:
   explicit PipelineImpl(BuildOptions options);
   ~PipelineImpl();
@@ -42,12 +52,21 @@ class PipelineImpl {
   // Build-time wiring. add_runner() returns the stage's index.
   StageRunner* add_runner(std::unique_ptr<StageRunner> runner);
   void set_sink(SinkRunner* sink) { sink_ = sink; }
-  int next_index() const { return static_cast<int>(runners_.size()); }
+  int next_index() const {
+    MutexLock lock(state_mu_);
+    return static_cast<int>(runners_.size());
+  }
 
   void start();
   bool started() const { return started_.load(); }
-  NextStatus next(Item* out, std::optional<std::chrono::nanoseconds> timeout);
-  void stop() noexcept;
+  NextStatus wait_next(Item* out, std::optional<Pipeline::Deadline> deadline);
+  // Starts the stop (first call) and waits at most `timeout` (none: until
+  // done) for it. Requires: owned by a std::shared_ptr.
+  bool stop(std::optional<std::chrono::nanoseconds> timeout) noexcept;
+  // For ~Pipeline: stops a pipeline whose stop has not begun (blocking, as
+  // stop()); leaves one that is stopping to its stopper.
+  void stop_unless_stopping() noexcept;
+  bool stopping() const;
   PipelineStats stats() const;
   std::exception_ptr failure() const;
 
@@ -70,13 +89,22 @@ class PipelineImpl {
   void async_finished();
 
  private:
+  enum class StopPhase { kRunning, kStopping, kStopped };
+
+  // The work of a stop; runs once, on the caller or on stopper_.
+  void run_stop() noexcept;
+  // Waits for phase kStopped and joins the stopper.
+  bool wait_stopped(std::optional<std::chrono::nanoseconds> timeout);
+  PipelineStats live_stats_locked() const REQUIRES(state_mu_);
   void report_final_stats();
   void run_reporter(std::stop_token stop);
 
+  // Held apart from options_ so that the stop can release it (it may hold
+  // a Python callable).
+  StatsHook stats_hook_ GUARDED_BY(state_mu_);
   const BuildOptions options_;
   const Clock* const clock_;
   std::atomic<bool> started_{false};
-  Clock::time_point start_time_{};
   std::stop_source stop_source_;
 
   std::atomic<uint64_t> global_calls_{0};
@@ -89,14 +117,26 @@ class PipelineImpl {
   Mutex async_mu_;
   std::condition_variable async_cv_;
   int async_in_flight_ GUARDED_BY(async_mu_) = 0;
+  // Set by the stop once nothing is in flight: reads return kEnd from then
+  // on without touching the (released) runners.
+  bool drained_ GUARDED_BY(async_mu_) = false;
 
-  Mutex stop_mu_;  // serialises stop() and the final report
-  bool stopped_ GUARDED_BY(stop_mu_) = false;
+  mutable Mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  StopPhase phase_ GUARDED_BY(stop_mu_) = StopPhase::kRunning;
+  bool joining_ GUARDED_BY(stop_mu_) = false;  // a waiter joins stopper_
+  std::thread stopper_ GUARDED_BY(stop_mu_);
   std::atomic<bool> final_reported_{false};
 
-  // Runners outlive the pool (declared first, destroyed last).
-  std::vector<std::unique_ptr<StageRunner>> runners_;
+  // Runners outlive the pool (declared first, destroyed last); the stop
+  // releases them, after keeping their final statistics.
+  mutable Mutex state_mu_;
+  std::vector<std::unique_ptr<StageRunner>> runners_ GUARDED_BY(state_mu_);
+  std::optional<Clock::time_point> start_time_ GUARDED_BY(state_mu_);
+  std::optional<PipelineStats> final_stats_ GUARDED_BY(state_mu_);
   SinkRunner* sink_ = nullptr;
+  // Made by start() under stop_mu_, before any runner can use it; kept
+  // until destruction, since a draining worker may still submit to it.
   std::unique_ptr<ThreadPool> pool_;
   std::jthread reporter_;
 };

@@ -2,10 +2,7 @@
 
 #include "pipeline/sink_runner.h"
 
-#include <string>
 #include <utility>
-
-#include "feedline/base/error.h"
 
 namespace feedline::detail {
 
@@ -44,7 +41,7 @@ void SinkRunner::wake_for_stop() {
 }
 
 NextStatus SinkRunner::next(Item* out,
-                            std::optional<std::chrono::nanoseconds> timeout) {
+                            std::optional<Pipeline::Deadline> deadline) {
   Channel* in = inputs_[0].get();
   Entry e;
   {
@@ -55,15 +52,10 @@ NextStatus SinkRunner::next(Item* out,
     if (!ready()) {
       Clock::time_point t0 = now();
       auto pred = [&]() NO_THREAD_SAFETY_ANALYSIS { return ready(); };
-      if (timeout) {
-        bool got = cv_.wait_for(lock.native(), *timeout, pred);
+      if (deadline) {
+        bool got = cv_.wait_until(lock.native(), *deadline, pred);
         stats_.wait_input += now() - t0;
-        if (!got) {
-          throw Timeout(
-              "the next item is not available after " +
-              std::to_string(std::chrono::duration<double>(*timeout).count()) +
-              " s");
-        }
+        if (!got) return NextStatus::kTimeout;
       } else {
         cv_.wait(lock.native(), pred);
         stats_.wait_input += now() - t0;

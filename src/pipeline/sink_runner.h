@@ -30,9 +30,10 @@ class SinkRunner final : public StageRunner {
   void kick() override { cv_.notify_one(); }
   void start(Clock::time_point now) override;
 
-  // Blocks for the next entry. Returns kEnd once the input is closed and
-  // drained or the pipeline is stopped. Throws: Timeout.
-  NextStatus next(Item* out, std::optional<std::chrono::nanoseconds> timeout);
+  // Blocks for the next entry, or until `deadline`. Returns kEnd once the
+  // input is closed and drained or the pipeline is stopped, kTimeout when
+  // the deadline passes first.
+  NextStatus next(Item* out, std::optional<Pipeline::Deadline> deadline);
 
   // Wakes the consumer and makes next() return kEnd.
   void wake_for_stop();

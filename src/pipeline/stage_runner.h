@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "feedline/base/clock.h"
-#include "feedline/concurrency/mutex.h"
+#include "feedline/base/mutex.h"
 #include "feedline/pipeline/spec.h"
 #include "feedline/pipeline/stats.h"
 #include "pipeline/channel.h"

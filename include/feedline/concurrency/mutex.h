@@ -1,72 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Mutex and MutexLock: std::mutex with clang thread-safety annotations.
-//
-// libstdc++'s std::mutex carries no capability annotations, so clang's
-// -Wthread-safety cannot check code that uses it. These thin wrappers add
-// them. Members protected by a Mutex are declared GUARDED_BY(mu_) and methods
-// that expect it held REQUIRES(mu_). With GCC the annotations compile away.
-//
-// Thread safety: as std::mutex.
+// Mutex and MutexLock live in the base layer (feedline/base/mutex.h), which
+// uses them too; this header is the same as including that one.
 
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
-
-#if defined(__clang__)
-#define FEEDLINE_TSA(x) __attribute__((x))
-#else
-#define FEEDLINE_TSA(x)
-#endif
-
-#define CAPABILITY(x) FEEDLINE_TSA(capability(x))
-#define SCOPED_CAPABILITY FEEDLINE_TSA(scoped_lockable)
-#define GUARDED_BY(x) FEEDLINE_TSA(guarded_by(x))
-#define PT_GUARDED_BY(x) FEEDLINE_TSA(pt_guarded_by(x))
-#define REQUIRES(...) FEEDLINE_TSA(requires_capability(__VA_ARGS__))
-#define EXCLUDES(...) FEEDLINE_TSA(locks_excluded(__VA_ARGS__))
-#define ACQUIRE(...) FEEDLINE_TSA(acquire_capability(__VA_ARGS__))
-#define RELEASE(...) FEEDLINE_TSA(release_capability(__VA_ARGS__))
-#define NO_THREAD_SAFETY_ANALYSIS FEEDLINE_TSA(no_thread_safety_analysis)
-
-namespace feedline {
-
-class CAPABILITY("mutex") Mutex {
- public:
-  Mutex() = default;
-  Mutex(const Mutex&) = delete;
-  Mutex& operator=(const Mutex&) = delete;
-
-  void lock() ACQUIRE() { mu_.lock(); }
-  void unlock() RELEASE() { mu_.unlock(); }
-
-  // The wrapped mutex, for std::condition_variable waits.
-  std::mutex& native() { return mu_; }
-
- private:
-  std::mutex mu_;
-};
-
-// Holds `mu` for its scope. Can be temporarily released with unlock()/lock()
-// around work that must not run under the lock.
-class SCOPED_CAPABILITY MutexLock {
- public:
-  explicit MutexLock(Mutex& mu) ACQUIRE(mu) : lock_(mu.native()) {}
-  ~MutexLock() RELEASE() = default;
-  MutexLock(const MutexLock&) = delete;
-  MutexLock& operator=(const MutexLock&) = delete;
-
-  // Releases and re-acquires the mutex inside the scope, for work that must
-  // not run under it.
-  void unlock() RELEASE() { lock_.unlock(); }
-  void lock() ACQUIRE() { lock_.lock(); }
-
-  // The underlying lock, for std::condition_variable::wait.
-  std::unique_lock<std::mutex>& native() { return lock_; }
-
- private:
-  std::unique_lock<std::mutex> lock_;
-};
-
-}  // namespace feedline
+#include "feedline/base/mutex.h"  // IWYU pragma: export

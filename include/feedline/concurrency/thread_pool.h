@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "feedline/concurrency/mutex.h"
+#include "feedline/base/mutex.h"
 
 namespace feedline {
 

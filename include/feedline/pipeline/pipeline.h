@@ -7,17 +7,29 @@
 // take an input, call the op and hand the result straight to the next stage.
 // A stage starts a call only when it holds a free slot in its output queue,
 // so no pool thread ever blocks on a queue and the queues bound memory. Only
-// the consumer blocks, in next().
+// the consumer blocks, in wait_next()/next().
 //
-// Lifecycle: build_pipeline() → start() (or the first next()) → next() until
-// kEnd → destruction. stop() may be called at any time from any thread and
-// returns once every in-flight call has finished and every thread is
-// joined; the destructor calls it. A failed stage ends the pipeline: its
-// upstream is cancelled, downstream drains, and next() returns the drained
-// items, then throws PipelineFailure.
+// Lifecycle: build_pipeline() → start() (or the first read) → wait_next() or
+// next() until kEnd → stop() or destruction. A failed stage ends the
+// pipeline: its upstream is cancelled, downstream drains, and the reads
+// return the drained items, then throw PipelineFailure.
 //
-// Thread safety: next() must be called from one thread at a time; stop(),
-// stats() and failure() from any thread.
+// Stopping: the first stop() cancels every stage, waits for the calls in
+// flight, joins the pool and then releases the stages (their ops, sources and
+// queued items); later calls wait for that same stop. A stop with a timeout,
+// or one asked for on one of the pipeline's own pool threads, runs on a
+// stopper thread the pipeline owns, so the caller can give up waiting while
+// an op is stuck in a call; the stop still completes once the call returns.
+// stats() and failure() keep their final values after the stop. The
+// destructor stops a pipeline nobody stopped (blocking, as stop()); one
+// whose stop is already under way is left to its stopper, which keeps what
+// it needs alive, so destroying it never waits for a stuck op.
+//
+// Thread safety: wait_next()/next() must be called from one thread at a time;
+// start(), stop(), stopping(), stats() and failure() from any thread,
+// concurrently with each other and with the consumer. stop() called on one
+// of the pipeline's own pool threads (an op, a finalizer that runs there)
+// never waits: it starts the stop and returns.
 
 #pragma once
 
@@ -37,41 +49,61 @@ class PipelineImpl;
 
 enum class NextStatus {
   kItem,      // an item was stored
-  kEpochEnd,  // a continuous source finished a pass; call next() again
+  kEpochEnd,  // a continuous source finished a pass; read again
   kEnd,       // the pipeline ended (or was stopped); stays ended
+  kTimeout,   // wait_next(): the deadline passed first; nothing was lost
 };
 
 class Pipeline {
  public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
   explicit Pipeline(std::unique_ptr<detail::PipelineImpl> impl);
   Pipeline(Pipeline&&) noexcept;
   Pipeline& operator=(Pipeline&&) noexcept;
   ~Pipeline();
 
-  // Starts the stages. Throws: InvalidArgument if already started.
+  // Starts the stages. Does nothing once the pipeline is stopped.
+  // Throws: InvalidArgument if already started.
   void start();
   bool started() const;
 
-  // Blocks until the next item, epoch end or end; starts the pipeline first
-  // if needed. With a timeout, waits at most that long.
-  // Throws: Timeout when the timeout passes first; PipelineFailure once the
-  // items that made it through are drained, if a stage failed (and on every
-  // later call).
+  // Blocks until the next item, epoch end or end, or until `deadline` (none:
+  // no limit); starts the pipeline first if needed. Returns kTimeout when the
+  // deadline passes first, and kEnd at once after stop().
+  // Throws: PipelineFailure once the items that made it through are drained,
+  // if a stage failed (and on every later call until stop()).
+  NextStatus wait_next(Item* out, std::optional<Deadline> deadline = {});
+
+  // wait_next() with a timeout instead of a deadline.
+  // Throws: Timeout when the timeout passes first; as wait_next().
   NextStatus next(Item* out,
                   std::optional<std::chrono::nanoseconds> timeout = {});
 
-  // Cancels every stage, waits for in-flight calls, joins all threads.
-  // Idempotent; never throws. Items still queued are discarded.
+  // Stops the pipeline (see "Stopping" above) and waits until it is fully
+  // stopped: every in-flight call finished, every thread joined, the stages
+  // released. Items still queued are discarded. Idempotent; never throws. On
+  // one of the pipeline's own pool threads it returns without waiting.
   void stop() noexcept;
 
+  // As stop(), but waits at most `timeout` (0: not at all). Returns true once
+  // fully stopped; false while the stop still runs, on the stopper thread.
+  // Call again to wait for the same stop. Never throws.
+  bool stop(std::chrono::nanoseconds timeout) noexcept;
+
+  // True once a stop has begun (it may still be running).
+  bool stopping() const;
+
   // A snapshot of every stage's counters. Cheap; callable while running.
+  // After the stop: the final counters, the same on every call.
   PipelineStats stats() const;
 
-  // The PipelineFailure of a failed pipeline, else null.
+  // The PipelineFailure of a failed pipeline, else null. Kept after stop().
   std::exception_ptr failure() const;
 
  private:
-  std::unique_ptr<detail::PipelineImpl> impl_;
+  // Shared with a running stopper thread, which may outlive this object.
+  std::shared_ptr<detail::PipelineImpl> impl_;
 };
 
 }  // namespace feedline

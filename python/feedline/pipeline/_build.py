@@ -13,7 +13,7 @@ import threading
 import warnings
 from fractions import Fraction
 
-from .._feedline_ext import NativeOp, NativeSource, _PipelineSpec
+from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
 from . import _asyncio
 from ._hooks import (
     StageHooks,
@@ -44,14 +44,14 @@ _pipeline_ids_lock = threading.Lock()
 
 
 def _budget(max_failures):
-    """The native form of a failure budget (None: inherit)."""
+    """The native FailureBudget of ``max_failures`` (None: inherit)."""
     if max_failures is None:
         return None
     if isinstance(max_failures, Fraction):
-        return ("rate", max_failures.numerator, max_failures.denominator)
+        return FailureBudget.max_rate(max_failures.numerator, max_failures.denominator)
     if max_failures < 0:
-        return ("unlimited",)
-    return ("count", max_failures)
+        return FailureBudget.unlimited()
+    return FailureBudget.max_count(max_failures)
 
 
 class _Builder:

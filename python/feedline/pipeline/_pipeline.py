@@ -82,7 +82,7 @@ def _finalize(native, loop_thread, stage_hooks):
         if loop_thread is not None:
             loop_thread.begin_close()
         # Not waiting when the collection runs on a pipeline worker thread:
-        # the stop then completes on a helper thread.
+        # the stop then completes on the engine's stopper thread.
         native.stop(_CLEANUP_TIMEOUT)
         if loop_thread is not None:
             loop_thread.close(_CLEANUP_TIMEOUT)

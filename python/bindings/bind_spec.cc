@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// _PipelineSpec: collects the stages that feedline.pipeline hands over
+// (Python ops, native ops, aggregates, ...) and builds an engine pipeline,
+// wrapped as a _NativePipeline (bind_pipeline.cc).
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "convert.h"
+#include "feedline/base/error.h"
+#include "feedline/pipeline/pipeline.h"
+#include "feedline/pipeline/spec.h"
+#include "native_op.h"
+#include "py_ops.h"
+#include "py_ref.h"
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+class PipelineSpecBuilder {
+ public:
+  // The source: a NativeSource, or any Python iterable.
+  void set_source(nb::handle source, const std::string& name, bool continuous) {
+    check_head_unset();
+    spec_.source_options.name = name;
+    spec_.source_options.continuous = continuous;
+    if (nb::isinstance<NativeSource>(source)) {
+      NativeSource& s = nb::cast<NativeSource&>(source);
+      spec_.source = s.factory;
+      produced_ = s.output;
+    } else {
+      spec_.source = make_python_source(nb::borrow(source));
+      produced_ = &typeid(PyObj);
+    }
+    has_head_ = true;
+    last_stage_ = name;
+  }
+
+  void set_merge(std::vector<PipelineSpecBuilder*> inputs,
+                 const std::string& name) {
+    check_head_unset();
+    if (inputs.empty())
+      throw InvalidArgument("merge needs at least one input pipeline");
+    const std::type_info* produced = inputs.front()->produced_;
+    for (PipelineSpecBuilder* input : inputs) {
+      if (!input->has_head_)
+        throw InvalidArgument("a merged pipeline has no source");
+      if (input->spec_.sink_capacity)
+        throw InvalidArgument("a merged pipeline must not have a sink");
+      if (input->produced_ != produced) produced = nullptr;
+      spec_.merge_inputs.push_back(input->spec_);
+    }
+    spec_.merge_name = name;
+    produced_ = produced;
+    has_head_ = true;
+    last_stage_ = name;
+  }
+
+  void add_map(nb::object fn, const std::string& name, int concurrency,
+               bool input_order, std::optional<FailureBudget> budget) {
+    add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name,
+              concurrency, input_order, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_generator(nb::object fn, const std::string& name, int concurrency,
+                     bool input_order, std::optional<FailureBudget> budget) {
+    add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name,
+              concurrency, input_order, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_async(nb::object submit, const std::string& name, int concurrency,
+                 bool input_order, std::optional<FailureBudget> budget) {
+    add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name,
+              concurrency, input_order, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_native(const NativeOp& op, const std::string& name, int concurrency,
+                  bool input_order, std::optional<FailureBudget> budget) {
+    check_input_type(op, name);
+    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input), name,
+              concurrency, input_order, budget);
+    if (op.output != nullptr) produced_ = op.output;
+  }
+
+  void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
+    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1,
+              false, std::nullopt);
+    produced_ = &typeid(ItemBatch);
+  }
+
+  void add_aggregator(nb::object aggregator, bool drop_last,
+                      const std::string& name,
+                      std::optional<FailureBudget> budget) {
+    add_stage(StageKind::kAggregate,
+              make_python_aggregator_op(std::move(aggregator), drop_last), name,
+              1, false, budget);
+    produced_ = &typeid(PyObj);
+  }
+
+  void add_disaggregate(const std::string& name) {
+    add_stage(StageKind::kDisaggregate, make_disaggregate_any_op(), name, 1,
+              false, std::nullopt);
+    produced_ = nullptr;
+  }
+
+  void set_sink(std::size_t capacity) {
+    if (capacity < 1)
+      throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
+    spec_.sink_capacity = capacity;
+  }
+
+  nb::object build(int num_threads, std::optional<FailureBudget> max_failures,
+                   double report_interval, nb::object stats_callback,
+                   int failure_log_burst, double failure_log_interval,
+                   const std::string& name) {
+    BuildOptions options;
+    options.num_threads = num_threads;
+    if (max_failures) options.max_failures = *max_failures;
+    options.name = name;
+    options.failure_log_burst = failure_log_burst;
+    options.failure_log_interval = seconds_to_ns(failure_log_interval);
+    if (!stats_callback.is_none()) {
+      options.stats_hook = make_python_stats_hook(std::move(stats_callback));
+      if (report_interval > 0)
+        options.report_interval = seconds_to_ns(report_interval);
+    }
+    return wrap_pipeline(build_pipeline(spec_, std::move(options)));
+  }
+
+ private:
+  void check_head_unset() const {
+    if (has_head_) throw InvalidArgument("the pipeline already has a source");
+  }
+
+  void add_stage(StageKind kind, OpPtr op, const std::string& name,
+                 int concurrency, bool input_order,
+                 std::optional<FailureBudget> budget) {
+    if (!has_head_)
+      throw InvalidArgument("add a source before stage '" + name + "'");
+    StageSpec stage;
+    stage.kind = kind;
+    stage.op = std::move(op);
+    stage.options.name = name;
+    stage.options.concurrency = concurrency;
+    stage.options.output_order =
+        input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
+    stage.options.max_failures = std::move(budget);
+    spec_.stages.push_back(std::move(stage));
+    last_stage_ = name;
+  }
+
+  // A native op after a stage whose output it cannot take fails here, at
+  // build time, naming both stages.
+  void check_input_type(const NativeOp& op, const std::string& name) const {
+    if (op.input == nullptr || produced_ == nullptr || *produced_ == *op.input)
+      return;
+    if (*produced_ == typeid(PyObj)) {
+      if (!can_convert_from_python(*op.input)) {
+        throw InvalidArgument(
+            "stage '" + name + "' (native op " + op.name + ") takes native " +
+            python_type_name(*op.input) +
+            " items, which cannot be made from the Python values that stage '" +
+            last_stage_ + "' produces");
+      }
+      return;
+    }
+    throw InvalidArgument("stage '" + name + "' (native op " + op.name +
+                          ") takes " + python_type_name(*op.input) +
+                          " items, but stage '" + last_stage_ + "' produces " +
+                          python_type_name(*produced_));
+  }
+
+  PipelineSpec spec_;
+  bool has_head_ = false;
+  // What the last stage produces: PyObj for Python values, a native type,
+  // or null when unknown.
+  const std::type_info* produced_ = nullptr;
+  std::string last_stage_;
+};
+}  // namespace
+
+void bind_spec(nb::module_& m) {
+  nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")
+      .def(nb::init<>())
+      .def("set_source", &PipelineSpecBuilder::set_source, nb::arg("source"),
+           nb::arg("name"), nb::arg("continuous"))
+      .def("set_merge", &PipelineSpecBuilder::set_merge, nb::arg("inputs"),
+           nb::arg("name"))
+      .def("add_map", &PipelineSpecBuilder::add_map, nb::arg("fn"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_generator", &PipelineSpecBuilder::add_generator, nb::arg("fn"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_async", &PipelineSpecBuilder::add_async, nb::arg("fn"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_native", &PipelineSpecBuilder::add_native, nb::arg("op"),
+           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
+           nb::arg("budget").none())
+      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate)
+      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator,
+           nb::arg("aggregator"), nb::arg("drop_last"), nb::arg("name"),
+           nb::arg("budget").none())
+      .def("add_disaggregate", &PipelineSpecBuilder::add_disaggregate)
+      .def("set_sink", &PipelineSpecBuilder::set_sink)
+      .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),
+           nb::arg("max_failures").none(), nb::arg("report_interval"),
+           nb::arg("stats_callback").none(), nb::arg("failure_log_burst"),
+           nb::arg("failure_log_interval"), nb::arg("name"));
+}
+
+}  // namespace feedline::bindings
