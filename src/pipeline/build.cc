@@ -83,11 +83,10 @@ void check_fit(const Chain& chain, const StageSpec& stage,
                const std::string& path) {
   if (chain.produced == nullptr || stage.op->accepts(*chain.produced)) return;
   const std::type_info* takes = stage.op->input_type();
-  throw InvalidArgument(
-      path + ": stage '" + stage.options.name + "' (takes " +
-      (takes != nullptr ? type_name(*takes) : "other items") +
-      ") cannot follow stage '" + chain.producer + "' (produces " +
-      type_name(*chain.produced) + ")");
+  throw InvalidArgument(path + ": stage '" + stage.options.name + "' (takes " +
+                        (takes != nullptr ? type_name(*takes) : "other items") +
+                        ") cannot follow stage '" + chain.producer +
+                        "' (produces " + type_name(*chain.produced) + ")");
 }
 
 // The type every input of a merge ends with, or null if they differ or one

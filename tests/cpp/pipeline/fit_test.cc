@@ -85,9 +85,7 @@ class PassOp final : public MapOp {
 // between value representations would.
 class WideningOp final : public MapOp {
  public:
-  const std::type_info* input_type() const override {
-    return &typeid(Pixels);
-  }
+  const std::type_info* input_type() const override { return &typeid(Pixels); }
   const std::type_info* output_type() const override { return &typeid(int); }
   bool accepts(const std::type_info& type) const override {
     return type == typeid(Pixels) || type == typeid(int);
@@ -224,8 +222,8 @@ TEST(FitTest, MergeProducesTheCommonTypeOfItsInputs) {
 
   // Inputs that differ, or one not known: the merge's type is not known.
   using Types = std::pair<const std::type_info*, const std::type_info*>;
-  for (Types t : {Types{&typeid(int), &typeid(Text)},
-                  Types{&typeid(int), nullptr}}) {
+  for (Types t :
+       {Types{&typeid(int), &typeid(Text)}, Types{&typeid(int), nullptr}}) {
     PipelineSpec spec = merged(t.first, t.second);
     add(spec, "length", text_to_int());
     EXPECT_EQ(build_error(std::move(spec)), "");

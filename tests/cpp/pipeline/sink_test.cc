@@ -111,9 +111,10 @@ TEST(SinkTest, DepthOverTimeCountsTheHeldRun) {
   clock.advance(milliseconds(10));
   QueueStats after = sink_of(p.stats()).input_queue;
   // Three entries held for 10 ms: neither empty nor full meanwhile.
-  EXPECT_DOUBLE_EQ(after.depth_integral - before.depth_integral,
-                   3.0 * static_cast<double>(
-                             std::chrono::nanoseconds(milliseconds(10)).count()));
+  EXPECT_DOUBLE_EQ(
+      after.depth_integral - before.depth_integral,
+      3.0 * static_cast<double>(
+                std::chrono::nanoseconds(milliseconds(10)).count()));
   EXPECT_EQ(after.time_empty, before.time_empty);
   EXPECT_EQ(after.time_full, before.time_full);
   p.stop();
