@@ -10,6 +10,9 @@
 //       uses the defaults (16-item stage queues, a 3-item sink as in
 //       add_sink()); queue=64 sets every queue and the sink to 64 items, the
 //       setting for cheap, small items.
+//   BM_Chain3_DefaultOptions, BM_Chain3_Queues64
+//       The reference cases by name: 3 stages, concurrency 1, default
+//       queues (16 items, add_sink(3)) or every queue 64 deep.
 //   BM_ChainAggregate
 //       The same with 3 no-op stages followed by aggregate(32): the cost of
 //       batching on top of the chain.
@@ -105,6 +108,21 @@ void BM_Chain(benchmark::State& state) {
 BENCHMARK(BM_Chain)
     ->ArgNames({"stages", "concurrency", "queue"})
     ->ArgsProduct({{1, 3, 5}, {1, 4}, {0, 64}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+// The two reference figures of bench/README.md, by name: the 3-stage no-op
+// chain with default options (BM_Chain/stages:3/concurrency:1/queue:0) and
+// with every queue 64 deep (.../queue:64).
+BENCHMARK(BM_Chain)
+    ->Name("BM_Chain3_DefaultOptions")
+    ->Args({3, 1, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+BENCHMARK(BM_Chain)
+    ->Name("BM_Chain3_Queues64")
+    ->Args({3, 1, 64})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

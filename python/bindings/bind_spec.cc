@@ -41,13 +41,12 @@ class PipelineSpecBuilder {
     if (nb::isinstance<NativeSource>(source)) {
       NativeSource& s = nb::cast<NativeSource&>(source);
       spec_.source = s.factory;
-      produced_ = s.output;
+      spec_.source_type = s.output;
     } else {
       spec_.source = make_python_source(nb::borrow(source));
-      produced_ = &typeid(PyObj);
+      spec_.source_type = &typeid(PyObj);
     }
     has_head_ = true;
-    last_stage_ = name;
   }
 
   void set_merge(std::vector<PipelineSpecBuilder*> inputs,
@@ -55,54 +54,44 @@ class PipelineSpecBuilder {
     check_head_unset();
     if (inputs.empty())
       throw InvalidArgument("merge needs at least one input pipeline");
-    const std::type_info* produced = inputs.front()->produced_;
     for (PipelineSpecBuilder* input : inputs) {
       if (!input->has_head_)
         throw InvalidArgument("a merged pipeline has no source");
       if (input->spec_.sink_capacity)
         throw InvalidArgument("a merged pipeline must not have a sink");
-      if (input->produced_ != produced) produced = nullptr;
       spec_.merge_inputs.push_back(input->spec_);
     }
     spec_.merge_name = name;
-    produced_ = produced;
     has_head_ = true;
-    last_stage_ = name;
   }
 
   void add_map(nb::object fn, const std::string& name, int concurrency,
                bool input_order, std::optional<FailureBudget> budget) {
     add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name,
               concurrency, input_order, budget);
-    produced_ = &typeid(PyObj);
   }
 
   void add_generator(nb::object fn, const std::string& name, int concurrency,
                      bool input_order, std::optional<FailureBudget> budget) {
     add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name,
               concurrency, input_order, budget);
-    produced_ = &typeid(PyObj);
   }
 
   void add_async(nb::object submit, const std::string& name, int concurrency,
                  bool input_order, std::optional<FailureBudget> budget) {
     add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name,
               concurrency, input_order, budget);
-    produced_ = &typeid(PyObj);
   }
 
   void add_native(const NativeOp& op, const std::string& name, int concurrency,
                   bool input_order, std::optional<FailureBudget> budget) {
-    check_input_type(op, name);
-    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input), name,
-              concurrency, input_order, budget);
-    if (op.output != nullptr) produced_ = op.output;
+    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input, op.output),
+              name, concurrency, input_order, budget);
   }
 
   void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
     add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1,
               false, std::nullopt);
-    produced_ = &typeid(ItemBatch);
   }
 
   void add_aggregator(nb::object aggregator, bool drop_last,
@@ -111,13 +100,11 @@ class PipelineSpecBuilder {
     add_stage(StageKind::kAggregate,
               make_python_aggregator_op(std::move(aggregator), drop_last), name,
               1, false, budget);
-    produced_ = &typeid(PyObj);
   }
 
   void add_disaggregate(const std::string& name) {
     add_stage(StageKind::kDisaggregate, make_disaggregate_any_op(), name, 1,
               false, std::nullopt);
-    produced_ = nullptr;
   }
 
   void set_sink(std::size_t capacity) {
@@ -163,36 +150,11 @@ class PipelineSpecBuilder {
         input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
     stage.options.max_failures = std::move(budget);
     spec_.stages.push_back(std::move(stage));
-    last_stage_ = name;
   }
 
-  // A native op after a stage whose output it cannot take fails here, at
-  // build time, naming both stages.
-  void check_input_type(const NativeOp& op, const std::string& name) const {
-    if (op.input == nullptr || produced_ == nullptr || *produced_ == *op.input)
-      return;
-    if (*produced_ == typeid(PyObj)) {
-      if (!can_convert_from_python(*op.input)) {
-        throw InvalidArgument(
-            "stage '" + name + "' (native op " + op.name + ") takes native " +
-            python_type_name(*op.input) +
-            " items, which cannot be made from the Python values that stage '" +
-            last_stage_ + "' produces");
-      }
-      return;
-    }
-    throw InvalidArgument("stage '" + name + "' (native op " + op.name +
-                          ") takes " + python_type_name(*op.input) +
-                          " items, but stage '" + last_stage_ + "' produces " +
-                          python_type_name(*produced_));
-  }
 
   PipelineSpec spec_;
   bool has_head_ = false;
-  // What the last stage produces: PyObj for Python values, a native type,
-  // or null when unknown.
-  const std::type_info* produced_ = nullptr;
-  std::string last_stage_;
 };
 }  // namespace
 

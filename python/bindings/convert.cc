@@ -20,7 +20,6 @@ namespace {
 struct Registry {
   std::unordered_map<std::type_index, ToPythonFn> to_python;
   std::unordered_map<std::type_index, FromPythonFn> from_python;
-  std::unordered_map<std::type_index, std::string> names;
 };
 
 Registry& registry() {
@@ -242,7 +241,7 @@ void register_from_python(const std::type_info& type, FromPythonFn fn) {
 }
 
 void register_type_name(const std::type_info& type, const char* name) {
-  registry().names[std::type_index(type)] = name;
+  feedline::register_type_name(type, name);
 }
 
 bool can_convert_from_python(const std::type_info& type) {
@@ -251,8 +250,7 @@ bool can_convert_from_python(const std::type_info& type) {
 }
 
 std::string python_type_name(const std::type_info& type) {
-  auto it = registry().names.find(std::type_index(type));
-  return it != registry().names.end() ? it->second : type_name(type);
+  return feedline::type_name(type);
 }
 
 nb::object to_python(Item&& item) {

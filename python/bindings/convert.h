@@ -78,7 +78,8 @@ nanobind::object to_python_exception(const std::exception_ptr& error);
 void release_python_objects(const std::exception_ptr& error);
 
 // Converters. `name` is the Python-facing name of the native type, used in
-// messages ("int", "str", "feedline.Buffer").
+// messages ("int", "str", "feedline.Buffer"); it is registered with the
+// engine (feedline::register_type_name), so engine messages use it too.
 using ToPythonFn = nanobind::object (*)(Item& item);
 using FromPythonFn = Item (*)(nanobind::handle obj);
 void register_to_python(const std::type_info& type, ToPythonFn fn);
@@ -87,7 +88,7 @@ void register_type_name(const std::type_info& type, const char* name);
 bool can_convert_from_python(const std::type_info& type);
 
 // The name of a native item type for messages ("int", "list", or the C++
-// name when none is registered).
+// name when none is registered): feedline::type_name().
 std::string python_type_name(const std::type_info& type);
 
 // Converts `item` (consumed) to a Python object; an empty item is None.

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "convert.h"
@@ -51,6 +52,7 @@ decltype(auto) python_call(F&& f) {
 class PyMapOp final : public MapOp {
  public:
   explicit PyMapOp(nb::object fn) : fn_(PyObj::steal(fn.release().ptr())) {}
+  const std::type_info* output_type() const override { return &typeid(PyObj); }
   Item call(Item input) override {
     GilScope gil;
     return python_call([&] {
@@ -100,6 +102,7 @@ class PyGeneratorOp final : public GeneratorOp {
  public:
   explicit PyGeneratorOp(nb::object fn)
       : fn_(PyObj::steal(fn.release().ptr())) {}
+  const std::type_info* output_type() const override { return &typeid(PyObj); }
   std::unique_ptr<ItemGenerator> start(Item input) override {
     GilScope gil;
     return python_call([&] {
@@ -181,6 +184,7 @@ class PyAsyncOp final : public AsyncOp {
  public:
   explicit PyAsyncOp(nb::object submit)
       : submit_(PyObj::steal(submit.release().ptr())) {}
+  const std::type_info* output_type() const override { return &typeid(PyObj); }
   void start(Item input, Completion&& done) override {
     GilScope gil;
     nb::object arg = python_call([&] { return to_python(std::move(input)); });
@@ -214,6 +218,7 @@ class PyAggregatorOp final : public MapOp {
       : aggregator_(PyObj::steal(aggregator.release().ptr())),
         drop_last_(drop_last) {}
   bool stateful() const override { return true; }
+  const std::type_info* output_type() const override { return &typeid(PyObj); }
   Item call(Item input) override {
     GilScope gil;
     return python_call([&] {
@@ -264,55 +269,81 @@ void convert_input(Item& input, const std::type_info& wanted) {
   input = python_call([&] { return from_python(obj.get(), wanted); });
 }
 
+// What a converting adapter declares: the native types of the op it wraps,
+// and that it also accepts Python values when they convert to its input.
+struct Declared {
+  const std::type_info* input;
+  const std::type_info* output;
+  bool accepts(const std::type_info& type) const {
+    return input == nullptr || *input == type ||
+           (type == typeid(PyObj) && can_convert_from_python(*input));
+  }
+};
+
 class ConvertingMapOp final : public MapOp {
  public:
-  ConvertingMapOp(OpPtr op, const std::type_info& input)
-      : op_(std::move(op)), inner_(static_cast<MapOp&>(*op_)), input_(input) {}
+  ConvertingMapOp(OpPtr op, Declared types)
+      : op_(std::move(op)), inner_(static_cast<MapOp&>(*op_)), types_(types) {}
   bool stateful() const override { return op_->stateful(); }
   Item flush(FlushReason reason) override { return op_->flush(reason); }
+  const std::type_info* input_type() const override { return types_.input; }
+  const std::type_info* output_type() const override { return types_.output; }
+  bool accepts(const std::type_info& type) const override {
+    return types_.accepts(type);
+  }
   Item call(Item input) override {
-    convert_input(input, input_);
+    if (types_.input != nullptr) convert_input(input, *types_.input);
     return inner_.call(std::move(input));
   }
 
  private:
   OpPtr op_;
   MapOp& inner_;
-  const std::type_info& input_;
+  const Declared types_;
 };
 
 class ConvertingGeneratorOp final : public GeneratorOp {
  public:
-  ConvertingGeneratorOp(OpPtr op, const std::type_info& input)
+  ConvertingGeneratorOp(OpPtr op, Declared types)
       : op_(std::move(op)),
         inner_(static_cast<GeneratorOp&>(*op_)),
-        input_(input) {}
+        types_(types) {}
+  const std::type_info* input_type() const override { return types_.input; }
+  const std::type_info* output_type() const override { return types_.output; }
+  bool accepts(const std::type_info& type) const override {
+    return types_.accepts(type);
+  }
   std::unique_ptr<ItemGenerator> start(Item input) override {
-    convert_input(input, input_);
+    if (types_.input != nullptr) convert_input(input, *types_.input);
     return inner_.start(std::move(input));
   }
 
  private:
   OpPtr op_;
   GeneratorOp& inner_;
-  const std::type_info& input_;
+  const Declared types_;
 };
 
 class ConvertingAsyncOp final : public AsyncOp {
  public:
-  ConvertingAsyncOp(OpPtr op, const std::type_info& input)
+  ConvertingAsyncOp(OpPtr op, Declared types)
       : op_(std::move(op)),
         inner_(static_cast<AsyncOp&>(*op_)),
-        input_(input) {}
+        types_(types) {}
+  const std::type_info* input_type() const override { return types_.input; }
+  const std::type_info* output_type() const override { return types_.output; }
+  bool accepts(const std::type_info& type) const override {
+    return types_.accepts(type);
+  }
   void start(Item input, Completion&& done) override {
-    convert_input(input, input_);
+    if (types_.input != nullptr) convert_input(input, *types_.input);
     inner_.start(std::move(input), std::move(done));
   }
 
  private:
   OpPtr op_;
   AsyncOp& inner_;
-  const std::type_info& input_;
+  const Declared types_;
 };
 
 class PyIterSource final : public ItemSource {
@@ -352,15 +383,21 @@ OpPtr make_disaggregate_any_op() {
   return std::make_shared<DisaggregateAnyOp>();
 }
 
-OpPtr adapt_native_op(OpPtr op, const std::type_info* input) {
-  if (input == nullptr || *input == typeid(PyObj)) return op;
+OpPtr adapt_native_op(OpPtr op, const std::type_info* input,
+                      const std::type_info* output) {
+  Declared types{input != nullptr ? input : op->input_type(),
+                 output != nullptr ? output : op->output_type()};
+  if (types.input == nullptr && types.output == nullptr) return op;
+  if (types.input != nullptr && *types.input == typeid(PyObj)) {
+    types.input = nullptr;  // takes any item as it is
+  }
   switch (op->kind()) {
     case OpKind::kMap:
-      return std::make_shared<ConvertingMapOp>(std::move(op), *input);
+      return std::make_shared<ConvertingMapOp>(std::move(op), types);
     case OpKind::kGenerator:
-      return std::make_shared<ConvertingGeneratorOp>(std::move(op), *input);
+      return std::make_shared<ConvertingGeneratorOp>(std::move(op), types);
     case OpKind::kAsync:
-      return std::make_shared<ConvertingAsyncOp>(std::move(op), *input);
+      return std::make_shared<ConvertingAsyncOp>(std::move(op), types);
   }
   return op;
 }

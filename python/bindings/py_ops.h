@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Engine ops, sources and callbacks that call Python, and the adapter that
-// lets a native op take Python values.
+// lets a native op take Python values. Python ops declare PyObj as their
+// output type.
 //
 // Each Python adapter takes the GIL (GilScope) only around the Python call and
 // the conversions next to it; the engine calls them on pool threads with no
@@ -42,9 +43,13 @@ OpPtr make_python_aggregator_op(nanobind::object aggregator, bool drop_last);
 OpPtr make_disaggregate_any_op();
 
 // Wraps native `op` so that Python values reaching it are first converted to
-// `input` (native values pass unchanged). Returns `op` itself when `input` is
-// null (the op takes any item).
-OpPtr adapt_native_op(OpPtr op, const std::type_info* input);
+// `input` (native values pass unchanged). The result declares `input` and
+// `output` (where null: what `op` declares; null if neither knows) and
+// accepts Python values when a converter to `input` exists, so that
+// build_pipeline() checks it against its neighbours. Returns `op` itself when
+// neither type is known.
+OpPtr adapt_native_op(OpPtr op, const std::type_info* input,
+                      const std::type_info* output);
 
 // A source that iterates `iterable` (iter() once per pass) under the GIL.
 SourceFactory make_python_source(nanobind::object iterable);

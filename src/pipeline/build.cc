@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -71,7 +72,33 @@ struct Chain {
   std::size_t tail_slots = 0;
   int tail_concurrency = 1;
   std::vector<bool> continuous;  // one flag per source
+  // What the tail stage produces (null: not known) and its name.
+  const std::type_info* produced = nullptr;
+  std::string producer;
 };
+
+// Throws if `stage` cannot take what the chain's tail produces. Unknown types
+// (either side) pass: the stage then checks each item as it comes.
+void check_fit(const Chain& chain, const StageSpec& stage,
+               const std::string& path) {
+  if (chain.produced == nullptr || stage.op->accepts(*chain.produced)) return;
+  const std::type_info* takes = stage.op->input_type();
+  throw InvalidArgument(path + ": stage '" + stage.options.name + "' (takes " +
+                        (takes != nullptr ? type_name(*takes) : "other items") +
+                        ") cannot follow stage '" + chain.producer +
+                        "' (produces " + type_name(*chain.produced) + ")");
+}
+
+// The type every input of a merge ends with, or null if they differ or one
+// is not known.
+const std::type_info* common_type(const std::vector<Chain>& inputs) {
+  const std::type_info* type = inputs.front().produced;
+  for (const Chain& in : inputs) {
+    if (type == nullptr || in.produced == nullptr || *in.produced != *type)
+      return nullptr;
+  }
+  return type;
+}
 
 Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
                   const std::string& path) {
@@ -88,6 +115,8 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
         impl, impl->next_index(), std::move(spec.source), spec.source_options));
     chain.tail_slots = slots_for(spec.source_options.output_capacity, 1);
     chain.continuous.push_back(spec.source_options.continuous);
+    chain.produced = spec.source_type;
+    chain.producer = spec.source_options.name;
   } else {
     std::vector<Chain> inputs;
     for (std::size_t i = 0; i < spec.merge_inputs.size(); ++i) {
@@ -108,12 +137,15 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
     }
     chain.tail = merge;
     chain.tail_slots = slots_for(0, 1);
+    chain.produced = common_type(inputs);
+    chain.producer = spec.merge_name;
   }
   for (std::size_t i = 0; i < spec.stages.size(); ++i) {
     StageSpec& stage = spec.stages[i];
     if (stage.options.name.empty()) stage.options.name = to_string(stage.kind);
-    validate_stage(stage, path + ".stage[" + std::to_string(i) + "] '" +
-                              stage.options.name + "'");
+    const std::string where = path + ".stage[" + std::to_string(i) + "]";
+    validate_stage(stage, where + " '" + stage.options.name + "'");
+    check_fit(chain, stage, where);
     StageRunner* runner = impl->add_runner(
         detail::make_pipe_runner(impl, impl->next_index(), stage));
     runner->add_input(chain.tail_slots, chain.tail);
@@ -124,6 +156,8 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
     }
     chain.tail_slots = slots_for(capacity, stage.options.concurrency);
     chain.tail_concurrency = stage.options.concurrency;
+    chain.produced = stage.op->output_type();
+    chain.producer = stage.options.name;
   }
   return chain;
 }

@@ -15,6 +15,12 @@
 // producer sets the flag and re-checks the free count; the consumer adds to
 // the free count and then reads the flag. With both sides sequentially
 // consistent, at least one of them sees the other, so no wake-up is lost.
+//
+// The sink's consumer takes every ready entry in one lock (take_all()) and
+// hands them out one by one without it. Taken entries keep their slots until
+// handed out (hand_out(), then release()), and count as queued in the stats
+// until then, so depth and capacity read as if each entry were popped when
+// the consumer receives it.
 
 #pragma once
 
@@ -23,6 +29,7 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <iterator>
 
 #include "feedline/base/clock.h"
 #include "feedline/pipeline/item.h"
@@ -77,12 +84,18 @@ class Channel {
   // then wake the consumer anyway.
   bool half_full() const { return entries.size() * 2 >= slots_; }
 
+  // Entries queued, counting those taken but not handed out yet.
+  std::size_t depth() const {
+    return entries.size() +
+           static_cast<std::size_t>(held_.load(std::memory_order_relaxed));
+  }
+
   // Everything below is guarded by the consumer's mutex.
   void push(Entry e, Clock::time_point now) {
     account(now);
     entries.push_back(std::move(e));
     ++stats.items_put;
-    if (entries.size() > stats.max_depth) stats.max_depth = entries.size();
+    stats.max_depth = std::max(stats.max_depth, depth());
   }
   Entry pop(Clock::time_point now) {
     account(now);
@@ -91,12 +104,23 @@ class Channel {
     ++stats.items_got;
     return e;
   }
+  // Moves every entry to the end of `*out`; each stays counted as queued
+  // until hand_out() is called for it.
+  void take_all(Clock::time_point now, std::deque<Entry>* out) {
+    account(now);
+    const auto n = static_cast<long>(entries.size());
+    held_.fetch_add(n, std::memory_order_relaxed);
+    stats.items_got += static_cast<uint64_t>(n);
+    std::move(entries.begin(), entries.end(), std::back_inserter(*out));
+    entries.clear();
+  }
   void start_clock(Clock::time_point now) { last_change_ = started_ = now; }
   QueueStats snapshot(Clock::time_point now) {
     account(now);
     QueueStats s = stats;
     s.capacity = slots_;
-    s.depth = entries.size();
+    s.depth = depth();
+    s.items_got -= s.depth - entries.size();
     s.elapsed = now - started_;
     return s;
   }
@@ -106,20 +130,26 @@ class Channel {
   QueueStats stats;
   std::atomic<bool> producer_waiting{false};
 
+  // Consumer side, without the mutex: one taken entry was handed out. Call
+  // before release() of its slot.
+  void hand_out() { held_.fetch_sub(1, std::memory_order_relaxed); }
+
  private:
   void account(Clock::time_point now) {
     if (now <= last_change_) return;
     auto dt = now - last_change_;
+    const std::size_t d = depth();
     stats.depth_integral +=
-        static_cast<double>(entries.size()) * static_cast<double>(dt.count());
-    if (entries.empty()) stats.time_empty += dt;
-    if (entries.size() >= slots_) stats.time_full += dt;
+        static_cast<double>(d) * static_cast<double>(dt.count());
+    if (d == 0) stats.time_empty += dt;
+    if (d >= slots_) stats.time_full += dt;
     last_change_ = now;
   }
 
   const std::size_t slots_;
   const long wake_threshold_;
   std::atomic<long> free_;
+  std::atomic<long> held_{0};  // taken by the consumer, not handed out
   StageRunner* const consumer_;
   StageRunner* producer_ = nullptr;
   Clock::time_point started_{};

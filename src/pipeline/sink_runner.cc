@@ -2,6 +2,7 @@
 
 #include "pipeline/sink_runner.h"
 
+#include <string>
 #include <utility>
 
 namespace feedline::detail {
@@ -17,9 +18,18 @@ void SinkRunner::deliver(Channel* channel, Entry e, bool defer,
   {
     MutexLock lock(mu_);
     channel->push(std::move(e), t);
-    wake = !defer || channel->half_full();
+    // consumer_waiting_ only changes under mu_, so this read is exact.
+    wake = consumer_waiting_.load(std::memory_order_relaxed) &&
+           (!defer || channel->half_full());
   }
   if (wake) cv_.notify_one();
+}
+
+void SinkRunner::kick() {
+  // The deliveries being kicked were made under mu_: a consumer that checked
+  // for entries after them saw them, and one that was already waiting set
+  // consumer_waiting_ before them, so this read sees it.
+  if (consumer_waiting_.load(std::memory_order_relaxed)) cv_.notify_one();
 }
 
 bool SinkRunner::wants_worker_locked() { return false; }
@@ -35,45 +45,65 @@ void SinkRunner::close_input(Channel* channel) {
 void SinkRunner::wake_for_stop() {
   {
     MutexLock lock(mu_);
-    stopped_ = true;
+    stopped_.store(true, std::memory_order_relaxed);
   }
   cv_.notify_all();
 }
 
+StageStats SinkRunner::snapshot(Clock::time_point t) {
+  StageStats s = StageRunner::snapshot(t);
+  s.items_in += handed_items_.load(std::memory_order_relaxed);
+  s.items_out += handed_items_.load(std::memory_order_relaxed);
+  s.epochs += handed_epochs_.load(std::memory_order_relaxed);
+  return s;
+}
+
+NextStatus SinkRunner::take_run(std::optional<Pipeline::Deadline> deadline) {
+  Channel* in = inputs_[0].get();
+  MutexLock lock(mu_);
+  auto ready = [&]() REQUIRES(mu_) {
+    return !in->entries.empty() || in->closed ||
+           stopped_.load(std::memory_order_relaxed);
+  };
+  if (!ready()) {
+    Clock::time_point t0 = now();
+    auto pred = [&]() NO_THREAD_SAFETY_ANALYSIS { return ready(); };
+    consumer_waiting_.store(true, std::memory_order_seq_cst);
+    bool got = true;
+    if (deadline) {
+      got = cv_.wait_until(lock.native(), *deadline, pred);
+    } else {
+      cv_.wait(lock.native(), pred);
+    }
+    consumer_waiting_.store(false, std::memory_order_relaxed);
+    stats_.wait_input += now() - t0;
+    if (!got) return NextStatus::kTimeout;
+  }
+  if (stopped_.load(std::memory_order_relaxed)) return NextStatus::kEnd;
+  if (in->entries.empty()) {
+    input_ended_ = true;
+    if (should_finish_locked()) stats_.finished = true;
+    return NextStatus::kEnd;
+  }
+  in->take_all(now(), &taken_);
+  return NextStatus::kItem;
+}
+
 NextStatus SinkRunner::next(Item* out,
                             std::optional<Pipeline::Deadline> deadline) {
+  if (stopped_.load(std::memory_order_acquire)) return NextStatus::kEnd;
+  if (taken_.empty()) {
+    NextStatus status = take_run(deadline);
+    if (status != NextStatus::kItem) return status;
+  }
   Channel* in = inputs_[0].get();
-  Entry e;
-  {
-    MutexLock lock(mu_);
-    auto ready = [&]() REQUIRES(mu_) {
-      return !in->entries.empty() || in->closed || stopped_;
-    };
-    if (!ready()) {
-      Clock::time_point t0 = now();
-      auto pred = [&]() NO_THREAD_SAFETY_ANALYSIS { return ready(); };
-      if (deadline) {
-        bool got = cv_.wait_until(lock.native(), *deadline, pred);
-        stats_.wait_input += now() - t0;
-        if (!got) return NextStatus::kTimeout;
-      } else {
-        cv_.wait(lock.native(), pred);
-        stats_.wait_input += now() - t0;
-      }
-    }
-    if (stopped_) return NextStatus::kEnd;
-    if (in->entries.empty()) {
-      input_ended_ = true;
-      if (should_finish_locked()) stats_.finished = true;
-      return NextStatus::kEnd;
-    }
-    e = in->pop(now());
-    if (e.epoch_end) {
-      ++stats_.epochs;
-    } else {
-      ++stats_.items_in;
-      ++stats_.items_out;
-    }
+  Entry e = std::move(taken_.front());
+  taken_.pop_front();
+  in->hand_out();
+  if (e.epoch_end) {
+    handed_epochs_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    handed_items_.fetch_add(1, std::memory_order_relaxed);
   }
   release_popped(in, 1);
   if (e.epoch_end) return NextStatus::kEpochEnd;

@@ -7,11 +7,22 @@
 // engine. Its wait_input is the time the consumer spent waiting for data (the
 // pipeline was too slow); its queue's time_full is the time the pipeline
 // waited for the consumer.
+//
+// Hand-off in runs: next() takes every ready entry in one lock into a buffer
+// of the consumer's own and hands them out from there without the lock. A
+// taken entry keeps its channel slot until it is handed out, so the sink still
+// holds at most buffer_size (+ the last stage's concurrency) items and its
+// stats read as if each entry were popped on its own. Producers wake the
+// consumer only while it waits, and a producer of cheap items only once half
+// the channel is full or its run ends (see StageRunner::deliver()).
 
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <optional>
 
 #include "feedline/pipeline/pipeline.h"
@@ -27,12 +38,14 @@ class SinkRunner final : public StageRunner {
   void deliver(Channel* channel, Entry e, bool defer,
                Clock::time_point t) override;
   void close_input(Channel* channel) override;
-  void kick() override { cv_.notify_one(); }
+  void kick() override;
   void start(Clock::time_point now) override;
+  StageStats snapshot(Clock::time_point now) override;
 
   // Blocks for the next entry, or until `deadline`. Returns kEnd once the
   // input is closed and drained or the pipeline is stopped, kTimeout when
   // the deadline passes first.
+  // Requires: one consumer at a time.
   NextStatus next(Item* out, std::optional<Pipeline::Deadline> deadline);
 
   // Wakes the consumer and makes next() return kEnd.
@@ -44,8 +57,22 @@ class SinkRunner final : public StageRunner {
   void run_worker() override {}
 
  private:
+  // Waits until entries are ready, the input ended or the pipeline stopped,
+  // then takes the ready entries into taken_. Returns kItem if it took any.
+  NextStatus take_run(std::optional<Pipeline::Deadline> deadline);
+
   std::condition_variable cv_;
-  bool stopped_ GUARDED_BY(mu_) = false;
+  // Set under mu_ (so that a waiting consumer cannot miss it), read anywhere.
+  std::atomic<bool> stopped_{false};
+  // True while the consumer waits on cv_; producers notify only then.
+  std::atomic<bool> consumer_waiting_{false};
+
+  // The consumer's own: entries taken from the channel, not handed out yet.
+  std::deque<Entry> taken_;
+
+  // Handed out so far (the sink's items_in/items_out, and its epochs).
+  std::atomic<uint64_t> handed_items_{0};
+  std::atomic<uint64_t> handed_epochs_{0};
 };
 
 }  // namespace feedline::detail

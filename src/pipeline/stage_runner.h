@@ -81,7 +81,7 @@ class StageRunner {
 
   const std::string& name() const { return name_; }
   int index() const { return index_; }
-  StageStats snapshot(Clock::time_point now);
+  virtual StageStats snapshot(Clock::time_point now);
 
  protected:
   enum class State { kRunning, kFailing, kCancelled, kFinished };

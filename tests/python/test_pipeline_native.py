@@ -82,8 +82,20 @@ def test_native_batches_reach_python_as_lists():
 
 def test_mismatched_native_stages_fail_at_build_naming_both():
     b = PipelineBuilder().add_source(range(3)).pipe(testing.to_str(), name="fmt").pipe(testing.add(1), name="inc")
-    with pytest.raises(ValueError, match=r"stage 'inc' \(native op add\) takes int items, but stage 'fmt' produces str"):
+    with pytest.raises(ValueError, match=r"stage 'inc' \(takes int\) cannot follow stage 'fmt' \(produces str\)"):
         b.add_sink(3).build(num_threads=1)
+
+
+def test_python_values_without_a_converter_fail_at_build_naming_both():
+    # Python values reach a native op only through a converter to its input
+    # type; there is none to a native batch.
+    from feedline.io import ops
+
+    b = PipelineBuilder().add_source(range(3)).pipe(lambda x: [x], name="wrap").pipe(ops.stack(), name="stack")
+    with pytest.raises(ValueError, match=r"stage 'stack' \(takes list\) cannot follow stage 'wrap' \(produces object\)"):
+        b.add_sink(3).build(num_threads=1)
+    # A native batch fits.
+    PipelineBuilder().add_source(range(3)).aggregate(3).pipe(ops.stack()).add_sink(3).build(num_threads=1)
 
 
 def test_python_values_that_do_not_convert_are_counted_failures():

@@ -24,6 +24,7 @@
 #include <ranges>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -156,6 +157,7 @@ class PipelineBuilder {
       return std::make_unique<detail::RangeSource<R>>(shared);
     };
     spec.source_options = std::move(options);
+    spec.source_type = &typeid(T);
     return TypedBuilder<T>(std::move(spec));
   }
 
@@ -166,6 +168,7 @@ class PipelineBuilder {
     PipelineSpec spec;
     spec.source = std::move(factory);
     spec.source_options = std::move(options);
+    spec.source_type = &typeid(T);
     return TypedBuilder<T>(std::move(spec));
   }
 

@@ -177,7 +177,15 @@ class Item {
 static_assert(std::is_nothrow_move_constructible_v<Item>,
               "Item must be nothrow-movable to live in queues");
 
-// Returns a readable name for `type` ("int", "std::vector<int>").
+// Returns a readable name for `type`: the display name registered for it,
+// else its demangled C++ name ("int", "std::vector<int>").
 std::string type_name(const std::type_info& type);
+
+// Sets the display name type_name() gives `type`, as in messages that name
+// item types (stages that do not fit, items of the wrong type). Language
+// bindings register the names their users know ("str" for std::string).
+// Thread safety: may be called from any thread; register names before
+// building the pipelines whose messages should use them.
+void register_type_name(const std::type_info& type, std::string name);
 
 }  // namespace feedline

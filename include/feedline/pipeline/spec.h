@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "feedline/pipeline/item.h"
@@ -62,6 +63,9 @@ struct PipelineSpec {
   // The head: a source, or else the sub-pipelines to merge.
   SourceFactory source;
   SourceOptions source_options;
+  // The item type the source yields; null: not known in advance. A merge
+  // yields the type all of its inputs end with, if they agree.
+  const std::type_info* source_type = nullptr;
   std::vector<PipelineSpec> merge_inputs;
   std::string merge_name = "merge";
 
@@ -81,9 +85,12 @@ OpPtr make_aggregate_op(std::size_t n, bool drop_last);
 OpPtr make_disaggregate_op();
 
 // Validates `spec` and builds a pipeline that has not started yet.
+// Where a stage's item type is known (the source's source_type, an op's
+// output_type()), the next stage's op must accept it (Op::accepts()).
 // Throws: InvalidArgument naming the offending stage when the spec is
 // malformed (no head, no sink, concurrency < 1, input order with a generator,
-// mixed continuous sources, ...).
+// mixed continuous sources, ...), and naming both stages and both types when
+// a stage cannot take what the stage before it produces.
 Pipeline build_pipeline(PipelineSpec spec, BuildOptions options);
 
 }  // namespace feedline
