@@ -172,6 +172,16 @@ using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
+// The frame limit `n` (> 0) as the Collector's `max`: -1 for no limit.
+int64_t frame_limit(std::optional<int64_t> n, const char* what) {
+  if (!n) return -1;
+  if (*n <= 0) {
+    throw InvalidArgument(std::string(what) + " must be > 0 (got " +
+                          std::to_string(*n) + "); leave it out for all");
+  }
+  return *n;
+}
+
 // Collects output frames into a Frames of `media`, up to `max` (> 0).
 struct Collector {
   std::unique_ptr<Frames> frames;
@@ -240,15 +250,18 @@ Decoder::Decoder(const Codec& codec,
     : impl_(std::make_unique<Impl>(codec, filter_desc, config,
                                    name.empty() ? codec.name() : name)) {}
 Decoder::~Decoder() = default;
-std::unique_ptr<Frames> Decoder::decode(Packets&& packets, int64_t max_frames) {
-  return impl_->decode(std::move(packets), max_frames);
+std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
+                                        std::optional<int64_t> max_frames) {
+  const int64_t limit = frame_limit(max_frames, "max_frames");
+  return impl_->decode(std::move(packets), limit);
 }
 std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
 Media Decoder::media() const { return impl_->media_; }
 
 std::unique_ptr<Frames> decode_packets(
     Packets&& packets, const std::optional<std::string>& filter_desc,
-    const DecodeConfig& config, int64_t num_frames) {
+    const DecodeConfig& config, std::optional<int64_t> num_frames) {
+  const int64_t limit = frame_limit(num_frames, "num_frames");
   const Codec codec = packets.require_codec();
   std::unique_ptr<Packets> owned = packets.take();
   const std::string& name = owned->src();
@@ -257,7 +270,7 @@ std::unique_ptr<Frames> decode_packets(
   if (media != Media::kAudio) session.set_window(owned->window());
   const bool image = media == Media::kImage;
   Collector c{make_frames(image ? Media::kVideo : media, owned->time_base()),
-              image ? 1 : num_frames};
+              image ? 1 : limit};
   send_window(session, *owned, session.may_skip_frames(), c.sink());
   report_errors(session, *c.frames, name);
   if (image) {

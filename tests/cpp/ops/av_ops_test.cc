@@ -1,0 +1,1 @@
+#include "ops/ops_testing.h"
