@@ -149,14 +149,18 @@ Item clip_from_python(nb::handle obj) {
   r.name = r.source.in_memory()
                ? "<" + std::to_string(r.source.data.size()) + " bytes>"
                : r.source.url;
-  if (nb::len(t) == 3) {
-    r.window = window_from_times(t[1], t[2]);
-  } else if (nb::isinstance<Window>(t[1])) {
-    r.window = nb::cast<Window>(t[1]);
-  } else if (!t[1].is_none()) {
-    nb::tuple w = nb::cast<nb::tuple>(t[1]);
-    if (nb::len(w) != 2) throw InvalidArgument("a window is (start, end)");
-    r.window = window_from_times(w[0], w[1]);
+  try {
+    if (nb::len(t) == 3) {
+      r.window = window_from_times(t[1], t[2]);
+    } else if (nb::isinstance<Window>(t[1])) {
+      r.window = nb::cast<Window>(t[1]);
+    } else if (!t[1].is_none()) {
+      nb::tuple w = nb::cast<nb::tuple>(t[1]);
+      if (nb::len(w) != 2) throw InvalidArgument("a window is (start, end)");
+      r.window = window_from_times(w[0], w[1]);
+    }
+  } catch (const nb::builtin_exception& e) {
+    throw InvalidArgument(e.what());  // a failed conversion, in the engine
   }
   return Item(std::move(r));
 }

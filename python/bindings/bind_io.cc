@@ -34,6 +34,7 @@
 #include "feedline/media/audio.h"
 #include "feedline/media/image.h"
 #include "feedline/pipeline/op.h"
+#include "feedline/ops/av_ops.h"
 #include "feedline/ops/io_ops.h"
 #include "io_common.h"
 #include "native_op.h"
