@@ -16,8 +16,6 @@
 // S seconds (default 1) start every 10 / N seconds. Exits with 1 if a clip
 // is missing, 2 on bad arguments.
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +23,8 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "feedline/ops/av_ops.h"
 #include "feedline/pipeline/builder.h"
@@ -49,14 +49,13 @@ int parse_positive(const char* text) {
 void make_video(const fs::path& path) {
   const std::string cmd =
       "ffmpeg -v error -y -f lavfi -i testsrc2=size=320x240:rate=25:duration=" +
-      std::to_string(kVideoSeconds) +
-      " -c:v libx264 -pix_fmt yuv420p -g 25 " + path.string();
+      std::to_string(kVideoSeconds) + " -c:v libx264 -pix_fmt yuv420p -g 25 " +
+      path.string();
   if (std::system(cmd.c_str()) != 0)
     throw std::runtime_error("could not make the video: " + cmd);
 }
 
-int run(const std::string& video, int num_clips, int seconds,
-        int num_threads) {
+int run(const std::string& video, int num_clips, int seconds, int num_threads) {
   // Clip i covers [i * 10 / N, i * 10 / N + S) seconds, as exact fractions.
   std::vector<ops::ClipRequest> clips;
   for (int i = 0; i < num_clips; ++i) {
@@ -64,14 +63,13 @@ int run(const std::string& video, int num_clips, int seconds,
     const Rational end{i * kVideoSeconds + seconds * num_clips, num_clips};
     clips.push_back(ops::ClipRequest::from_path(video, Window{start, end}));
   }
-  auto pipeline =
-      feedline::PipelineBuilder()
-          .add_source(clips, {.name = "clips"})
-          .pipe<feedline::Buffer>(ops::load_video_clips({}),
-                                  {.name = "load_video_clips",
-                                   .concurrency = 2})
-          .add_sink(2)
-          .build(num_threads);
+  auto pipeline = feedline::PipelineBuilder()
+                      .add_source(clips, {.name = "clips"})
+                      .pipe<feedline::Buffer>(
+                          ops::load_video_clips({}),
+                          {.name = "load_video_clips", .concurrency = 2})
+                      .add_sink(2)
+                      .build(num_threads);
   int got = 0;
   long long frames = 0;
   for (feedline::Buffer& clip : pipeline) {

@@ -16,8 +16,6 @@
 // in DIR is read (--items is ignored). Exits with 1 if any image is missing
 // from the output, 2 on bad arguments.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +28,7 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "feedline/ops/io_ops.h"
 #include "feedline/pipeline/builder.h"
@@ -129,8 +128,7 @@ int run(const std::vector<std::string>& paths, int num_threads) {
   std::printf("wall time:    %.3f s\n", wall);
   std::printf("throughput:   %.0f images/s\n",
               static_cast<double>(items) / wall);
-  std::printf("CPU time:     %.3f s (%.1f us per image)\n", cpu,
-              cpu / n * 1e6);
+  std::printf("CPU time:     %.3f s (%.1f us per image)\n", cpu, cpu / n * 1e6);
   // ru_maxrss is in KiB on Linux.
   std::printf("peak RSS:     %.1f MiB\n",
               static_cast<double>(usage.ru_maxrss) / 1024.0);
@@ -138,8 +136,8 @@ int run(const std::vector<std::string>& paths, int num_threads) {
   std::printf("\n%s\n", feedline::format_table(stats).c_str());
 
   if (items != static_cast<long long>(paths.size())) {
-    std::fprintf(stderr, "error: expected %zu images, got %lld\n",
-                 paths.size(), items);
+    std::fprintf(stderr, "error: expected %zu images, got %lld\n", paths.size(),
+                 items);
     return 1;
   }
   return 0;
@@ -163,17 +161,15 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--threads") == 0) target = &num_threads;
     if (target == nullptr || !has_value ||
         (*target = parse_positive(argv[++i])) == 0) {
-      std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--items N] [--threads N]\n",
+      std::fprintf(stderr, "usage: %s [--dir DIR] [--items N] [--threads N]\n",
                    argv[0]);
       return 2;
     }
   }
   const bool made = dir.empty();
-  const fs::path data =
-      made ? fs::temp_directory_path() /
-                 ("feedline_demo_" + std::to_string(getpid()))
-           : fs::path(dir);
+  const fs::path data = made ? fs::temp_directory_path() /
+                                   ("feedline_demo_" + std::to_string(getpid()))
+                             : fs::path(dir);
   int rc = 1;
   try {
     if (made) make_images(data, num_items);

@@ -48,6 +48,15 @@ using ops::FramesItem;
 using ops::PacketsItem;
 
 template <typename T>
+T& live(T& obj);
+
+// Calls const member M of a live (not consumed) object, for properties.
+template <typename T, auto M>
+auto checked(T& obj) {
+  return (live(obj).*M)();
+}
+
+template <typename T>
 T& live(T& obj) {
   if (obj.consumed()) {
     throw nb::type_error(
@@ -186,16 +195,6 @@ Item unique_from_python(nb::handle obj) {
   return Item(value.take());
 }
 
-media::VideoOptions video_options(const std::optional<Window>& window,
-                                  const media::DemuxConfig& demux,
-                                  const media::DecodeConfig& decode,
-                                  const std::optional<std::string>& filter,
-                                  const std::string& pix_fmt,
-                                  std::optional<int64_t> max_frames) {
-  return media::VideoOptions{window, demux, decode, filter, pix_fmt,
-                             max_frames};
-}
-
 }  // namespace
 
 void bind_av(nb::module_& m) {
@@ -262,9 +261,8 @@ void bind_av(nb::module_& m) {
 
   nb::class_<Packets>(m, "Packets", "Encoded packets of one stream.")
       .def_prop_ro("media", &Packets::media)
-      .def_prop_ro("src", [](Packets& p) { return live(p).src(); })
-      .def_prop_ro("stream_index",
-                   [](Packets& p) { return live(p).stream_index(); })
+      .def_prop_ro("src", &checked<Packets, &Packets::src>)
+      .def_prop_ro("stream_index", &checked<Packets, &Packets::stream_index>)
       .def_prop_ro(
           "time_base",
           [](Packets& p) { return rational_tuple(live(p).time_base()); })
@@ -272,23 +270,20 @@ void bind_av(nb::module_& m) {
           "timestamp",
           [](Packets& p) { return window_to_python(live(p).window()); },
           "The window (start, end) in seconds, or None.")
-      .def_prop_ro(
-          "codec", [](Packets& p) { return live(p).codec(); },
-          "The stream's Codec, or None for streamed packets.")
-      .def_prop_ro(
-          "num_packets", [](Packets& p) { return live(p).num_packets(); },
-          "All packets held, including those before the window.")
+      .def_prop_ro("codec", &checked<Packets, &Packets::codec>,
+                   "The stream's Codec, or None for streamed packets.")
+      .def_prop_ro("num_packets", &checked<Packets, &Packets::num_packets>,
+                   "All packets held, including those before the window.")
       .def_prop_ro("consumed", &Packets::consumed)
-      .def("__len__", [](Packets& p) { return live(p).size(); })
+      .def("__len__", &checked<Packets, &Packets::size>)
       .def(
           "get_timestamps",
           [](Packets& p, bool raw) { return live(p).timestamps(raw); },
           nb::kw_only(), nb::arg("raw") = false,
           "Presentation times (s) of the packets in the window, sorted; "
           "with raw=True all of them, in stored order.")
-      .def(
-          "clone", [](Packets& p) { return live(p).clone(); },
-          "A copy sharing every payload (no data is copied).")
+      .def("clone", &checked<Packets, &Packets::clone>,
+           "A copy sharing every payload (no data is copied).")
       .def("__repr__", &Packets::to_string);
   nb::class_<media::AudioPackets, Packets>(m, "AudioPackets");
   nb::class_<media::VideoPackets, Packets>(m, "VideoPackets");
@@ -296,26 +291,23 @@ void bind_av(nb::module_& m) {
 
   nb::class_<Frames>(m, "Frames", "Decoded frames.")
       .def_prop_ro("media", &Frames::media)
-      .def_prop_ro("num_frames", [](Frames& f) { return live(f).num_frames(); })
-      .def("__len__", [](Frames& f) { return live(f).num_frames(); })
-      .def_prop_ro("format", [](Frames& f) { return live(f).format(); })
-      .def_prop_ro("width", [](Frames& f) { return live(f).width(); })
-      .def_prop_ro("height", [](Frames& f) { return live(f).height(); })
-      .def_prop_ro("num_planes", [](Frames& f) { return live(f).num_planes(); })
-      .def_prop_ro("sample_rate",
-                   [](Frames& f) { return live(f).sample_rate(); })
-      .def_prop_ro("num_channels",
-                   [](Frames& f) { return live(f).num_channels(); })
+      .def_prop_ro("num_frames", &checked<Frames, &Frames::num_frames>)
+      .def("__len__", &checked<Frames, &Frames::num_frames>)
+      .def_prop_ro("format", &checked<Frames, &Frames::format>)
+      .def_prop_ro("width", &checked<Frames, &Frames::width>)
+      .def_prop_ro("height", &checked<Frames, &Frames::height>)
+      .def_prop_ro("num_planes", &checked<Frames, &Frames::num_planes>)
+      .def_prop_ro("sample_rate", &checked<Frames, &Frames::sample_rate>)
+      .def_prop_ro("num_channels", &checked<Frames, &Frames::num_channels>)
       .def_prop_ro(
           "time_base",
           [](Frames& f) { return rational_tuple(live(f).time_base()); })
-      .def_prop_ro("metadata", [](Frames& f) { return live(f).metadata(); })
+      .def_prop_ro("metadata", &checked<Frames, &Frames::metadata>)
       .def_prop_ro("consumed", &Frames::consumed)
-      .def("get_pts", [](Frames& f) { return live(f).pts(); })
-      .def("get_timestamps", [](Frames& f) { return live(f).timestamps(); })
-      .def(
-          "clone", [](Frames& f) { return live(f).clone(); },
-          "A copy sharing every frame's data (no data is copied).")
+      .def("get_pts", &checked<Frames, &Frames::pts>)
+      .def("get_timestamps", &checked<Frames, &Frames::timestamps>)
+      .def("clone", &checked<Frames, &Frames::clone>,
+           "A copy sharing every frame's data (no data is copied).")
       .def("_select",
            [](Frames& f, const std::vector<int64_t>& indices) {
              return live(f).select(indices);
@@ -333,8 +325,8 @@ void bind_av(nb::module_& m) {
   nb::class_<media::Demuxer>(m, "Demuxer")
       .def(
           "__init__",
-          [](media::Demuxer* self, nb::handle src, const media::DemuxConfig& config,
-             const std::string& name) {
+          [](media::Demuxer* self, nb::handle src,
+             const media::DemuxConfig& config, const std::string& name) {
             media::Source source = source_from(src);
             nb::gil_scoped_release release;
             new (self) media::Demuxer(std::move(source), config, name);
@@ -358,8 +350,8 @@ void bind_av(nb::module_& m) {
           nb::arg("media"), nb::arg("window").none())
       .def(
           "next_chunk",
-          [](media::Demuxer& d, const std::vector<int>& streams, double duration,
-             int num_packets) {
+          [](media::Demuxer& d, const std::vector<int>& streams,
+             double duration, int num_packets) {
             std::map<int, std::unique_ptr<Packets>> chunk;
             {
               nb::gil_scoped_release release;
@@ -419,12 +411,11 @@ void bind_av(nb::module_& m) {
   m.def(
       "decode_packets",
       [](Packets& packets, const std::optional<std::string>& filter_desc,
-         const media::DecodeConfig& config,
-         std::optional<int64_t> num_frames) {
+         const media::DecodeConfig& config, std::optional<int64_t> num_frames) {
         live(packets);
         nb::gil_scoped_release release;
         return media::decode_packets(std::move(packets), filter_desc, config,
-                                  num_frames);
+                                     num_frames);
       },
       nb::arg("packets"), nb::arg("filter_desc").none(), nb::arg("config"),
       nb::arg("num_frames").none());
@@ -435,8 +426,8 @@ void bind_av(nb::module_& m) {
          const media::DecodeConfig& config) {
         live(packets);
         nb::gil_scoped_release release;
-        return media::sample_decode_video(std::move(packets), indices, filter_desc,
-                                       config);
+        return media::sample_decode_video(std::move(packets), indices,
+                                          filter_desc, config);
       },
       nb::arg("packets"), nb::arg("indices"), nb::arg("filter_desc").none(),
       nb::arg("config"));
@@ -468,8 +459,8 @@ void bind_av(nb::module_& m) {
          const std::string& pix_fmt, std::optional<int64_t> max_frames,
          const std::string& name, bool image) {
         media::Source source = source_from(src);
-        media::VideoOptions o = video_options(window, demux, decode,
-                                              filter_desc, pix_fmt, max_frames);
+        media::VideoOptions o{window,      demux,   decode,
+                              filter_desc, pix_fmt, max_frames};
         nb::gil_scoped_release release;
         return image ? media::load_image_ffmpeg(std::move(source), o, name)
                      : media::load_video(std::move(source), o, name);
@@ -525,10 +516,10 @@ void bind_av(nb::module_& m) {
          const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, std::optional<int64_t> max_frames) {
-        return native_op(ops::load_video(video_options(
-                             window, demux, decode, filter_desc, pix_fmt,
-                             max_frames)),
-                         "load_video");
+        return native_op(
+            ops::load_video(media::VideoOptions{
+                window, demux, decode, filter_desc, pix_fmt, max_frames}),
+            "load_video");
       },
       nb::arg("window").none(), nb::arg("demux_config"),
       nb::arg("decode_config"), nb::arg("filter_desc").none(),
@@ -539,8 +530,8 @@ void bind_av(nb::module_& m) {
          const std::optional<std::string>& filter_desc,
          const std::string& pix_fmt, std::optional<int64_t> max_frames) {
         return native_op(
-            ops::load_video_clips(video_options(
-                std::nullopt, demux, decode, filter_desc, pix_fmt, max_frames)),
+            ops::load_video_clips(media::VideoOptions{
+                std::nullopt, demux, decode, filter_desc, pix_fmt, max_frames}),
             "load_video_clips");
       },
       nb::arg("demux_config"), nb::arg("decode_config"),
@@ -557,10 +548,9 @@ void bind_av(nb::module_& m) {
   m.def(
       "decode_packets_op",
       [](const std::optional<std::string>& filter_desc, bool default_filter,
-         const media::DecodeConfig& decode,
-         std::optional<int64_t> num_frames) {
-        return native_op(ops::decode_packets({default_filter, filter_desc,
-                                              decode, num_frames}),
+         const media::DecodeConfig& decode, std::optional<int64_t> num_frames) {
+        return native_op(ops::decode_packets(
+                             {default_filter, filter_desc, decode, num_frames}),
                          "decode_packets");
       },
       nb::arg("filter_desc").none(), nb::arg("default_filter"),

@@ -33,9 +33,9 @@
 #include "feedline/io/formats.h"
 #include "feedline/media/audio.h"
 #include "feedline/media/image.h"
-#include "feedline/pipeline/op.h"
 #include "feedline/ops/av_ops.h"
 #include "feedline/ops/io_ops.h"
+#include "feedline/pipeline/op.h"
 #include "io_common.h"
 #include "native_op.h"
 #include "py_ref.h"
@@ -106,61 +106,24 @@ std::span<const uint8_t> span_of(const Buffer& b) {
 
 // --- Buffer in Python --------------------------------------------------------
 
-const char* typestr(DType d) {
-  switch (d) {
-    case DType::kBool:
-      return "|b1";
-    case DType::kInt8:
-      return "|i1";
-    case DType::kUint8:
-      return "|u1";
-    case DType::kInt16:
-      return "<i2";
-    case DType::kUint16:
-      return "<u2";
-    case DType::kInt32:
-      return "<i4";
-    case DType::kUint32:
-      return "<u4";
-    case DType::kInt64:
-      return "<i8";
-    case DType::kUint64:
-      return "<u8";
-    case DType::kFloat16:
-      return "<f2";
-    case DType::kFloat32:
-      return "<f4";
-    case DType::kFloat64:
-      return "<f8";
-    case DType::kComplex64:
-      return "<c8";
-    case DType::kComplex128:
-      return "<c16";
-  }
-  return "|u1";
+// NumPy's typestr ("<f4") and DLPack's type of a dtype, from its kind: the
+// first letter of its name (bool, int, uint, float, complex).
+std::string typestr(DType d) {
+  const std::size_t size = dtype_size(d);
+  return (size == 1 ? "|" : "<") + std::string(1, dtype_name(d)[0]) +
+         std::to_string(size);
 }
 
 nb::dlpack::dtype dlpack_dtype(DType d) {
   using nb::dlpack::dtype_code;
-  uint8_t bits = static_cast<uint8_t>(dtype_size(d) * 8);
-  switch (d) {
-    case DType::kBool:
-      return {static_cast<uint8_t>(dtype_code::Bool), bits, 1};
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-      return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
-    case DType::kFloat16:
-    case DType::kFloat32:
-    case DType::kFloat64:
-      return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
-    case DType::kComplex64:
-    case DType::kComplex128:
-      return {static_cast<uint8_t>(dtype_code::Complex), bits, 1};
-    default:
-      return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
-  }
+  const char kind = dtype_name(d)[0];
+  const dtype_code code = kind == 'b'   ? dtype_code::Bool
+                          : kind == 'i' ? dtype_code::Int
+                          : kind == 'f' ? dtype_code::Float
+                          : kind == 'c' ? dtype_code::Complex
+                                        : dtype_code::UInt;
+  return {static_cast<uint8_t>(code), static_cast<uint8_t>(dtype_size(d) * 8),
+          1};
 }
 
 nb::tuple to_tuple(const std::vector<int64_t>& v) {
@@ -241,9 +204,9 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
       if (!fs.is_valid()) throw nb::python_error();
       sources.emplace_back(nb::cast<std::string>(fs));
     } else {
-      sources.emplace_back(ops::EncodedFile{
-          "<source " + std::to_string(sources.size()) + ">",
-          bytes_from_python(s)});
+      sources.emplace_back(
+          ops::EncodedFile{"<source " + std::to_string(sources.size()) + ">",
+                           bytes_from_python(s)});
     }
   }
   std::vector<ImageFailure> failures;
@@ -474,10 +437,10 @@ void bind_io(nb::module_& parent) {
   });
   m.def("decode_batch_op", [](const ImageOptions& options) {
     // Python values among a batch's elements become encoded files first.
-    return native_op(convert_batch_elements(ops::decode_batch(options),
-                                            typeid(ops::EncodedFile),
-                                            "decode_batch"),
-                     "decode_batch");
+    return native_op(
+        convert_batch_elements(ops::decode_batch(options),
+                               typeid(ops::EncodedFile), "decode_batch"),
+        "decode_batch");
   });
   m.def("stack_op", [] { return native_op(ops::stack(), "stack"); });
 }

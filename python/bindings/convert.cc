@@ -180,7 +180,8 @@ class BatchConvertingOp final : public MapOp {
         }
       }
     }
-    for (const std::string& e : errors) log(LogLevel::kWarning, name_ + ": " + e);
+    for (const std::string& e : errors)
+      log(LogLevel::kWarning, name_ + ": " + e);
     if (converted.empty() && !errors.empty()) {
       throw InvalidArgument(name_ + ": no element of the batch of " +
                             std::to_string(batch.size()) +

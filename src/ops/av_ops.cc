@@ -78,9 +78,8 @@ OpPtr decode_packets(const DecodeOptions& options) {
   return make_map_op<PacketsItem>([options](PacketsItem p) {
     std::optional<std::string> filter = options.filter_desc;
     if (options.default_filter) filter = default_filter_desc(*p);
-    return FramesItem(media::decode_packets(std::move(*p), filter,
-                                            options.config,
-                                            options.num_frames));
+    return FramesItem(media::decode_packets(
+        std::move(*p), filter, options.config, options.num_frames));
   });
 }
 

@@ -26,9 +26,7 @@ class BatchOp : public MapOp {
   const std::type_info* input_type() const override {
     return &typeid(ItemBatch);
   }
-  const std::type_info* output_type() const override {
-    return &typeid(Buffer);
-  }
+  const std::type_info* output_type() const override { return &typeid(Buffer); }
   bool accepts(const std::type_info& type) const override {
     return type == typeid(ItemBatch) || type == typeid(std::vector<T>);
   }

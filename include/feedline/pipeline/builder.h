@@ -69,8 +69,8 @@ class TypedBuilder {
   template <typename U>
   TypedBuilder<U> pipe(OpPtr op, PipeOptions options = {}) && {
     check_op_types(*op, typeid(T), typeid(U));
-    return std::move(*this).template append<U>(
-        StageKind::kPipe, std::move(op), std::move(options), "pipe");
+    return std::move(*this).template append<U>(StageKind::kPipe, std::move(op),
+                                               std::move(options), "pipe");
   }
 
   // Applies `f`, which returns a range of results (0..n per item); results

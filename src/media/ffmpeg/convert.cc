@@ -359,9 +359,8 @@ Buffer load(Media media, Source source, const VideoOptions& o,
   std::unique_ptr<Packets> packets =
       demuxer.demux(media, media == Media::kImage ? std::nullopt : o.window);
   if (o.filter_desc) {
-    std::unique_ptr<Frames> frames =
-        decode_packets(std::move(*packets), o.filter_desc, o.decode,
-                       o.max_frames);
+    std::unique_ptr<Frames> frames = decode_packets(
+        std::move(*packets), o.filter_desc, o.decode, o.max_frames);
     if (frames->empty()) {
       throw DecodeError(src + ": no frame in the window");
     }

@@ -141,8 +141,8 @@ void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
   if (!sink(frame, tb)) stopped_ = true;
 }
 
-void send_window(DecodeSession& session, const media::Packets& packets, bool skip,
-                 const DecodeSession::Sink& sink) {
+void send_window(DecodeSession& session, const media::Packets& packets,
+                 bool skip, const DecodeSession::Sink& sink) {
   const std::vector<AVPacket*>& pkts = packets.packets();
   const AVRational tb = to_av(packets.time_base());
   const auto& window = packets.window();

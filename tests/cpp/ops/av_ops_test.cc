@@ -57,10 +57,10 @@ class AvOpsTest : public ::testing::Test {
         testing::read_all(*dir_ / "clip.rgb");
     ASSERT_EQ(v.shape(), (std::vector<int64_t>{n, 48, 64, 3}));
     for (int i = 0; i < n; ++i) {
-      ASSERT_EQ(std::memcmp(v.data_as<uint8_t>() + i * kFrameBytes,
-                            rgb.data() + (first + i) * kFrameBytes,
-                            kFrameBytes),
-                0)
+      ASSERT_EQ(
+          std::memcmp(v.data_as<uint8_t>() + i * kFrameBytes,
+                      rgb.data() + (first + i) * kFrameBytes, kFrameBytes),
+          0)
           << "frame " << first + i;
     }
   }
@@ -168,8 +168,8 @@ TEST_F(AvOpsTest, DemuxDecodeConvertChainEqualsTheCli) {
   FramesItem frames =
       call(decode_packets(), Item(std::move(packets))).take_as<FramesItem>();
   EXPECT_EQ(frames->num_frames(), 10);
-  expect_frames(call(convert_frames(), Item(std::move(frames))).take_as<Buffer>(),
-                0, 10);
+  expect_frames(
+      call(convert_frames(), Item(std::move(frames))).take_as<Buffer>(), 0, 10);
 
   // At most num_frames frames.
   DecodeOptions three;
@@ -183,21 +183,21 @@ TEST_F(AvOpsTest, DemuxDecodeConvertChainEqualsTheCli) {
   EXPECT_THROW(decode_packets(three), InvalidArgument);
 
   // Images: the first frame, without N.
-  PacketsItem image = call(demux(Media::kImage, std::nullopt),
-                           Item(file("clip.mp4")))
-                          .take_as<PacketsItem>();
-  Buffer one = call(convert_frames(),
-                    call(decode_packets(), Item(std::move(image))))
-                   .take_as<Buffer>();
+  PacketsItem image =
+      call(demux(Media::kImage, std::nullopt), Item(file("clip.mp4")))
+          .take_as<PacketsItem>();
+  Buffer one =
+      call(convert_frames(), call(decode_packets(), Item(std::move(image))))
+          .take_as<Buffer>();
   EXPECT_EQ(one.shape(), (std::vector<int64_t>{48, 64, 3}));
 }
 
 TEST_F(AvOpsTest, DemuxNamesBadInput) {
   OpPtr op = demux(Media::kAudio, std::nullopt);
   EXPECT_THROW(call(op, Item(file("clip.mp4"))), DecodeError);  // no audio
-  EXPECT_NE(error_of([&] { call(op, Item(file("clip.mp4"))); })
-                .find("clip.mp4"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { call(op, Item(file("clip.mp4"))); }).find("clip.mp4"),
+      std::string::npos);
 }
 
 TEST_F(AvOpsTest, AudioThroughLoadAudioAndTheChain) {
@@ -209,13 +209,13 @@ TEST_F(AvOpsTest, AudioThroughLoadAudioAndTheChain) {
   EXPECT_EQ(a.shape()[0], 1);
   EXPECT_NEAR(static_cast<double>(a.shape()[1]), 4000, 100);
 
-  PacketsItem packets = call(demux(Media::kAudio, std::nullopt),
-                             Item(file("tone.wav")))
-                            .take_as<PacketsItem>();
+  PacketsItem packets =
+      call(demux(Media::kAudio, std::nullopt), Item(file("tone.wav")))
+          .take_as<PacketsItem>();
   EXPECT_EQ(default_filter_desc(*packets), "aformat=sample_fmts=fltp");
-  Buffer b = call(convert_frames(),
-                  call(decode_packets(), Item(std::move(packets))))
-                 .take_as<Buffer>();
+  Buffer b =
+      call(convert_frames(), call(decode_packets(), Item(std::move(packets))))
+          .take_as<Buffer>();
   EXPECT_EQ(b.dtype(), DType::kFloat32);
   EXPECT_EQ(b.shape(), (std::vector<int64_t>{1, 8000}));
 

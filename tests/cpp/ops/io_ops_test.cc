@@ -118,7 +118,8 @@ TEST(IoOpsTest, EveryOpDeclaresItsTypes) {
     EXPECT_FALSE(c.op->stateful());
   }
   // The batch ops also take the typed builder's batches.
-  EXPECT_TRUE(decode_batch(sized(8, 8))->accepts(typeid(std::vector<EncodedFile>)));
+  EXPECT_TRUE(
+      decode_batch(sized(8, 8))->accepts(typeid(std::vector<EncodedFile>)));
   EXPECT_TRUE(stack()->accepts(typeid(std::vector<Buffer>)));
   EXPECT_FALSE(stack()->accepts(typeid(std::vector<EncodedFile>)));
   EXPECT_EQ(tar_members()->kind(), OpKind::kGenerator);
@@ -140,8 +141,8 @@ TEST(IoOpsTest, ReadFileNamesTheFileByItsPath) {
 
 TEST(IoOpsTest, DecodeImageReadsJpegAndPng) {
   OpPtr op = decode_image({});
-  Buffer jpeg = call(op, Item(encoded("a.jpg", encode_jpeg(12, 10))))
-                    .take_as<Buffer>();
+  Buffer jpeg =
+      call(op, Item(encoded("a.jpg", encode_jpeg(12, 10)))).take_as<Buffer>();
   EXPECT_EQ(jpeg.shape(), (std::vector<int64_t>{10, 12, 3}));
   Buffer png =
       call(op, Item(encoded("b.png", encode_png(7, 5)))).take_as<Buffer>();
@@ -154,9 +155,9 @@ TEST(IoOpsTest, DecodeImageRejectsOtherFormatsAsUnsupported) {
   OpPtr op = decode_image({});
   const std::vector<uint8_t> gif = {'G', 'I', 'F', '8', '9', 'a', 0, 0, 0, 0};
   EXPECT_THROW(call(op, Item(encoded("x.gif", gif))), UnsupportedFormat);
-  EXPECT_NE(error_of([&] { call(op, Item(encoded("x.gif", gif))); })
-                .find("x.gif"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { call(op, Item(encoded("x.gif", gif))); }).find("x.gif"),
+      std::string::npos);
   // A damaged JPEG is a DecodeError, not an unsupported format.
   std::vector<uint8_t> cut = encode_jpeg(16, 16);
   cut.resize(cut.size() / 3);
@@ -208,9 +209,9 @@ TEST(IoOpsTest, DecodeBatchFailsWhenNoImageDecodes) {
 TEST(IoOpsTest, LoadImageBatchReportsFailuresByIndex) {
   TempDir dir("ops_batch");
   testing::write_file(dir / "a.jpg", encode_jpeg(30, 20));
-  std::vector<ImageSource> sources = {
-      dir / "a.jpg", dir / "missing.jpg", encoded("b.png", encode_png(8, 8)),
-      encoded("junk", {9, 9, 9})};
+  std::vector<ImageSource> sources = {dir / "a.jpg", dir / "missing.jpg",
+                                      encoded("b.png", encode_png(8, 8)),
+                                      encoded("junk", {9, 9, 9})};
   std::vector<media::ImageFailure> failures;
   Buffer out = load_image_batch(std::move(sources), sized(10, 10), &failures);
   EXPECT_EQ(out.shape(), (std::vector<int64_t>{2, 10, 10, 3}));
@@ -253,8 +254,9 @@ TEST(IoOpsTest, LoadNpyViewsTheArray) {
   std::vector<uint8_t> bad = npy_f32(values, 2, 3);
   bad[1] = 'X';
   EXPECT_THROW(call(load_npy(), Item(encoded("bad.npy", bad))), FormatError);
-  EXPECT_NE(error_of([&] { call(load_npy(), Item(encoded("bad.npy", bad))); })
-                .find("bad.npy"),
+  EXPECT_NE(error_of([&] {
+              call(load_npy(), Item(encoded("bad.npy", bad)));
+            }).find("bad.npy"),
             std::string::npos);
 }
 
@@ -268,8 +270,9 @@ TEST(IoOpsTest, LoadWavGivesFramesByChannels) {
   std::vector<uint8_t> bad = wav_s16(5);
   bad[8] = 'X';  // not WAVE
   EXPECT_THROW(call(load_wav(), Item(encoded("bad.wav", bad))), FormatError);
-  EXPECT_NE(error_of([&] { call(load_wav(), Item(encoded("bad.wav", bad))); })
-                .find("bad.wav"),
+  EXPECT_NE(error_of([&] {
+              call(load_wav(), Item(encoded("bad.wav", bad)));
+            }).find("bad.wav"),
             std::string::npos);
 }
 
@@ -303,8 +306,7 @@ TEST_F(ArchiveTest, TarMembersYieldsEachRegularFile) {
 
   std::vector<uint8_t> bad = testing::read_all(dir_ / "a.tar");
   bad[148] ^= 0x55;  // the header checksum
-  EXPECT_THROW(pull(tar_members(), Item(encoded("bad.tar", bad))),
-               FormatError);
+  EXPECT_THROW(pull(tar_members(), Item(encoded("bad.tar", bad))), FormatError);
   EXPECT_NE(error_of([&] {
               pull(tar_members(), Item(encoded("bad.tar", bad)));
             }).find("bad.tar"),
@@ -315,7 +317,8 @@ TEST_F(ArchiveTest, ZipMembersSkipsDirectoriesAndInflates) {
   // Directory entries (sub/) are in the archive; zip_members leaves them out.
   testing::run("cd " + dir_ / "src" + " && zip -q -r ../a.zip a.txt sub");
   expect_members(pull(zip_members(), Item(archive("a.zip"))));
-  testing::run("cd " + dir_ / "src" + " && zip -q -0 -r ../stored.zip a.txt sub");
+  testing::run("cd " + dir_ / "src" +
+               " && zip -q -0 -r ../stored.zip a.txt sub");
   expect_members(pull(zip_members(), Item(archive("stored.zip"))));
 
   const std::vector<uint8_t> junk(100, 7);
@@ -331,8 +334,10 @@ TEST(IoOpsTest, ReadAggregateDecodeBatchPipeline) {
   TempDir dir("ops_pipeline");
   std::vector<std::string> paths;
   for (int i = 0; i < 10; ++i) {
-    std::string p = dir / ("img" + std::to_string(i) + (i % 2 ? ".png" : ".jpg"));
-    testing::write_file(p, i % 2 ? encode_png(20 + i, 15) : encode_jpeg(30, 20 + i));
+    std::string p =
+        dir / ("img" + std::to_string(i) + (i % 2 ? ".png" : ".jpg"));
+    testing::write_file(
+        p, i % 2 ? encode_png(20 + i, 15) : encode_jpeg(30, 20 + i));
     paths.push_back(p);
   }
   paths.push_back(dir / "missing.jpg");  // a failed read, counted by the stage

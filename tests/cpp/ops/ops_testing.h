@@ -5,8 +5,6 @@
 
 #pragma once
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -20,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <png.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include "feedline/base/buffer.h"
 #include "feedline/ops/items.h"
