@@ -465,12 +465,12 @@ class FilterGraph:
 
 
 def decode_packets(packets: Packets, filter_desc=FILTER_DESC_DEFAULT, decode_config=None, *,
-                   num_frames: int = -1) -> Frames:
+                   num_frames: int | None = None) -> Frames:
     """Decodes ``packets`` (consumed) to frames. ``filter_desc``: the default
     chain (audio float planar trimmed to the window; video and images
     rgb24), None for the decoder's own format, or a chain of your own.
-    ``num_frames > 0`` stops after that many frames. Video frames outside the
-    packets' window are dropped."""
+    ``num_frames`` stops after that many frames (None, or SPDL's -1: all).
+    Video frames outside the packets' window are dropped."""
     fd = _resolve_filter(packets, filter_desc)
     return _io.decode_packets(packets, fd, _decode_cfg(decode_config), _limit(num_frames))
 

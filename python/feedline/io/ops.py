@@ -135,7 +135,7 @@ def demux_image(*, demux_config=None):
     return _io.demux_op(_io.Media.IMAGE, None, _av._demux_cfg(demux_config))
 
 
-def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, num_frames: int = -1):
+def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, num_frames: int | None = None):
     """Native op: Packets -> Frames, as :func:`feedline.io.decode_packets`
     (by default the standard chain for the packets' media; None keeps the
     decoder's format)."""
