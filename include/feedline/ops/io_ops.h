@@ -5,7 +5,7 @@
 // Each factory returns an op that declares the item types it takes and
 // produces (Op::input_type(), output_type()), so build_pipeline() checks it
 // against its neighbours. Every op is stateless and safe to run with any
-// concurrency; none takes a lock or the GIL. A bad input fails that one call
+// concurrency; none takes a lock. A bad input fails that one call
 // with a typed error naming it (IoError, FormatError, DecodeError, ...).
 //
 //   auto pipeline = PipelineBuilder()
