@@ -114,14 +114,19 @@ bool less(Rational a, Rational b) {
 Window window_from_times(nb::handle start, nb::handle end) {
   Window w;
   w.start = time_from(start);
-  if (w.start.num < 0) throw InvalidArgument("the window starts before 0");
+  auto shown = [&] {
+    return ": (" + nb::cast<std::string>(nb::repr(start)) + ", " +
+           nb::cast<std::string>(nb::repr(end)) + ")";
+  };
+  if (w.start.num < 0)
+    throw InvalidArgument("the window starts before 0" + shown());
   const bool open = end.is_none() || (PyFloat_Check(end.ptr()) &&
                                       std::isinf(nb::cast<double>(end)) &&
                                       nb::cast<double>(end) > 0);
   if (!open) {
     w.end = time_from(end);
     if (less(*w.end, w.start))
-      throw InvalidArgument("the window ends before it starts");
+      throw InvalidArgument("the window ends before it starts" + shown());
   }
   return w;
 }

@@ -1071,7 +1071,7 @@ def test_window_is_a_native_class(media):
     w = native.Window(Fraction(1, 3), "2/3")
     assert w.start == pytest.approx(1 / 3) and w.end == pytest.approx(2 / 3)
     assert native.Window(1, None).end == float("inf")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"ends before it starts: \(1, 0.5\)"):
         native.Window(1, 0.5)
     packets = fio.demux_video(media / "h264_444.mp4", timestamp=(Fraction(1, 3), Fraction(2, 3)))
     assert packets.timestamp == pytest.approx((1 / 3, 2 / 3))
