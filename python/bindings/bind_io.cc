@@ -176,14 +176,17 @@ Item encoded_from_python(nb::handle obj) {
                                std::move(b)});
 }
 
-// --- Python functions
-// -----------------------------------------------------------
+// --- Python functions ------------------------------------------------------
 
-Buffer py_decode_image(nb::handle data, const ImageOptions& options,
-                       const std::string& name) {
-  Buffer bytes = bytes_from_python(data);
-  nb::gil_scoped_release release;
-  return decode_image(span_of(bytes), options, name);
+// f(bytes, args...) as a Python function of (data, args...): `data` is any
+// bytes-like object, read in place; f runs with the GIL released.
+template <typename... Args, typename F>
+auto on_bytes(F f) {
+  return [f](nb::handle data, Args... args) {
+    Buffer bytes = bytes_from_python(data);
+    nb::gil_scoped_release release;
+    return f(bytes, args...);
+  };
 }
 
 Buffer py_load_image(const std::string& path, const ImageOptions& options) {
@@ -300,8 +303,12 @@ void bind_io(nb::module_& parent) {
         return to_tuple(image_output_shape(w, h, o));
       });
 
-  m.def("decode_image", &py_decode_image, nb::arg("data"), nb::arg("options"),
-        nb::arg("name"));
+  m.def("decode_image",
+        on_bytes<const ImageOptions&, const std::string&>(
+            [](const Buffer& b, const ImageOptions& o, const std::string& n) {
+              return decode_image(span_of(b), o, n);
+            }),
+        nb::arg("data"), nb::arg("options"), nb::arg("name"));
   m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
   m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
         nb::arg("options"));
@@ -313,48 +320,35 @@ void bind_io(nb::module_& parent) {
 
   // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
   // place) and runs with the GIL released.
-  m.def(
-      "load_npy",
-      [](nb::handle data, const std::string& name) {
-        Buffer bytes = bytes_from_python(data);
-        nb::gil_scoped_release release;
-        return load_npy(bytes, name);
-      },
-      nb::arg("data"), nb::arg("name"));
+  m.def("load_npy",
+        on_bytes<const std::string&>([](const Buffer& b, const std::string& n) {
+          return load_npy(b, n);
+        }),
+        nb::arg("data"), nb::arg("name"));
   nb::class_<ZipEntry>(m, "ZipEntry", "One member of a ZIP archive.")
       .def_ro("name", &ZipEntry::name)
       .def_ro("data_offset", &ZipEntry::data_offset)
       .def_ro("compressed_size", &ZipEntry::compressed_size)
       .def_ro("size", &ZipEntry::size, "Uncompressed size in bytes.")
       .def_ro("method", &ZipEntry::method, "0 stored, 8 deflate.");
-  m.def(
-      "list_zip",
-      [](nb::handle data, const std::string& name) {
-        Buffer bytes = bytes_from_python(data);
-        nb::gil_scoped_release release;
-        return list_zip(span_of(bytes), name);
-      },
-      nb::arg("data"), nb::arg("name"));
+  m.def("list_zip",
+        on_bytes<const std::string&>([](const Buffer& b, const std::string& n) {
+          return list_zip(span_of(b), n);
+        }),
+        nb::arg("data"), nb::arg("name"));
   m.def(
       "read_zip_entry",
-      [](nb::handle archive, const ZipEntry& entry, const std::string& name,
-         uint64_t max_size) {
-        Buffer bytes = bytes_from_python(archive);
-        nb::gil_scoped_release release;
-        return read_zip_entry(bytes, entry, name, max_size);
-      },
+      on_bytes<const ZipEntry&, const std::string&, uint64_t>(&read_zip_entry),
       nb::arg("archive"), nb::arg("entry"), nb::arg("name"),
       nb::arg("max_size"));
-  m.def(
-      "load_wav",
-      [](nb::handle data, const std::string& name, uint64_t start,
-         std::optional<uint64_t> frames) {
-        Buffer bytes = bytes_from_python(data);
-        nb::gil_scoped_release release;
-        return load_wav(bytes, name, start, frames);
-      },
-      nb::arg("data"), nb::arg("name"), nb::arg("start_frame"),
-      nb::arg("num_frames").none());
+  m.def("load_wav",
+        on_bytes<const std::string&, uint64_t, std::optional<uint64_t>>(
+            [](const Buffer& b, const std::string& n, uint64_t start,
+               std::optional<uint64_t> frames) {
+              return load_wav(b, n, start, frames);
+            }),
+        nb::arg("data"), nb::arg("name"), nb::arg("start_frame"),
+        nb::arg("num_frames").none());
   m.def(
       "parse_wav",
       [](nb::handle data, const std::string& name) {
@@ -387,29 +381,18 @@ void bind_io(nb::module_& parent) {
       },
       nb::arg("data"), nb::arg("name"),
       "(archive Buffer, [(name, offset, size)])");
-  m.def(
-      "read_file",
-      [](const std::string& path) {
-        nb::gil_scoped_release release;
-        return read_file(path);
-      },
-      nb::arg("path"));
-  m.def(
-      "map_file",
-      [](const std::string& path) {
-        nb::gil_scoped_release release;
-        return map_file(path);
-      },
-      nb::arg("path"), "The file memory-mapped read-only (no copy).");
+  m.def("read_file", &read_file, nb::arg("path"),
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def("map_file", &map_file, nb::arg("path"),
+        nb::call_guard<nb::gil_scoped_release>(),
+        "The file memory-mapped read-only (no copy).");
   m.def(
       "load_audio",
-      [](nb::handle data, const std::string& name, int sample_rate,
-         int channels, double start, std::optional<double> duration) {
-        Buffer bytes = bytes_from_python(data);
-        nb::gil_scoped_release release;
-        return load_audio(span_of(bytes),
-                          {sample_rate, channels, start, duration}, name);
-      },
+      on_bytes<const std::string&, int, int, double, std::optional<double>>(
+          [](const Buffer& b, const std::string& n, int rate, int channels,
+             double start, std::optional<double> duration) {
+            return load_audio(span_of(b), {rate, channels, start, duration}, n);
+          }),
       nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"),
       nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
   m.def("set_buffer_cache_limit", &set_buffer_cache_limit, nb::arg("bytes"));
