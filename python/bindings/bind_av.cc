@@ -346,13 +346,8 @@ void bind_av(nb::module_& m) {
       .def("best_stream", &media::Demuxer::best_stream)
       .def("codec", &media::Demuxer::codec)
       .def("stream_codec", &media::Demuxer::stream_codec)
-      .def(
-          "demux",
-          [](media::Demuxer& d, Media media, std::optional<Window> w) {
-            nb::gil_scoped_release release;
-            return d.demux(media, w);
-          },
-          nb::arg("media"), nb::arg("window").none())
+      .def("demux", &media::Demuxer::demux, nb::arg("media"),
+           nb::arg("window").none(), nb::call_guard<nb::gil_scoped_release>())
       .def(
           "next_chunk",
           [](media::Demuxer& d, const std::vector<int>& streams,
@@ -474,13 +469,8 @@ void bind_av(nb::module_& m) {
       nb::arg("decode_config"), nb::arg("filter_desc").none(),
       nb::arg("pix_fmt"), nb::arg("max_frames").none(), nb::arg("name"),
       nb::arg("image"));
-  m.def(
-      "buffer_source_desc",
-      [](const Codec& codec, const std::string& label,
-         const std::string& format) {
-        return media::buffer_source_desc(codec, label, format);
-      },
-      nb::arg("codec"), nb::arg("label"), nb::arg("format"));
+  m.def("buffer_source_desc", &media::buffer_source_desc, nb::arg("codec"),
+        nb::arg("label"), nb::arg("format"));
   m.def(
       "buffer_view",
       [](nb::handle data, const std::string& dtype,
