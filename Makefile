@@ -51,7 +51,7 @@ demo: python
 	$(PYTHON) examples/python/image_demo.py
 
 demo-cpp: build
-	$(RELEASE_DIR)/examples/cpp/pipeline_demo
+	$(RELEASE_DIR)/examples/cpp/pipeline_demo && $(RELEASE_DIR)/examples/cpp/clip_demo
 
 test: deps build
 	ctest --test-dir $(RELEASE_DIR) --output-on-failure --no-tests=error -j$(JOBS)

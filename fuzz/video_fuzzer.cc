@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         d.demux(Media::kAudio, Window{Rational{0, 1}, Rational{1, 2}});
     auto frames = feedline::media::decode_packets(
         std::move(*packets), std::string("aformat=sample_fmts=fltp"),
-        DecodeConfig{}, -1);
+        DecodeConfig{}, std::nullopt);
     if (!frames->empty())
       touch(feedline::media::convert_frames(std::move(*frames)));
   });

@@ -1,88 +1,46 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// pipeline_demo: a data-loading job in miniature on the native C++ API, with
-// no media library:
+// pipeline_demo: an image-loading job on the native C++ API, the shape of a
+// training input pipeline:
 //
-//   source(ids) -> read[4] -> decode[2] -> aggregate(32) -> collate -> sink(4)
+//   source(paths) -> read_file[4] -> aggregate(32) -> decode_batch[2] -> sink
 //
-// "read" stands in for fetching a file: it makes 64 KiB of deterministic
-// pseudo-random bytes per sample id. "decode" stands in for decoding: real CPU
-// work (box-filter passes over the bytes, then a 16:1 reduction to 4,096
-// floats). "collate" turns a batch of samples into one contiguous buffer, the
-// shape a training step consumes. The consumer shows progress in place, then
-// prints throughput, CPU cost, peak memory and the engine's per-stage stats.
+// read_file reads each JPEG; decode_batch decodes a batch of them straight
+// into one (32, 224, 224, 3) uint8 Buffer (resized to the shorter side, then
+// centre-cropped). The consumer shows progress in place, then prints
+// throughput, CPU cost, peak memory and the engine's per-stage statistics.
 //
-// Usage: pipeline_demo [--items N] [--threads N]
-// Exits with 1 if any item is missing from the output, 2 on bad arguments.
+// Usage: pipeline_demo [--dir DIR] [--items N] [--threads N]
+// Without --dir, N JPEGs (320x240) are made first with the ffmpeg CLI in a
+// temporary directory, removed at the end. With --dir, every .jpg/.jpeg/.png
+// in DIR is read (--items is ignored). Exits with 1 if any image is missing
+// from the output, 2 on bad arguments.
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <ranges>
+#include <stdexcept>
+#include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include "feedline/ops/io_ops.h"
 #include "feedline/pipeline/builder.h"
 #include "feedline/pipeline/stats.h"
 
 namespace {
 
-constexpr std::size_t kSampleBytes = 64 * 1024;
-constexpr std::size_t kSampleFloats = 4096;
-constexpr std::size_t kReduction = kSampleBytes / kSampleFloats;
+namespace fs = std::filesystem;
+namespace ops = feedline::ops;
+
 constexpr std::size_t kBatchSize = 32;
-constexpr int kFilterPasses = 12;
-
-// Returns the "file contents" of sample `id`: xorshift64 bytes seeded by the
-// id, so every run and every thread count produce the same data.
-std::vector<uint8_t> read_sample(int id) {
-  uint64_t x = (static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ULL) | 1;
-  std::vector<uint8_t> bytes(kSampleBytes);
-  for (std::size_t i = 0; i < kSampleBytes; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(bytes.data() + i, &x, 8);
-  }
-  return bytes;
-}
-
-// Returns 4,096 floats in [0, 1]: a few passes of a 3-tap box filter over the
-// bytes, then the mean of each run of 16 values.
-std::vector<float> decode_sample(const std::vector<uint8_t>& bytes) {
-  std::vector<float> signal(bytes.begin(), bytes.end());
-  for (int pass = 0; pass < kFilterPasses; ++pass) {
-    float previous = signal[0];
-    for (std::size_t i = 1; i + 1 < signal.size(); ++i) {
-      const float current = signal[i];
-      signal[i] = (previous + current + signal[i + 1]) * (1.0f / 3.0f);
-      previous = current;
-    }
-  }
-  std::vector<float> out(kSampleFloats);
-  for (std::size_t j = 0; j < kSampleFloats; ++j) {
-    float sum = 0;
-    for (std::size_t k = 0; k < kReduction; ++k)
-      sum += signal[j * kReduction + k];
-    out[j] = sum / (255.0f * static_cast<float>(kReduction));
-  }
-  return out;
-}
-
-// Returns the batch's samples back to back, one contiguous buffer.
-std::vector<float> collate(std::vector<std::vector<float>> batch) {
-  std::vector<float> out;
-  out.reserve(batch.size() * kSampleFloats);
-  for (const auto& sample : batch)
-    out.insert(out.end(), sample.begin(), sample.end());
-  return out;
-}
 
 double seconds_of(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) +
@@ -97,15 +55,43 @@ int parse_positive(const char* text) {
   return static_cast<int>(value);
 }
 
-int run(int num_items, int num_threads) {
+// Makes `n` distinct 320x240 JPEGs in `dir` with the ffmpeg CLI (frames of
+// its test pattern).
+void make_images(const fs::path& dir, int n) {
+  fs::create_directories(dir);
+  const std::string cmd =
+      "ffmpeg -v error -y -f lavfi -i testsrc2=size=320x240:rate=25 "
+      "-frames:v " +
+      std::to_string(n) + " -q:v 3 " + (dir / "img%05d.jpg").string();
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("could not make the images: " + cmd);
+}
+
+std::vector<std::string> images_in(const fs::path& dir) {
+  std::vector<std::string> paths;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext == ".jpg" || ext == ".jpeg" || ext == ".png")
+      paths.push_back(entry.path().string());
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+int run(const std::vector<std::string>& paths, int num_threads) {
+  feedline::media::ImageOptions decode;
+  decode.resize_shorter = 256;
+  decode.crop_width = 224;
+  decode.crop_height = 224;
+
   auto pipeline =
       feedline::PipelineBuilder()
-          .add_source(std::views::iota(0, num_items), {.name = "ids"})
-          .pipe(read_sample, {.name = "read", .concurrency = 4})
-          .pipe([](std::vector<uint8_t> bytes) { return decode_sample(bytes); },
-                {.name = "decode", .concurrency = 2})
+          .add_source(paths, {.name = "paths"})
+          .pipe<ops::EncodedFile>(ops::read_file(),
+                                  {.name = "read", .concurrency = 4})
           .aggregate(kBatchSize)
-          .pipe(collate, {.name = "collate"})
+          .pipe<feedline::Buffer>(ops::decode_batch(decode),
+                                  {.name = "decode", .concurrency = 2})
           .add_sink(4)
           .build(num_threads);
 
@@ -114,43 +100,44 @@ int run(int num_items, int num_threads) {
   auto next_report = start;
   long long items = 0;
   int batches = 0;
-  for (std::vector<float>& batch : pipeline) {
-    items += static_cast<long long>(batch.size() / kSampleFloats);
+  std::string shape;
+  for (feedline::Buffer& batch : pipeline) {
+    items += batch.shape()[0];
     ++batches;
-    // A clock read per batch is cheap; no sleeping or extra thread needed.
+    if (shape.empty()) shape = batch.to_string();
     const auto now = Clock::now();
     if (now >= next_report) {
       const double elapsed = std::chrono::duration<double>(now - start).count();
-      std::fprintf(stderr, "\rbatches %5d  items %7lld  %8.0f items/s", batches,
-                   items,
+      std::fprintf(stderr, "\rbatches %5d  images %7lld  %8.0f images/s",
+                   batches, items,
                    elapsed > 0 ? static_cast<double>(items) / elapsed : 0.0);
       next_report = now + std::chrono::milliseconds(250);
     }
   }
   const double wall =
       std::chrono::duration<double>(Clock::now() - start).count();
-  std::fprintf(stderr, "\rbatches %5d  items %7lld  done%20s\n", batches, items,
-               "");
+  std::fprintf(stderr, "\rbatches %5d  images %7lld  done%20s\n", batches,
+               items, "");
 
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double cpu = seconds_of(usage.ru_utime) + seconds_of(usage.ru_stime);
   const double n = static_cast<double>(std::max(items, 1LL));
-  std::printf("items:        %lld of %d (threads %d)\n", items, num_items,
+  std::printf("images:       %lld of %zu (threads %d)\n", items, paths.size(),
               num_threads);
+  std::printf("first batch:  %s\n", shape.c_str());
   std::printf("wall time:    %.3f s\n", wall);
-  std::printf("throughput:   %.0f items/s\n",
+  std::printf("throughput:   %.0f images/s\n",
               static_cast<double>(items) / wall);
-  std::printf("CPU time:     %.3f s (%.1f us per item)\n", cpu, cpu / n * 1e6);
+  std::printf("CPU time:     %.3f s (%.1f us per image)\n", cpu, cpu / n * 1e6);
   // ru_maxrss is in KiB on Linux.
   std::printf("peak RSS:     %.1f MiB\n",
               static_cast<double>(usage.ru_maxrss) / 1024.0);
   const feedline::PipelineStats stats = pipeline.stats();
   std::printf("\n%s\n", feedline::format_table(stats).c_str());
-  std::printf("stats-json: %s\n", feedline::to_json(stats).c_str());
 
-  if (items != num_items) {
-    std::fprintf(stderr, "error: expected %d items, got %lld\n", num_items,
+  if (items != static_cast<long long>(paths.size())) {
+    std::fprintf(stderr, "error: expected %zu images, got %lld\n", paths.size(),
                  items);
     return 1;
   }
@@ -160,24 +147,37 @@ int run(int num_items, int num_threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int num_items = 2000;
+  int num_items = 1000;
   int num_threads =
       static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+  std::string dir;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     int* target = nullptr;
+    if (std::strcmp(argv[i], "--dir") == 0 && has_value) {
+      dir = argv[++i];
+      continue;
+    }
     if (std::strcmp(argv[i], "--items") == 0) target = &num_items;
     if (std::strcmp(argv[i], "--threads") == 0) target = &num_threads;
     if (target == nullptr || !has_value ||
         (*target = parse_positive(argv[++i])) == 0) {
-      std::fprintf(stderr, "usage: %s [--items N] [--threads N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--dir DIR] [--items N] [--threads N]\n",
+                   argv[0]);
       return 2;
     }
   }
+  const bool made = dir.empty();
+  const fs::path data = made ? fs::temp_directory_path() /
+                                   ("feedline_demo_" + std::to_string(getpid()))
+                             : fs::path(dir);
+  int rc = 1;
   try {
-    return run(num_items, num_threads);
+    if (made) make_images(data, num_items);
+    rc = run(images_in(data), num_threads);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\nerror: %s\n", e.what());
-    return 1;
   }
+  if (made) fs::remove_all(data);
+  return rc;
 }

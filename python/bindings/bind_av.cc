@@ -8,6 +8,7 @@
 // property reads hold it (they are cheap). A consumed Packets or Frames
 // raises TypeError, as in SPDL.
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "feedline/base/error.h"
 #include "feedline/io/file.h"
 #include "feedline/media/av.h"
+#include "feedline/ops/av_ops.h"
 #include "io_common.h"
 
 namespace nb = nanobind;
@@ -41,6 +43,18 @@ using media::Media;
 using media::Packets;
 using media::Rational;
 using media::Window;
+using ops::ClipRequest;
+using ops::FramesItem;
+using ops::PacketsItem;
+
+template <typename T>
+T& live(T& obj);
+
+// Calls const member M of a live (not consumed) object, for properties.
+template <typename T, auto M>
+auto checked(T& obj) {
+  return (live(obj).*M)();
+}
 
 template <typename T>
 T& live(T& obj) {
@@ -56,23 +70,65 @@ T& live(T& obj) {
 
 nb::tuple rational_tuple(Rational r) { return nb::make_tuple(r.num, r.den); }
 
-Rational rational_from(nb::handle t) {
-  auto pair = nb::cast<std::pair<int64_t, int64_t>>(t);
-  if (pair.second <= 0 || pair.first < INT32_MIN || pair.first > INT32_MAX ||
-      pair.second > INT32_MAX) {
-    throw InvalidArgument("a time must be a fraction with 32-bit parts");
+// A time in seconds (int, float, fractions.Fraction, decimal.Decimal or str)
+// as an exact fraction; one whose parts do not fit in 32 bits is rounded to
+// the nearest with a denominator <= 2^20.
+Rational time_from(nb::handle value) {
+  nb::object fraction = nb::module_::import_("fractions").attr("Fraction");
+  nb::object decimal = nb::module_::import_("decimal").attr("Decimal");
+  nb::object f;
+  if (PyFloat_Check(value.ptr())) {
+    if (!std::isfinite(nb::cast<double>(value)))
+      throw InvalidArgument("a time must be finite, got " +
+                            nb::cast<std::string>(nb::repr(value)));
+    f = fraction(nb::repr(value));
+  } else if (PyLong_Check(value.ptr()) || PyUnicode_Check(value.ptr()) ||
+             nb::isinstance(value, fraction) ||
+             nb::isinstance(value, decimal)) {
+    f = fraction(value);
+  } else {
+    throw nb::type_error(
+        ("a time must be a number, Fraction, Decimal or str, got " +
+         nb::cast<std::string>(nb::type_name(value.type())))
+            .c_str());
   }
-  return Rational{static_cast<int>(pair.first), static_cast<int>(pair.second)};
+  auto too_big = [](const nb::object& x) {
+    for (const char* part : {"numerator", "denominator"}) {
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(x.attr(part).ptr(), &overflow);
+      if (overflow != 0 || v > INT32_MAX || v < -INT32_MAX) return true;
+    }
+    return false;
+  };
+  if (too_big(f)) f = f.attr("limit_denominator")(1 << 20);
+  if (too_big(f)) throw InvalidArgument("a time must be below 2^31 s");
+  return Rational{nb::cast<int>(f.attr("numerator")),
+                  nb::cast<int>(f.attr("denominator"))};
 }
 
-// None, or ((num, den), (num, den) | None).
-std::optional<Window> window_from(nb::handle w) {
-  if (w.is_none()) return std::nullopt;
-  nb::tuple t = nb::cast<nb::tuple>(w);
-  Window out;
-  out.start = rational_from(t[0]);
-  if (!t[1].is_none()) out.end = rational_from(t[1]);
-  return out;
+bool less(Rational a, Rational b) {
+  return int64_t{a.num} * b.den < int64_t{b.num} * a.den;
+}
+
+// The window [start, end) in seconds; end None or +inf: to the end.
+Window window_from_times(nb::handle start, nb::handle end) {
+  Window w;
+  w.start = time_from(start);
+  auto shown = [&] {
+    return ": (" + nb::cast<std::string>(nb::repr(start)) + ", " +
+           nb::cast<std::string>(nb::repr(end)) + ")";
+  };
+  if (w.start.num < 0)
+    throw InvalidArgument("the window starts before 0" + shown());
+  const bool open = end.is_none() || (PyFloat_Check(end.ptr()) &&
+                                      std::isinf(nb::cast<double>(end)) &&
+                                      nb::cast<double>(end) > 0);
+  if (!open) {
+    w.end = time_from(end);
+    if (less(*w.end, w.start))
+      throw InvalidArgument("the window ends before it starts" + shown());
+  }
+  return w;
 }
 
 nb::object window_to_python(const std::optional<Window>& w) {
@@ -90,27 +146,11 @@ media::Source source_from(nb::handle src) {
     if (!fs.is_valid()) throw nb::python_error();
     return media::Source{nb::cast<std::string>(fs), {}, nullptr};
   }
-  Buffer bytes = bytes_from_python(src);
-  auto owner = std::make_shared<Buffer>(bytes);
-  return media::Source{"", span_of(*owner), owner};
+  return ops::memory_source(bytes_from_python(src));
 }
 
-nb::object frames_or_none(std::unique_ptr<Frames> f) {
-  if (!f) return nb::none();
-  return nb::cast(std::move(f));
-}
-
-using PacketsItem = std::unique_ptr<Packets>;
-using FramesItem = std::unique_ptr<Frames>;
-
-// One clip to load in a pipeline: a file (path, or bytes named by position)
-// and an optional window. From Python: (src, start, end) or (src, None).
-struct ClipRequest {
-  std::string name;
-  media::Source source;
-  std::optional<Window> window;
-};
-
+// A clip request from Python: (src, start, end), (src, Window) or
+// (src, None); src a path or bytes.
 Item clip_from_python(nb::handle obj) {
   if (!nb::isinstance<nb::tuple>(obj) ||
       (nb::len(obj) != 2 && nb::len(obj) != 3)) {
@@ -123,15 +163,25 @@ Item clip_from_python(nb::handle obj) {
   r.name = r.source.in_memory()
                ? "<" + std::to_string(r.source.data.size()) + " bytes>"
                : r.source.url;
-  if (nb::len(t) == 3) {
-    nb::object fractions = nb::module_::import_("feedline.io._av");
-    r.window =
-        window_from(fractions.attr("_window")(nb::make_tuple(t[1], t[2])));
-  } else if (!t[1].is_none()) {
-    nb::object fractions = nb::module_::import_("feedline.io._av");
-    r.window = window_from(fractions.attr("_window")(t[1]));
+  try {
+    if (nb::len(t) == 3) {
+      r.window = window_from_times(t[1], t[2]);
+    } else if (nb::isinstance<Window>(t[1])) {
+      r.window = nb::cast<Window>(t[1]);
+    } else if (!t[1].is_none()) {
+      nb::tuple w = nb::cast<nb::tuple>(t[1]);
+      if (nb::len(w) != 2) throw InvalidArgument("a window is (start, end)");
+      r.window = window_from_times(w[0], w[1]);
+    }
+  } catch (const nb::builtin_exception& e) {
+    throw InvalidArgument(e.what());  // a failed conversion, in the engine
   }
   return Item(std::move(r));
+}
+
+nb::object frames_or_none(std::unique_ptr<Frames> f) {
+  if (!f) return nb::none();
+  return nb::cast(std::move(f));
 }
 
 template <typename T>
@@ -150,55 +200,6 @@ Item unique_from_python(nb::handle obj) {
   return Item(value.take());
 }
 
-// Functions applied by the native ops below.
-class FnOp final : public MapOp {
- public:
-  using Fn = std::function<Item(Item)>;
-  explicit FnOp(Fn fn) : fn_(std::move(fn)) {}
-  Item call(Item input) override { return fn_(std::move(input)); }
-
- private:
-  const Fn fn_;
-};
-
-NativeOp fn_op(std::string name, const std::type_info& in,
-               const std::type_info& out, FnOp::Fn fn) {
-  return NativeOp{std::make_shared<FnOp>(std::move(fn)), std::move(name), &in,
-                  &out};
-}
-
-media::VideoOptions video_options(nb::handle window, const media::DemuxConfig& demux,
-                               const media::DecodeConfig& decode,
-                               const std::optional<std::string>& filter_desc,
-                               const std::string& pix_fmt, int64_t max_frames) {
-  media::VideoOptions o;
-  o.window = window_from(window);
-  o.demux = demux;
-  o.decode = decode;
-  o.filter_desc = filter_desc;
-  o.pix_fmt = pix_fmt;
-  o.max_frames = max_frames;
-  return o;
-}
-
-// SPDL's default chain: audio trimmed to the window as float planar;
-// video and images as rgb24 (the decoder applies video windows itself).
-std::string default_filter_desc(const Packets& p) {
-  if (p.media() != Media::kAudio) return "format=pix_fmts=rgb24";
-  std::string out;
-  if (const auto& w = p.window()) {
-    out = "atrim=start=" + std::to_string(w->start.to_double());
-    if (w->end) out += ":end=" + std::to_string(w->end->to_double());
-    out += ",";
-  }
-  return out + "aformat=sample_fmts=fltp";
-}
-
-media::Source memory_source(const Buffer& bytes) {
-  auto owner = std::make_shared<Buffer>(bytes);
-  return media::Source{"", span_of(*owner), owner};
-}
-
 }  // namespace
 
 void bind_av(nb::module_& m) {
@@ -206,6 +207,20 @@ void bind_av(nb::module_& m) {
       .value("AUDIO", Media::kAudio)
       .value("VIDEO", Media::kVideo)
       .value("IMAGE", Media::kImage);
+
+  nb::class_<Window>(m, "Window", "A half-open time window [start, end).")
+      .def(
+          "__init__",
+          [](Window* self, nb::handle start, nb::handle end) {
+            new (self) Window(window_from_times(start, end));
+          },
+          nb::arg("start"), nb::arg("end").none(),
+          "start and end in seconds (int, float, Fraction, Decimal or str); "
+          "end None or inf: to the end.")
+      .def_prop_ro("start", [](const Window& w) { return w.start.to_double(); })
+      .def_prop_ro("end", [](const Window& w) {
+        return w.end ? w.end->to_double() : INFINITY;
+      });
 
   nb::class_<media::DemuxConfig>(m, "DemuxConfig")
       .def(nb::init<>())
@@ -251,9 +266,8 @@ void bind_av(nb::module_& m) {
 
   nb::class_<Packets>(m, "Packets", "Encoded packets of one stream.")
       .def_prop_ro("media", &Packets::media)
-      .def_prop_ro("src", [](Packets& p) { return live(p).src(); })
-      .def_prop_ro("stream_index",
-                   [](Packets& p) { return live(p).stream_index(); })
+      .def_prop_ro("src", &checked<Packets, &Packets::src>)
+      .def_prop_ro("stream_index", &checked<Packets, &Packets::stream_index>)
       .def_prop_ro(
           "time_base",
           [](Packets& p) { return rational_tuple(live(p).time_base()); })
@@ -261,23 +275,20 @@ void bind_av(nb::module_& m) {
           "timestamp",
           [](Packets& p) { return window_to_python(live(p).window()); },
           "The window (start, end) in seconds, or None.")
-      .def_prop_ro(
-          "codec", [](Packets& p) { return live(p).codec(); },
-          "The stream's Codec, or None for streamed packets.")
-      .def_prop_ro(
-          "num_packets", [](Packets& p) { return live(p).num_packets(); },
-          "All packets held, including those before the window.")
+      .def_prop_ro("codec", &checked<Packets, &Packets::codec>,
+                   "The stream's Codec, or None for streamed packets.")
+      .def_prop_ro("num_packets", &checked<Packets, &Packets::num_packets>,
+                   "All packets held, including those before the window.")
       .def_prop_ro("consumed", &Packets::consumed)
-      .def("__len__", [](Packets& p) { return live(p).size(); })
+      .def("__len__", &checked<Packets, &Packets::size>)
       .def(
           "get_timestamps",
           [](Packets& p, bool raw) { return live(p).timestamps(raw); },
           nb::kw_only(), nb::arg("raw") = false,
           "Presentation times (s) of the packets in the window, sorted; "
           "with raw=True all of them, in stored order.")
-      .def(
-          "clone", [](Packets& p) { return live(p).clone(); },
-          "A copy sharing every payload (no data is copied).")
+      .def("clone", &checked<Packets, &Packets::clone>,
+           "A copy sharing every payload (no data is copied).")
       .def("__repr__", &Packets::to_string);
   nb::class_<media::AudioPackets, Packets>(m, "AudioPackets");
   nb::class_<media::VideoPackets, Packets>(m, "VideoPackets");
@@ -285,26 +296,23 @@ void bind_av(nb::module_& m) {
 
   nb::class_<Frames>(m, "Frames", "Decoded frames.")
       .def_prop_ro("media", &Frames::media)
-      .def_prop_ro("num_frames", [](Frames& f) { return live(f).num_frames(); })
-      .def("__len__", [](Frames& f) { return live(f).num_frames(); })
-      .def_prop_ro("format", [](Frames& f) { return live(f).format(); })
-      .def_prop_ro("width", [](Frames& f) { return live(f).width(); })
-      .def_prop_ro("height", [](Frames& f) { return live(f).height(); })
-      .def_prop_ro("num_planes", [](Frames& f) { return live(f).num_planes(); })
-      .def_prop_ro("sample_rate",
-                   [](Frames& f) { return live(f).sample_rate(); })
-      .def_prop_ro("num_channels",
-                   [](Frames& f) { return live(f).num_channels(); })
+      .def_prop_ro("num_frames", &checked<Frames, &Frames::num_frames>)
+      .def("__len__", &checked<Frames, &Frames::num_frames>)
+      .def_prop_ro("format", &checked<Frames, &Frames::format>)
+      .def_prop_ro("width", &checked<Frames, &Frames::width>)
+      .def_prop_ro("height", &checked<Frames, &Frames::height>)
+      .def_prop_ro("num_planes", &checked<Frames, &Frames::num_planes>)
+      .def_prop_ro("sample_rate", &checked<Frames, &Frames::sample_rate>)
+      .def_prop_ro("num_channels", &checked<Frames, &Frames::num_channels>)
       .def_prop_ro(
           "time_base",
           [](Frames& f) { return rational_tuple(live(f).time_base()); })
-      .def_prop_ro("metadata", [](Frames& f) { return live(f).metadata(); })
+      .def_prop_ro("metadata", &checked<Frames, &Frames::metadata>)
       .def_prop_ro("consumed", &Frames::consumed)
-      .def("get_pts", [](Frames& f) { return live(f).pts(); })
-      .def("get_timestamps", [](Frames& f) { return live(f).timestamps(); })
-      .def(
-          "clone", [](Frames& f) { return live(f).clone(); },
-          "A copy sharing every frame's data (no data is copied).")
+      .def("get_pts", &checked<Frames, &Frames::pts>)
+      .def("get_timestamps", &checked<Frames, &Frames::timestamps>)
+      .def("clone", &checked<Frames, &Frames::clone>,
+           "A copy sharing every frame's data (no data is copied).")
       .def("_select",
            [](Frames& f, const std::vector<int64_t>& indices) {
              return live(f).select(indices);
@@ -322,8 +330,8 @@ void bind_av(nb::module_& m) {
   nb::class_<media::Demuxer>(m, "Demuxer")
       .def(
           "__init__",
-          [](media::Demuxer* self, nb::handle src, const media::DemuxConfig& config,
-             const std::string& name) {
+          [](media::Demuxer* self, nb::handle src,
+             const media::DemuxConfig& config, const std::string& name) {
             media::Source source = source_from(src);
             nb::gil_scoped_release release;
             new (self) media::Demuxer(std::move(source), config, name);
@@ -338,18 +346,12 @@ void bind_av(nb::module_& m) {
       .def("best_stream", &media::Demuxer::best_stream)
       .def("codec", &media::Demuxer::codec)
       .def("stream_codec", &media::Demuxer::stream_codec)
-      .def(
-          "demux",
-          [](media::Demuxer& d, Media media, nb::handle window) {
-            std::optional<Window> w = window_from(window);
-            nb::gil_scoped_release release;
-            return d.demux(media, w);
-          },
-          nb::arg("media"), nb::arg("window").none())
+      .def("demux", &media::Demuxer::demux, nb::arg("media"),
+           nb::arg("window").none(), nb::call_guard<nb::gil_scoped_release>())
       .def(
           "next_chunk",
-          [](media::Demuxer& d, const std::vector<int>& streams, double duration,
-             int num_packets) {
+          [](media::Demuxer& d, const std::vector<int>& streams,
+             double duration, int num_packets) {
             std::map<int, std::unique_ptr<Packets>> chunk;
             {
               nb::gil_scoped_release release;
@@ -369,12 +371,13 @@ void bind_av(nb::module_& m) {
            nb::arg("name") = "")
       .def(
           "decode",
-          [](media::Decoder& d, Packets& packets, int64_t max_frames) {
+          [](media::Decoder& d, Packets& packets,
+             std::optional<int64_t> max_frames) {
             live(packets);
             nb::gil_scoped_release release;
             return d.decode(std::move(packets), max_frames);
           },
-          nb::arg("packets"), nb::arg("max_frames") = -1)
+          nb::arg("packets"), nb::arg("max_frames").none() = nb::none())
       .def("flush", &media::Decoder::flush,
            nb::call_guard<nb::gil_scoped_release>());
 
@@ -408,14 +411,14 @@ void bind_av(nb::module_& m) {
   m.def(
       "decode_packets",
       [](Packets& packets, const std::optional<std::string>& filter_desc,
-         const media::DecodeConfig& config, int64_t num_frames) {
+         const media::DecodeConfig& config, std::optional<int64_t> num_frames) {
         live(packets);
         nb::gil_scoped_release release;
         return media::decode_packets(std::move(packets), filter_desc, config,
-                                  num_frames);
+                                     num_frames);
       },
       nb::arg("packets"), nb::arg("filter_desc").none(), nb::arg("config"),
-      nb::arg("num_frames"));
+      nb::arg("num_frames").none());
   m.def(
       "sample_decode_video",
       [](Packets& packets, const std::vector<int64_t>& indices,
@@ -423,8 +426,8 @@ void bind_av(nb::module_& m) {
          const media::DecodeConfig& config) {
         live(packets);
         nb::gil_scoped_release release;
-        return media::sample_decode_video(std::move(packets), indices, filter_desc,
-                                       config);
+        return media::sample_decode_video(std::move(packets), indices,
+                                          filter_desc, config);
       },
       nb::arg("packets"), nb::arg("indices"), nb::arg("filter_desc").none(),
       nb::arg("config"));
@@ -450,29 +453,24 @@ void bind_av(nb::module_& m) {
       nb::arg("frames"));
   m.def(
       "load_video",
-      [](nb::handle src, nb::handle window, const media::DemuxConfig& demux,
-         const media::DecodeConfig& decode,
+      [](nb::handle src, std::optional<Window> window,
+         const media::DemuxConfig& demux, const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
-         const std::string& pix_fmt, int64_t max_frames,
+         const std::string& pix_fmt, std::optional<int64_t> max_frames,
          const std::string& name, bool image) {
         media::Source source = source_from(src);
-        media::VideoOptions o = video_options(window, demux, decode, filter_desc,
-                                           pix_fmt, max_frames);
+        media::VideoOptions o{window,      demux,   decode,
+                              filter_desc, pix_fmt, max_frames};
         nb::gil_scoped_release release;
         return image ? media::load_image_ffmpeg(std::move(source), o, name)
                      : media::load_video(std::move(source), o, name);
       },
       nb::arg("src"), nb::arg("window").none(), nb::arg("demux_config"),
       nb::arg("decode_config"), nb::arg("filter_desc").none(),
-      nb::arg("pix_fmt"), nb::arg("max_frames"), nb::arg("name"),
+      nb::arg("pix_fmt"), nb::arg("max_frames").none(), nb::arg("name"),
       nb::arg("image"));
-  m.def(
-      "buffer_source_desc",
-      [](const Codec& codec, const std::string& label,
-         const std::string& format) {
-        return media::buffer_source_desc(codec, label, format);
-      },
-      nb::arg("codec"), nb::arg("label"), nb::arg("format"));
+  m.def("buffer_source_desc", &media::buffer_source_desc, nb::arg("codec"),
+        nb::arg("label"), nb::arg("format"));
   m.def(
       "buffer_view",
       [](nb::handle data, const std::string& dtype,
@@ -509,78 +507,51 @@ void bind_av(nb::module_& m) {
 
   m.def(
       "load_video_op",
-      [](nb::handle window, const media::DemuxConfig& demux,
+      [](std::optional<Window> window, const media::DemuxConfig& demux,
          const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
-         const std::string& pix_fmt, int64_t max_frames) {
-        media::VideoOptions o = video_options(window, demux, decode, filter_desc,
-                                           pix_fmt, max_frames);
-        return load_op("load_video", [o](const EncodedFile& f) {
-          return media::load_video(memory_source(f.bytes), o, f.name);
-        });
+         const std::string& pix_fmt, std::optional<int64_t> max_frames) {
+        return native_op(
+            ops::load_video(media::VideoOptions{
+                window, demux, decode, filter_desc, pix_fmt, max_frames}),
+            "load_video");
       },
       nb::arg("window").none(), nb::arg("demux_config"),
       nb::arg("decode_config"), nb::arg("filter_desc").none(),
-      nb::arg("pix_fmt"), nb::arg("max_frames"));
+      nb::arg("pix_fmt"), nb::arg("max_frames").none());
   m.def(
       "load_video_clips_op",
       [](const media::DemuxConfig& demux, const media::DecodeConfig& decode,
          const std::optional<std::string>& filter_desc,
-         const std::string& pix_fmt, int64_t max_frames) {
-        media::VideoOptions base = video_options(nb::none(), demux, decode,
-                                              filter_desc, pix_fmt, max_frames);
-        return fn_op(
-            "load_video_clips", typeid(ClipRequest), typeid(Buffer),
-            [base](Item in) {
-              ClipRequest r = in.take_as<ClipRequest>();
-              media::VideoOptions o = base;
-              o.window = r.window;
-              if (!r.source.in_memory()) {
-                // Memory-mapped: no read() copy of the file.
-                Buffer bytes = map_file(r.source.url);
-                return Item(media::load_video(memory_source(bytes), o, r.name));
-              }
-              return Item(media::load_video(r.source, o, r.name));
-            });
+         const std::string& pix_fmt, std::optional<int64_t> max_frames) {
+        return native_op(
+            ops::load_video_clips(media::VideoOptions{
+                std::nullopt, demux, decode, filter_desc, pix_fmt, max_frames}),
+            "load_video_clips");
       },
       nb::arg("demux_config"), nb::arg("decode_config"),
-      nb::arg("filter_desc").none(), nb::arg("pix_fmt"), nb::arg("max_frames"));
+      nb::arg("filter_desc").none(), nb::arg("pix_fmt"),
+      nb::arg("max_frames").none());
   m.def(
       "demux_op",
-      [](Media media, nb::handle window, const media::DemuxConfig& demux) {
-        std::optional<Window> w = window_from(window);
-        return fn_op(std::string("demux_") + media::media_name(media),
-                     typeid(EncodedFile), typeid(PacketsItem),
-                     [media, w, demux](Item in) {
-                       const EncodedFile& f = in.as<EncodedFile>();
-                       media::Demuxer d(memory_source(f.bytes), demux, f.name);
-                       return Item(PacketsItem(d.demux(media, w)));
-                     });
+      [](Media media, std::optional<Window> window,
+         const media::DemuxConfig& demux) {
+        return native_op(ops::demux(media, window, demux),
+                         std::string("demux_") + media::media_name(media));
       },
       nb::arg("media"), nb::arg("window").none(), nb::arg("demux_config"));
   m.def(
       "decode_packets_op",
       [](const std::optional<std::string>& filter_desc, bool default_filter,
-         const media::DecodeConfig& decode, int64_t num_frames) {
-        return fn_op(
-            "decode_packets", typeid(PacketsItem), typeid(FramesItem),
-            [filter_desc, default_filter, decode, num_frames](Item in) {
-              PacketsItem p = in.take_as<PacketsItem>();
-              std::optional<std::string> fd = filter_desc;
-              if (default_filter) fd = default_filter_desc(*p);
-              return Item(FramesItem(
-                  media::decode_packets(std::move(*p), fd, decode, num_frames)));
-            });
+         const media::DecodeConfig& decode, std::optional<int64_t> num_frames) {
+        return native_op(ops::decode_packets(
+                             {default_filter, filter_desc, decode, num_frames}),
+                         "decode_packets");
       },
       nb::arg("filter_desc").none(), nb::arg("default_filter"),
-      nb::arg("decode_config"), nb::arg("num_frames"));
-  m.def("convert_frames_op", [] {
-    return fn_op("convert_frames", typeid(FramesItem), typeid(Buffer),
-                 [](Item in) {
-                   FramesItem f = in.take_as<FramesItem>();
-                   return Item(media::convert_frames(std::move(*f)));
-                 });
-  });
+      nb::arg("decode_config"), nb::arg("num_frames").none());
+  m.def("convert_frames_op",
+        [] { return native_op(ops::convert_frames(), "convert_frames"); });
 }
 
 }  // namespace feedline::bindings

@@ -87,7 +87,8 @@ void bind_errors(nb::module_& m) {
   nb::exception<Error> error(m, "Error", PyExc_RuntimeError);
   nb::exception<IoError>(m, "IoError", error);
   nb::exception<FormatError>(m, "FormatError", error);
-  nb::exception<DecodeError>(m, "DecodeError", error);
+  nb::exception<DecodeError> decode_error(m, "DecodeError", error);
+  nb::exception<UnsupportedFormat>(m, "UnsupportedFormat", decode_error);
   nb::exception<Cancelled>(m, "Cancelled", error);
   nb::exception<Internal>(m, "Internal", error);
   nb::exception<Timeout>(m, "Timeout",

@@ -33,6 +33,8 @@
 #include "feedline/io/formats.h"
 #include "feedline/media/audio.h"
 #include "feedline/media/image.h"
+#include "feedline/ops/av_ops.h"
+#include "feedline/ops/io_ops.h"
 #include "feedline/pipeline/op.h"
 #include "io_common.h"
 #include "native_op.h"
@@ -96,70 +98,32 @@ Buffer bytes_from_python(nb::handle obj) {
   return out;
 }
 
-NativeOp load_op(std::string name, LoadOp::Load load) {
-  return NativeOp{std::make_shared<LoadOp>(std::move(load)), std::move(name),
-                  &typeid(EncodedFile), &typeid(Buffer)};
-}
-
 namespace {
+
+std::span<const uint8_t> span_of(const Buffer& b) {
+  return {b.data_as<const uint8_t>(), b.nbytes()};
+}
 
 // --- Buffer in Python --------------------------------------------------------
 
-const char* typestr(DType d) {
-  switch (d) {
-    case DType::kBool:
-      return "|b1";
-    case DType::kInt8:
-      return "|i1";
-    case DType::kUint8:
-      return "|u1";
-    case DType::kInt16:
-      return "<i2";
-    case DType::kUint16:
-      return "<u2";
-    case DType::kInt32:
-      return "<i4";
-    case DType::kUint32:
-      return "<u4";
-    case DType::kInt64:
-      return "<i8";
-    case DType::kUint64:
-      return "<u8";
-    case DType::kFloat16:
-      return "<f2";
-    case DType::kFloat32:
-      return "<f4";
-    case DType::kFloat64:
-      return "<f8";
-    case DType::kComplex64:
-      return "<c8";
-    case DType::kComplex128:
-      return "<c16";
-  }
-  return "|u1";
+// NumPy's typestr ("<f4") and DLPack's type of a dtype, from its kind: the
+// first letter of its name (bool, int, uint, float, complex).
+std::string typestr(DType d) {
+  const std::size_t size = dtype_size(d);
+  return (size == 1 ? "|" : "<") + std::string(1, dtype_name(d)[0]) +
+         std::to_string(size);
 }
 
 nb::dlpack::dtype dlpack_dtype(DType d) {
   using nb::dlpack::dtype_code;
-  uint8_t bits = static_cast<uint8_t>(dtype_size(d) * 8);
-  switch (d) {
-    case DType::kBool:
-      return {static_cast<uint8_t>(dtype_code::Bool), bits, 1};
-    case DType::kInt8:
-    case DType::kInt16:
-    case DType::kInt32:
-    case DType::kInt64:
-      return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
-    case DType::kFloat16:
-    case DType::kFloat32:
-    case DType::kFloat64:
-      return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
-    case DType::kComplex64:
-    case DType::kComplex128:
-      return {static_cast<uint8_t>(dtype_code::Complex), bits, 1};
-    default:
-      return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
-  }
+  const char kind = dtype_name(d)[0];
+  const dtype_code code = kind == 'b'   ? dtype_code::Bool
+                          : kind == 'i' ? dtype_code::Int
+                          : kind == 'f' ? dtype_code::Float
+                          : kind == 'c' ? dtype_code::Complex
+                                        : dtype_code::UInt;
+  return {static_cast<uint8_t>(code), static_cast<uint8_t>(dtype_size(d) * 8),
+          1};
 }
 
 nb::tuple to_tuple(const std::vector<int64_t>& v) {
@@ -196,7 +160,7 @@ nb::object dlpack_capsule(const Buffer& b) {
 
 nb::object buffer_to_python(Item& item) { return nb::cast(item.as<Buffer>()); }
 nb::object encoded_to_python(Item& item) {
-  const EncodedFile& f = item.as<EncodedFile>();
+  const ops::EncodedFile& f = item.as<ops::EncodedFile>();
   return nb::bytes(f.bytes.data_as<const char>(), f.bytes.nbytes());
 }
 
@@ -208,111 +172,21 @@ Item encoded_from_python(nb::handle obj) {
         "first");
   }
   Buffer b = bytes_from_python(obj);
-  return Item(
-      EncodedFile{"<" + std::to_string(b.nbytes()) + " bytes>", std::move(b)});
+  return Item(ops::EncodedFile{"<" + std::to_string(b.nbytes()) + " bytes>",
+                               std::move(b)});
 }
 
-// --- native ops
-// ----------------------------------------------------------------
+// --- Python functions ------------------------------------------------------
 
-class ReadFileOp final : public MapOp {
- public:
-  Item call(Item input) override {
-    std::string path = input.take_as<std::string>();
-    Buffer bytes = read_file(path);
-    return Item(EncodedFile{std::move(path), std::move(bytes)});
-  }
-};
-
-// A list of same-shaped Buffers (from aggregate) as one Buffer with a leading
-// batch dimension.
-class StackOp final : public MapOp {
- public:
-  Item call(Item input) override {
-    ItemBatch& batch = input.as<ItemBatch>();
-    if (batch.empty()) return Item();
-    const Buffer& first = batch[0].as<Buffer>();
-    std::vector<int64_t> shape = first.shape();
-    shape.insert(shape.begin(), static_cast<int64_t>(batch.size()));
-    Buffer out = Buffer::allocate(first.dtype(), shape);
-    auto* dst = out.data_as<uint8_t>();
-    for (Item& item : batch) {
-      const Buffer& b = item.as<Buffer>();
-      if (b.shape() != first.shape() || b.dtype() != first.dtype() ||
-          !b.contiguous()) {
-        throw InvalidArgument("stack: items differ: " + first.to_string() +
-                              " and " + b.to_string() +
-                              " (resize or crop them to one size)");
-      }
-      std::memcpy(dst, b.data(), b.nbytes());
-      dst += b.nbytes();
-    }
-    return Item(std::move(out));
-  }
-};
-
-// A batch of encoded files (from aggregate) decoded straight into one batch
-// Buffer: no per-image buffer, no copy. An image that fails is left out and
-// logged; the call fails only when none decodes.
-class DecodeBatchOp final : public MapOp {
- public:
-  explicit DecodeBatchOp(ImageOptions options) : options_(options) {}
-
-  // Python values in the batch (bytes from a Python source) become encoded
-  // files, all under one GIL hold; one that does not convert is left out.
-  static void convert_python_values(ItemBatch* batch,
-                                    std::vector<std::string>* errors) {
-    bool any = false;
-    for (Item& item : *batch) any |= item.holds<PyObj>();
-    if (!any) return;
-    GilScope gil;
-    for (Item& item : *batch) {
-      if (!item.holds<PyObj>()) continue;
-      PyObj obj = item.take_as<PyObj>();
-      try {
-        item = from_python(obj.get(), typeid(EncodedFile));
-      } catch (const std::exception& e) {
-        errors->push_back(e.what());
-        item.reset();
-      }
-    }
-  }
-
-  Item call(Item input) override {
-    ItemBatch& batch = input.as<ItemBatch>();
-    std::vector<std::string> errors;
-    convert_python_values(&batch, &errors);
-    std::vector<EncodedImage> images;
-    images.reserve(batch.size());
-    for (Item& item : batch) {
-      if (const EncodedFile* f = item.get_if<EncodedFile>()) {
-        images.push_back({f->name, span_of(f->bytes)});
-      }
-    }
-    std::vector<ImageFailure> failures;
-    Buffer out = decode_image_batch(images, options_, &failures);
-    for (ImageFailure& f : failures) errors.push_back(std::move(f.message));
-    for (const std::string& e : errors)
-      log(LogLevel::kWarning, "decode_batch: " + e);
-    if (!batch.empty() && errors.size() == batch.size()) {
-      throw DecodeError("decode_batch: all " + std::to_string(batch.size()) +
-                        " images failed; first: " + errors[0]);
-    }
-    return Item(std::move(out));
-  }
-
- private:
-  const ImageOptions options_;
-};
-
-// --- Python functions
-// -----------------------------------------------------------
-
-Buffer py_decode_image(nb::handle data, const ImageOptions& options,
-                       const std::string& name) {
-  Buffer bytes = bytes_from_python(data);
-  nb::gil_scoped_release release;
-  return decode_image(span_of(bytes), options, name);
+// f(bytes, args...) as a Python function of (data, args...): `data` is any
+// bytes-like object, read in place; f runs with the GIL released.
+template <typename... Args, typename F>
+auto on_bytes(F f) {
+  return [f](nb::handle data, Args... args) {
+    Buffer bytes = bytes_from_python(data);
+    nb::gil_scoped_release release;
+    return f(bytes, args...);
+  };
 }
 
 Buffer py_load_image(const std::string& path, const ImageOptions& options) {
@@ -321,131 +195,33 @@ Buffer py_load_image(const std::string& path, const ImageOptions& options) {
   return decode_image(span_of(bytes), options, path);
 }
 
-// Decodes every source into one batch. Returns the batch (of the images
-// that decoded) and the (index, message) of each failure.
+// Decodes every source (a path or bytes) into one batch. Returns the batch
+// (of the images that decoded) and the (index, message) of each failure.
 std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
     nb::list srcs, const ImageOptions& options) {
-  std::vector<EncodedFile> files;
-  std::vector<bool> is_path;
+  std::vector<ops::ImageSource> sources;
   for (nb::handle s : srcs) {
     if (PyUnicode_Check(s.ptr()) ||
         PyObject_HasAttrString(s.ptr(), "__fspath__")) {
       nb::object fs = nb::steal(PyOS_FSPath(s.ptr()));
       if (!fs.is_valid()) throw nb::python_error();
-      files.push_back({nb::cast<std::string>(fs), Buffer()});
-      is_path.push_back(true);
+      sources.emplace_back(nb::cast<std::string>(fs));
     } else {
-      files.push_back({"<source " + std::to_string(files.size()) + ">",
-                       bytes_from_python(s)});
-      is_path.push_back(false);
+      sources.emplace_back(
+          ops::EncodedFile{"<source " + std::to_string(sources.size()) + ">",
+                           bytes_from_python(s)});
     }
   }
-  nb::gil_scoped_release release;
   std::vector<ImageFailure> failures;
-  std::vector<EncodedImage> images;
-  std::vector<std::size_t> index;  // images[k] is source index[k]
-  for (std::size_t i = 0; i < files.size(); ++i) {
-    try {
-      if (is_path[i]) files[i].bytes = read_file(files[i].name);
-      images.push_back({files[i].name, span_of(files[i].bytes)});
-      index.push_back(i);
-    } catch (const std::exception& e) {
-      failures.push_back({i, e.what()});
-    }
+  Buffer batch;
+  {
+    nb::gil_scoped_release release;
+    batch = ops::load_image_batch(std::move(sources), options, &failures);
   }
-  std::vector<ImageFailure> decode_failures;
-  Buffer batch = decode_image_batch(images, options, &decode_failures);
-  for (ImageFailure& f : decode_failures)
-    failures.push_back({index[f.index], std::move(f.message)});
   std::vector<std::pair<int, std::string>> out;
   for (ImageFailure& f : failures)
     out.emplace_back(static_cast<int>(f.index), std::move(f.message));
   return {batch, out};
-}
-
-// An archive -> one EncodedFile per member, in order, named by the member.
-// `list` reads the archive's index; `read` gives one member's bytes.
-template <typename Member>
-class ArchiveMembersOp final : public GeneratorOp {
- public:
-  using List = std::vector<Member> (*)(const EncodedFile& archive);
-  using Read = Buffer (*)(const EncodedFile& archive, const Member& member);
-  ArchiveMembersOp(List list, Read read) : list_(list), read_(read) {}
-
-  std::unique_ptr<ItemGenerator> start(Item input) override {
-    EncodedFile archive = input.take_as<EncodedFile>();
-    std::vector<Member> members = list_(archive);
-    return std::make_unique<Generator>(std::move(archive), std::move(members),
-                                       read_);
-  }
-
- private:
-  class Generator final : public ItemGenerator {
-   public:
-    Generator(EncodedFile archive, std::vector<Member> members, Read read)
-        : archive_(std::move(archive)),
-          members_(std::move(members)),
-          read_(read) {}
-    bool next(Item* out) override {
-      if (next_ == members_.size()) return false;
-      const Member& m = members_[next_++];
-      *out = Item(EncodedFile{m.name, read_(archive_, m)});
-      return true;
-    }
-
-   private:
-    EncodedFile archive_;
-    std::vector<Member> members_;
-    Read read_;
-    std::size_t next_ = 0;
-  };
-
-  const List list_;
-  const Read read_;
-};
-
-// TAR: regular files, as views of the archive.
-std::vector<TarMember> list_tar_members(const EncodedFile& archive) {
-  return list_tar(span_of(archive.bytes), archive.name);
-}
-Buffer view_tar_member(const EncodedFile& archive, const TarMember& m) {
-  return Buffer::view(archive.bytes.owner(),
-                      archive.bytes.data_as<uint8_t>() + m.offset,
-                      DType::kUint8, {static_cast<int64_t>(m.size)}, {},
-                      archive.bytes.writable());
-}
-
-// ZIP: members but directories (names ending in '/'); stored ones as views,
-// deflated ones inflated.
-std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
-  std::vector<ZipEntry> entries =
-      list_zip(span_of(archive.bytes), archive.name);
-  std::erase_if(entries, [](const ZipEntry& e) {
-    return !e.name.empty() && e.name.back() == '/';
-  });
-  return entries;
-}
-Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
-  return read_zip_entry(archive.bytes, e, archive.name + ":" + e.name);
-}
-
-AudioOptions audio_options(int sample_rate, int channels, double start,
-                           std::optional<double> duration) {
-  AudioOptions o;
-  o.sample_rate = sample_rate;
-  o.channels = channels;
-  o.start = start;
-  o.duration = duration;
-  return o;
-}
-
-nb::list zip_entries(const std::vector<ZipEntry>& entries) {
-  nb::list out;
-  for (const ZipEntry& e : entries) {
-    out.append(nb::make_tuple(e.name, e.data_offset, e.compressed_size, e.size,
-                              e.method));
-  }
-  return out;
 }
 
 }  // namespace
@@ -454,10 +230,10 @@ void bind_io(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("io", "Native core of feedline.io.");
 
   register_to_python(typeid(Buffer), &buffer_to_python);
-  register_to_python(typeid(EncodedFile), &encoded_to_python);
-  register_from_python(typeid(EncodedFile), &encoded_from_python);
+  register_to_python(typeid(ops::EncodedFile), &encoded_to_python);
+  register_from_python(typeid(ops::EncodedFile), &encoded_from_python);
   register_type_name(typeid(Buffer), "feedline.io.Buffer");
-  register_type_name(typeid(EncodedFile), "encoded file");
+  register_type_name(typeid(ops::EncodedFile), "encoded file");
 
   nb::class_<Buffer>(
       m, "Buffer",
@@ -527,8 +303,12 @@ void bind_io(nb::module_& parent) {
         return to_tuple(image_output_shape(w, h, o));
       });
 
-  m.def("decode_image", &py_decode_image, nb::arg("data"), nb::arg("options"),
-        nb::arg("name"));
+  m.def("decode_image",
+        on_bytes<const ImageOptions&, const std::string&>(
+            [](const Buffer& b, const ImageOptions& o, const std::string& n) {
+              return decode_image(span_of(b), o, n);
+            }),
+        nb::arg("data"), nb::arg("options"), nb::arg("name"));
   m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
   m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
         nb::arg("options"));
@@ -540,49 +320,35 @@ void bind_io(nb::module_& parent) {
 
   // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
   // place) and runs with the GIL released.
-  m.def(
-      "load_npy",
-      [](nb::handle data, const std::string& name) {
-        Buffer bytes = bytes_from_python(data);
-        nb::gil_scoped_release release;
-        return load_npy(bytes, name);
-      },
-      nb::arg("data"), nb::arg("name"));
-  m.def(
-      "list_zip",
-      [](nb::handle data, const std::string& name) {
-        Buffer bytes = bytes_from_python(data);
-        std::vector<ZipEntry> entries;
-        {
-          nb::gil_scoped_release release;
-          entries = list_zip(span_of(bytes), name);
-        }
-        return nb::make_tuple(bytes, zip_entries(entries));
-      },
-      nb::arg("data"), nb::arg("name"),
-      "(archive Buffer, [(name, data_offset, compressed_size, size, method)])");
+  m.def("load_npy",
+        on_bytes<const std::string&>([](const Buffer& b, const std::string& n) {
+          return load_npy(b, n);
+        }),
+        nb::arg("data"), nb::arg("name"));
+  nb::class_<ZipEntry>(m, "ZipEntry", "One member of a ZIP archive.")
+      .def_ro("name", &ZipEntry::name)
+      .def_ro("data_offset", &ZipEntry::data_offset)
+      .def_ro("compressed_size", &ZipEntry::compressed_size)
+      .def_ro("size", &ZipEntry::size, "Uncompressed size in bytes.")
+      .def_ro("method", &ZipEntry::method, "0 stored, 8 deflate.");
+  m.def("list_zip",
+        on_bytes<const std::string&>([](const Buffer& b, const std::string& n) {
+          return list_zip(span_of(b), n);
+        }),
+        nb::arg("data"), nb::arg("name"));
   m.def(
       "read_zip_entry",
-      [](const Buffer& archive, nb::tuple t, const std::string& name,
-         uint64_t max_size) {
-        ZipEntry e{nb::cast<std::string>(t[0]), nb::cast<uint64_t>(t[1]),
-                   nb::cast<uint64_t>(t[2]), nb::cast<uint64_t>(t[3]),
-                   nb::cast<uint16_t>(t[4])};
-        nb::gil_scoped_release release;
-        return read_zip_entry(archive, e, name, max_size);
-      },
+      on_bytes<const ZipEntry&, const std::string&, uint64_t>(&read_zip_entry),
       nb::arg("archive"), nb::arg("entry"), nb::arg("name"),
       nb::arg("max_size"));
-  m.def(
-      "load_wav",
-      [](nb::handle data, const std::string& name, uint64_t start,
-         std::optional<uint64_t> frames) {
-        Buffer bytes = bytes_from_python(data);
-        nb::gil_scoped_release release;
-        return load_wav(bytes, name, start, frames);
-      },
-      nb::arg("data"), nb::arg("name"), nb::arg("start_frame"),
-      nb::arg("num_frames").none());
+  m.def("load_wav",
+        on_bytes<const std::string&, uint64_t, std::optional<uint64_t>>(
+            [](const Buffer& b, const std::string& n, uint64_t start,
+               std::optional<uint64_t> frames) {
+              return load_wav(b, n, start, frames);
+            }),
+        nb::arg("data"), nb::arg("name"), nb::arg("start_frame"),
+        nb::arg("num_frames").none());
   m.def(
       "parse_wav",
       [](nb::handle data, const std::string& name) {
@@ -615,34 +381,18 @@ void bind_io(nb::module_& parent) {
       },
       nb::arg("data"), nb::arg("name"),
       "(archive Buffer, [(name, offset, size)])");
-  m.def(
-      "read_file",
-      [](const std::string& path) {
-        nb::gil_scoped_release release;
-        return read_file(path);
-      },
-      nb::arg("path"));
-  m.def(
-      "map_file",
-      [](const std::string& path) {
-        nb::gil_scoped_release release;
-        return map_file(path);
-      },
-      nb::arg("path"), "The file memory-mapped read-only (no copy).");
+  m.def("read_file", &read_file, nb::arg("path"),
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def("map_file", &map_file, nb::arg("path"),
+        nb::call_guard<nb::gil_scoped_release>(),
+        "The file memory-mapped read-only (no copy).");
   m.def(
       "load_audio",
-      [](nb::handle data, const std::string& name, int sample_rate,
-         int channels, double start, std::optional<double> duration) {
-        Buffer bytes = bytes_from_python(data);
-        AudioOptions o = audio_options(sample_rate, channels, start, duration);
-        AudioInfo info;
-        Buffer out;
-        {
-          nb::gil_scoped_release release;
-          out = load_audio(span_of(bytes), o, name, &info);
-        }
-        return nb::make_tuple(out, info.sample_rate, info.codec);
-      },
+      on_bytes<const std::string&, int, int, double, std::optional<double>>(
+          [](const Buffer& b, const std::string& n, int rate, int channels,
+             double start, std::optional<double> duration) {
+            return load_audio(span_of(b), {rate, channels, start, duration}, n);
+          }),
       nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"),
       nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
   m.def("set_buffer_cache_limit", &set_buffer_cache_limit, nb::arg("bytes"));
@@ -652,58 +402,30 @@ void bind_io(nb::module_& parent) {
   m.def(
       "load_audio_op",
       [](int sample_rate, int channels) {
-        AudioOptions o = audio_options(sample_rate, channels, 0, std::nullopt);
-        return load_op("load_audio", [o](const EncodedFile& f) {
-          return load_audio(span_of(f.bytes), o, f.name);
-        });
+        return native_op(ops::load_audio({sample_rate, channels, 0, {}}),
+                         "load_audio");
       },
       nb::arg("sample_rate"), nb::arg("channels"));
   bind_av(m);
-  m.def("load_npy_op", [] {
-    return load_op("load_npy", [](const EncodedFile& f) {
-      return load_npy(f.bytes, f.name);
-    });
-  });
-  m.def("load_wav_op", [] {
-    return load_op("load_wav", [](const EncodedFile& f) {
-      return load_wav(f.bytes, f.name);
-    });
-  });
-  m.def("zip_members_op", [] {
-    return NativeOp{std::make_shared<ArchiveMembersOp<ZipEntry>>(
-                        &list_zip_files, &read_zip_member),
-                    "zip_members", &typeid(EncodedFile), &typeid(EncodedFile)};
-  });
-  m.def("tar_members_op", [] {
-    return NativeOp{std::make_shared<ArchiveMembersOp<TarMember>>(
-                        &list_tar_members, &view_tar_member),
-                    "tar_members", &typeid(EncodedFile), &typeid(EncodedFile)};
-  });
-
-  const std::type_info* kStr = &typeid(std::string);
-  m.def("read_file_op", [kStr] {
-    return NativeOp{std::make_shared<ReadFileOp>(), "read_file", kStr,
-                    &typeid(EncodedFile)};
-  });
+  m.def("load_npy_op", [] { return native_op(ops::load_npy(), "load_npy"); });
+  m.def("load_wav_op", [] { return native_op(ops::load_wav(), "load_wav"); });
+  m.def("zip_members_op",
+        [] { return native_op(ops::zip_members(), "zip_members"); });
+  m.def("tar_members_op",
+        [] { return native_op(ops::tar_members(), "tar_members"); });
+  m.def("read_file_op",
+        [] { return native_op(ops::read_file(), "read_file"); });
   m.def("decode_image_op", [](const ImageOptions& options) {
-    check_image_options(options);
-    return load_op("decode_image", [options](const EncodedFile& f) {
-      return decode_image(span_of(f.bytes), options, f.name);
-    });
+    return native_op(ops::decode_image(options), "decode_image");
   });
   m.def("decode_batch_op", [](const ImageOptions& options) {
-    check_image_options(options);
-    if (options.resize_width == 0 && options.crop_width == 0) {
-      throw InvalidArgument(
-          "decode_batch needs one output size: give width and height, or crop");
-    }
-    return NativeOp{std::make_shared<DecodeBatchOp>(options), "decode_batch",
-                    &typeid(ItemBatch), &typeid(Buffer)};
+    // Python values among a batch's elements become encoded files first.
+    return native_op(
+        convert_batch_elements(ops::decode_batch(options),
+                               typeid(ops::EncodedFile), "decode_batch"),
+        "decode_batch");
   });
-  m.def("stack_op", [] {
-    return NativeOp{std::make_shared<StackOp>(), "stack", &typeid(ItemBatch),
-                    &typeid(Buffer)};
-  });
+  m.def("stack_op", [] { return native_op(ops::stack(), "stack"); });
 }
 
 }  // namespace feedline::bindings

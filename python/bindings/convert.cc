@@ -9,8 +9,11 @@
 #include <typeindex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <nanobind/stl/string.h>
+
+#include "feedline/base/log.h"
 
 namespace nb = nanobind;
 
@@ -131,6 +134,68 @@ Item str_from_python(nb::handle obj) {
   return Item(std::string(data, static_cast<std::size_t>(size)));
 }
 
+class BatchConvertingOp final : public MapOp {
+ public:
+  BatchConvertingOp(OpPtr op, const std::type_info& element, std::string name)
+      : op_(std::move(op)),
+        inner_(static_cast<MapOp&>(*op_)),
+        element_(element),
+        name_(std::move(name)) {}
+  const std::type_info* input_type() const override {
+    return op_->input_type();
+  }
+  const std::type_info* output_type() const override {
+    return op_->output_type();
+  }
+  bool accepts(const std::type_info& type) const override {
+    return op_->accepts(type);
+  }
+  Item call(Item input) override {
+    if (ItemBatch* batch = input.get_if<ItemBatch>()) convert(*batch);
+    return inner_.call(std::move(input));
+  }
+
+ private:
+  void convert(ItemBatch& batch) {
+    bool any = false;
+    for (Item& item : batch) any |= item.holds<PyObj>();
+    if (!any) return;
+    std::vector<std::string> errors;
+    ItemBatch converted;
+    converted.reserve(batch.size());
+    {
+      GilScope gil;
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (!batch[i].holds<PyObj>()) {
+          converted.push_back(std::move(batch[i]));
+          continue;
+        }
+        PyObj obj = batch[i].take_as<PyObj>();
+        try {
+          converted.push_back(from_python(obj.get(), element_));
+        } catch (nb::python_error& e) {
+          errors.push_back("element " + std::to_string(i) + ": " + e.what());
+        } catch (const std::exception& e) {
+          errors.push_back("element " + std::to_string(i) + ": " + e.what());
+        }
+      }
+    }
+    for (const std::string& e : errors)
+      log(LogLevel::kWarning, name_ + ": " + e);
+    if (converted.empty() && !errors.empty()) {
+      throw InvalidArgument(name_ + ": no element of the batch of " +
+                            std::to_string(batch.size()) +
+                            " converts; first: " + errors.front());
+    }
+    batch = std::move(converted);
+  }
+
+  OpPtr op_;
+  MapOp& inner_;
+  const std::type_info& element_;
+  const std::string name_;
+};
+
 }  // namespace
 
 std::chrono::nanoseconds seconds_to_ns(double seconds) {
@@ -140,6 +205,14 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
   }
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(std::min(seconds, 1e9)));
+}
+
+OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
+                             std::string name) {
+  if (op->kind() != OpKind::kMap)
+    throw Internal("convert_batch_elements: " + name + " is not a map op");
+  return std::make_shared<BatchConvertingOp>(std::move(op), element,
+                                             std::move(name));
 }
 
 [[noreturn]] void throw_python_error() {
@@ -211,6 +284,8 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     return make_exception("Cancelled", e.what());
   } catch (const Internal& e) {
     return make_exception("Internal", e.what());
+  } catch (const UnsupportedFormat& e) {
+    return make_exception("UnsupportedFormat", e.what());
   } catch (const DecodeError& e) {
     return make_exception("DecodeError", e.what());
   } catch (const FormatError& e) {

@@ -29,6 +29,7 @@
 
 #include "feedline/base/error.h"
 #include "feedline/pipeline/item.h"
+#include "feedline/pipeline/op.h"
 #include "py_ref.h"
 
 namespace feedline::bindings {
@@ -99,6 +100,15 @@ nanobind::object to_python(Item&& item);
 // then the object itself). Throws: InvalidArgument naming both types when the
 // object does not convert. Requires: the GIL.
 Item from_python(nanobind::handle obj, const std::type_info& wanted);
+
+// Wraps `op`, which takes an ItemBatch of `element` items, so that the Python
+// values among a batch's elements (a native aggregate after a Python stage)
+// are converted to `element` first, all under one GIL hold. An element that
+// does not convert is logged as a warning naming `name`, its index and the
+// reason, and left out of the batch; the call fails (InvalidArgument) when
+// no element of a non-empty batch converts. Native elements pass unchanged.
+OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
+                             std::string name);
 
 // Conversions done so far, for tests that check where the seam is crossed.
 struct ConversionCounts {

@@ -20,6 +20,7 @@ from ._feedline_ext import (
     IoError,
     Timeout,
     TooManyFailures,
+    UnsupportedFormat,
     __version__,
 )
 from ._errors import PipelineFailure
@@ -34,6 +35,7 @@ __all__ = [
     "PipelineFailure",
     "Timeout",
     "TooManyFailures",
+    "UnsupportedFormat",
     "__version__",
 ]
 
@@ -48,6 +50,7 @@ for _cls in (
     IoError,
     Timeout,
     TooManyFailures,
+    UnsupportedFormat,
 ):
     _cls.__module__ = __name__
 del _cls

@@ -226,7 +226,7 @@ media::DecodedPixels decode_pixels(std::span<const uint8_t> data,
     return media::decode_png(data, o.pixel_format, o.max_pixels, name);
   if (data.empty())
     throw DecodeError(std::string(name) + ": empty input, not an image");
-  throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
+  throw UnsupportedFormat(std::string(name) + ": not a JPEG or PNG image");
 }
 
 void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
@@ -298,7 +298,7 @@ ImageInfo probe_image(std::span<const uint8_t> data, std::string_view name) {
   if (media::is_png(data)) return media::probe_png(data, name);
   if (data.empty())
     throw DecodeError(std::string(name) + ": empty input, not an image");
-  throw DecodeError(std::string(name) + ": not a JPEG or PNG image");
+  throw UnsupportedFormat(std::string(name) + ": not a JPEG or PNG image");
 }
 
 std::vector<int64_t> image_output_shape(int width, int height,

@@ -331,3 +331,20 @@ def test_paths_are_memory_mapped_not_copied(tmp_path):
     assert any(int(r.split("-")[0], 16) <= addr < int(r.split()[0].split("-")[1], 16) for r in region)
     del got
     gc.collect()
+
+
+def test_zip_entries_are_a_native_class():
+    from feedline._feedline_ext import io as native
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a.txt", b"hello" * 100)
+        z.writestr("b/", b"")
+    data = buf.getvalue()
+    entries = native.list_zip(data, "t.zip")
+    assert [type(e).__name__ for e in entries] == ["ZipEntry", "ZipEntry"]
+    a = entries[0]
+    assert (a.name, a.size, a.method) == ("a.txt", 500, 8) and a.compressed_size < 500
+    assert bytes(np.asarray(native.read_zip_entry(data, a, "t.zip:a.txt", 1 << 20))) == b"hello" * 100
+    with pytest.raises(feedline.FormatError, match="t.zip:a.txt"):
+        native.read_zip_entry(data, a, "t.zip:a.txt", 10)

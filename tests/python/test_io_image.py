@@ -276,3 +276,32 @@ def test_batches_outlive_the_pipeline_that_made_them(jpegs):
     gc.collect()
     assert array.shape == (4, 16, 16, 3)
     assert all(np.array_equal(a, want) for a in array)
+
+
+def test_unsupported_formats_raise_unsupported_format(tmp_path):
+    assert issubclass(feedline.UnsupportedFormat, feedline.DecodeError)
+    with pytest.raises(feedline.UnsupportedFormat, match="sample-8"):
+        fio.decode_image(b"GIF89a....", name="sample-8")
+    # A damaged JPEG is a DecodeError of another kind.
+    with pytest.raises(feedline.DecodeError) as info:
+        fio.decode_image(b"\xff\xd8\xff broken", name="sample-9")
+    assert not isinstance(info.value, feedline.UnsupportedFormat)
+
+
+def test_decode_batch_reports_python_elements_that_do_not_convert(jpegs, caplog):
+    srcs = [jpegs["coffee"], "a-path-not-bytes", jpegs["rocket"], 42]
+    p = PipelineBuilder().add_source(srcs).aggregate(4).pipe(ops.decode_batch(width=16, height=16))
+    p = p.add_sink(1).build(num_threads=1)
+    caplog.set_level(logging.WARNING, logger="feedline")
+    with p.auto_stop():
+        (batch,) = list(p)
+    assert batch.shape == (2, 16, 16, 3)
+    messages = [r.getMessage() for r in caplog.records if "decode_batch" in r.getMessage()]
+    assert any("element 1" in m and "read_file" in m for m in messages), messages
+    assert any("element 3" in m for m in messages), messages
+    # A batch where no element converts is a failed call.
+    p = PipelineBuilder().add_source(["x", "y"]).aggregate(2).pipe(ops.decode_batch(width=8, height=8))
+    p = p.add_sink(1).build(num_threads=1, max_failures=0)
+    with p.auto_stop(), pytest.raises(PipelineFailure) as info:
+        list(p)
+    assert isinstance(info.value.exceptions[0].__cause__, ValueError)

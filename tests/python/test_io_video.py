@@ -935,3 +935,63 @@ def test_buffer_cache_reuses_freed_large_buffers(media):
             fio.set_buffer_cache_limit(-1)
     finally:
         fio.set_buffer_cache_limit(1 << 30)
+
+
+def test_native_clip_pipeline_loads_each_requests_window(media, rgb):
+    from feedline._feedline_ext import io as native
+
+    path = str(media / "h264_444.mp4")
+    want = rgb("h264_444.mp4")
+    requests = [
+        (path, 0, 1),
+        ((media / "h264_444.mp4").read_bytes(), Fraction(1, 2), "1"),
+        (path, None),
+        (path, (Decimal("1.5"), float("inf"))),
+        (path, native.Window(0.5, 1.0)),
+    ]
+    p = PipelineBuilder().add_source(requests).pipe(ops.load_video_clips()).add_sink(2).build(num_threads=1)
+    with p.auto_stop():
+        got = [np.asarray(b) for b in p]
+    expected = [want[:25], want[13:25], want, want[38:], want[13:25]]
+    assert len(got) == len(expected)
+    for g, w in zip(got, expected):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize(("request_", "error"), [
+    ("not a tuple", ValueError),
+    (("x.mp4", 1.0, 0.5), ValueError),
+    (("x.mp4", -1, 1), ValueError),
+    (("x.mp4", [0], 1), ValueError),
+    (("x.mp4", "abc", 1), ValueError),
+])
+def test_native_clip_requests_are_checked(request_, error):
+    p = PipelineBuilder().add_source([request_]).pipe(ops.load_video_clips()).add_sink(1)
+    p = p.build(num_threads=1, max_failures=0)
+    with p.auto_stop(), pytest.raises(PipelineFailure) as info:
+        list(p)
+    assert isinstance(info.value.exceptions[0].__cause__, error)
+
+
+def test_window_is_a_native_class(media):
+    from feedline._feedline_ext import io as native
+
+    w = native.Window(Fraction(1, 3), "2/3")
+    assert w.start == pytest.approx(1 / 3) and w.end == pytest.approx(2 / 3)
+    assert native.Window(1, None).end == float("inf")
+    with pytest.raises(ValueError, match=r"ends before it starts: \(1, 0.5\)"):
+        native.Window(1, 0.5)
+    packets = fio.demux_video(media / "h264_444.mp4", timestamp=(Fraction(1, 3), Fraction(2, 3)))
+    assert packets.timestamp == pytest.approx((1 / 3, 2 / 3))
+
+
+def test_all_frames_is_none_and_limits_are_positive(media):
+    packets = fio.demux_video(media / "h264_444.mp4")
+    assert len(fio.decode_packets(packets.clone(), num_frames=-1)) == 50  # the public default: all
+    assert len(fio.decode_packets(packets.clone(), num_frames=4)) == 4
+    from feedline._feedline_ext import io as native
+
+    with pytest.raises(ValueError, match="> 0"):
+        native.decode_packets(packets.clone(), None, native.DecodeConfig(), 0)
+    assert len(native.decode_packets(packets, None, native.DecodeConfig(), None)) == 50
+    assert fio.load_video(media / "h264_444.mp4", num_frames=3).shape[0] == 3

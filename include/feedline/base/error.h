@@ -54,6 +54,13 @@ class DecodeError : public Error {
   using Error::Error;
 };
 
+// The input is in a format this decoder does not handle (another decoder may:
+// the image decoder reads JPEG and PNG, FFmpeg many more).
+class UnsupportedFormat : public DecodeError {
+ public:
+  using DecodeError::DecodeError;
+};
+
 // The operation was abandoned because a stop was requested.
 class Cancelled : public Error {
  public:

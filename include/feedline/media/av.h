@@ -331,8 +331,10 @@ class Decoder {
   Decoder& operator=(const Decoder&) = delete;
 
   // Decodes `packets` (consumed). Video frames outside the packets' window
-  // are dropped. Stops once `max_frames` (> 0) frames are out.
-  std::unique_ptr<Frames> decode(Packets&& packets, int64_t max_frames = -1);
+  // are dropped. Stops once `max_frames` (> 0; nullopt: no limit) frames are
+  // out. Throws: InvalidArgument for max_frames <= 0.
+  std::unique_ptr<Frames> decode(
+      Packets&& packets, std::optional<int64_t> max_frames = std::nullopt);
   // Drains the decoder and the filter at the end of the stream.
   std::unique_ptr<Frames> flush();
   Media media() const;
@@ -342,10 +344,13 @@ class Decoder {
   std::unique_ptr<Impl> impl_;
 };
 
-// One-shot decode of a whole Packets (consumed) to Frames.
+// One-shot decode of a whole Packets (consumed) to Frames, stopping after
+// `num_frames` (> 0; nullopt: all). Throws: InvalidArgument for
+// num_frames <= 0.
 std::unique_ptr<Frames> decode_packets(
     Packets&& packets, const std::optional<std::string>& filter_desc,
-    const DecodeConfig& config, int64_t num_frames = -1);
+    const DecodeConfig& config,
+    std::optional<int64_t> num_frames = std::nullopt);
 
 // Decodes only what frames `indices` (sorted, unique, in [0, packets.size())
 // relative to the window) need: the packets are split at key frames and
@@ -400,8 +405,8 @@ struct VideoOptions {
   // nullopt: the fast path to rgb24 (or pix_fmt below), no filter graph.
   std::optional<std::string> filter_desc;
   std::string pix_fmt = "rgb24";  // fast path: rgb24, bgr24, rgba, gray
-  // Fast path: decode at most this many frames of the window (0: all).
-  int64_t max_frames = 0;
+  // Decode at most this many frames (> 0) of the window; nullopt: all.
+  std::optional<int64_t> max_frames;
 };
 
 // Video (N, H, W, C) uint8.

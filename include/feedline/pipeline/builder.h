@@ -63,6 +63,16 @@ class TypedBuilder {
         "pipe");
   }
 
+  // Runs `op` (a factory's op, e.g. from feedline::ops), which takes T and
+  // produces U: pipe<Buffer>(ops::decode_batch(options)).
+  // Throws: InvalidArgument when the op declares other types.
+  template <typename U>
+  TypedBuilder<U> pipe(OpPtr op, PipeOptions options = {}) && {
+    check_op_types(*op, typeid(T), typeid(U));
+    return std::move(*this).template append<U>(StageKind::kPipe, std::move(op),
+                                               std::move(options), "pipe");
+  }
+
   // Applies `f`, which returns a range of results (0..n per item); results
   // are emitted one by one as downstream has room.
   template <typename F, typename C = std::decay_t<std::invoke_result_t<F&, T>>,
@@ -139,6 +149,16 @@ class TypedBuilder {
     return TypedBuilder<U>(std::move(spec_));
   }
   [[noreturn]] static void throw_invalid_batch_size(std::size_t n);
+  static void check_op_types(const Op& op, const std::type_info& in,
+                             const std::type_info& out) {
+    const std::type_info* produces = op.output_type();
+    if (op.accepts(in) && (produces == nullptr || *produces == out)) return;
+    throw InvalidArgument(
+        "pipe: the op takes " +
+        (op.input_type() ? type_name(*op.input_type()) : "any item") +
+        " and produces " + (produces ? type_name(*produces) : "any item") +
+        ", not " + type_name(in) + " -> " + type_name(out));
+  }
 
   PipelineSpec spec_;
 };

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .._feedline_ext import DecodeError
+from .._feedline_ext import DecodeError, UnsupportedFormat
 from .._feedline_ext import io as _io
 from . import _av, ops, utils  # noqa: F401 (submodules as attributes)
 from ._audio import load_audio
@@ -81,9 +81,8 @@ def load_image(src, /, *, demux_config=None, decode_config=None, filter_desc=_av
     if not ffmpeg:
         try:
             return _io.load_image(os.fspath(src), image_options(**options))
-        except DecodeError as e:
-            if "not a JPEG or PNG image" not in str(e):
-                raise
+        except UnsupportedFormat:
+            pass
     if filter_desc is _av.FILTER_DESC_DEFAULT:
         extra = set(options) - {"width", "height", "scale_mode", "pix_fmt"}
         if extra:
@@ -131,8 +130,6 @@ def load_image_batch(
     for index, message in failures:
         _LG.error("load_image_batch: image %d failed: %s", index, message)
     if failures and (strict or len(failures) == len(srcs)):
-        from .. import DecodeError
-
         kind = "all the images" if len(failures) == len(srcs) else "some images"
         detail = "; ".join(message for _, message in failures[:3])
         raise DecodeError(f"Failed to load {kind} ({len(failures)} of {len(srcs)}): {detail}")

@@ -52,7 +52,7 @@ class NpzFile(Mapping):
 
     def __init__(self, archive, entries, name, max_size):
         self._archive = archive
-        self._entries = {e[0]: e for e in entries}
+        self._entries = {e.name: e for e in entries}
         self._name = name
         self._max_size = max_size
         self.files = [k[:-4] if k.endswith(".npy") else k for k in self._entries]
@@ -65,7 +65,7 @@ class NpzFile(Mapping):
 
     def __getitem__(self, key) -> np.ndarray:
         entry = self._entry(key)
-        member = f"{self._name}:{entry[0]}"
+        member = f"{self._name}:{entry.name}"
         raw = _io.read_zip_entry(self._archive, entry, member, self._max_size)
         return np.asarray(_io.load_npy(raw, member))
 
@@ -87,8 +87,7 @@ def load_npz(data, *, max_member_size: int = 1 << 32) -> NpzFile:
     held in ``data`` or at a path. ``max_member_size`` bounds what one member
     may inflate to (a zip-bomb guard)."""
     src, name = _source(data, "npz")
-    archive, entries = _io.list_zip(src, name)
-    return NpzFile(archive, entries, name, max_member_size)
+    return NpzFile(src, _io.list_zip(src, name), name, max_member_size)
 
 
 class ZipArchive(Mapping):
@@ -97,7 +96,7 @@ class ZipArchive(Mapping):
 
     def __init__(self, archive, entries, name, max_size):
         self._archive = archive
-        self._entries = {e[0]: e for e in entries}
+        self._entries = {e.name: e for e in entries}
         self._name = name
         self._max_size = max_size
 
@@ -114,14 +113,13 @@ class ZipArchive(Mapping):
 
     def sizes(self):
         """{name: uncompressed size}."""
-        return {k: e[3] for k, e in self._entries.items()}
+        return {k: e.size for k, e in self._entries.items()}
 
 
 def open_zip(data, *, max_member_size: int = 1 << 32) -> ZipArchive:
     """Opens a ZIP archive held in ``data`` or at a path."""
     src, name = _source(data, "zip")
-    archive, entries = _io.list_zip(src, name)
-    return ZipArchive(archive, entries, name, max_member_size)
+    return ZipArchive(src, _io.list_zip(src, name), name, max_member_size)
 
 
 def load_wav(data, time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> np.ndarray:

@@ -47,6 +47,4 @@ def load_audio(src, timestamp: tuple[float, float] | None = None, *, sample_rate
         if start < 0 or end < start:
             raise ValueError(f"timestamp must be (start, end) with 0 <= start <= end, got {timestamp}")
         duration = end - start
-    buf, _, _ = _io.load_audio(data, name or default_name, sample_rate or 0, num_channels or 0, float(start),
-                               duration)
-    return buf
+    return _io.load_audio(data, name or default_name, sample_rate or 0, num_channels or 0, float(start), duration)

@@ -140,37 +140,21 @@ def _decode_cfg(cfg):
 # --- times ------------------------------------------------------------------
 
 
-def _fraction(value) -> Fraction:
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"a time must be finite, got {value}")
-        f = Fraction(repr(value))
-    elif isinstance(value, (int, Fraction, Decimal, str)):
-        f = Fraction(value)
-    else:
-        raise TypeError(f"a time must be a number, Fraction, Decimal or str, got {type(value).__name__}")
-    if f.denominator > 2**31 - 1 or abs(f.numerator) > 2**31 - 1:
-        f = f.limit_denominator(2**20)
-    return f
-
-
 def _window(timestamp):
-    """(start, end) in seconds -> ((num, den), (num, den) | None)."""
+    """(start, end) in seconds -> a native Window (None: no window). The
+    times may be int, float, Fraction, Decimal or str; end may be inf."""
     if timestamp is None:
         return None
     try:
         start, end = timestamp
     except (TypeError, ValueError):
         raise TypeError(f"timestamp must be (start, end), got {timestamp!r}") from None
-    s = _fraction(start)
-    if s < 0:
-        raise ValueError(f"the window starts before 0: {timestamp!r}")
-    if isinstance(end, float) and math.isinf(end) and end > 0:
-        return ((s.numerator, s.denominator), None)
-    e = _fraction(end)
-    if e < s:
-        raise ValueError(f"the window ends before it starts: {timestamp!r}")
-    return ((s.numerator, s.denominator), (e.numerator, e.denominator))
+    return _io.Window(start, end)
+
+
+def _limit(num_frames):
+    """A frame count as the native limit: None (all) for None or <= 0."""
+    return None if num_frames is None or num_frames <= 0 else int(num_frames)
 
 
 def _ignored(where: str, kwargs: dict) -> None:
@@ -481,14 +465,14 @@ class FilterGraph:
 
 
 def decode_packets(packets: Packets, filter_desc=FILTER_DESC_DEFAULT, decode_config=None, *,
-                   num_frames: int = -1) -> Frames:
+                   num_frames: int | None = None) -> Frames:
     """Decodes ``packets`` (consumed) to frames. ``filter_desc``: the default
     chain (audio float planar trimmed to the window; video and images
     rgb24), None for the decoder's own format, or a chain of your own.
-    ``num_frames > 0`` stops after that many frames. Video frames outside the
-    packets' window are dropped."""
+    ``num_frames`` stops after that many frames (None, or SPDL's -1: all).
+    Video frames outside the packets' window are dropped."""
     fd = _resolve_filter(packets, filter_desc)
-    return _io.decode_packets(packets, fd, _decode_cfg(decode_config), int(num_frames))
+    return _io.decode_packets(packets, fd, _decode_cfg(decode_config), _limit(num_frames))
 
 
 class _StreamingDecoder:
@@ -658,11 +642,11 @@ def load_video(src, timestamp=None, *, demux_config=None, decode_config=None, fi
     if filter_desc is None:
         with Demuxer(src, demux_config=demux_config, name=name) as d:
             packets = d.demux_video(timestamp)
-        frames = decode_packets(packets, None, decode_config, num_frames=num_frames or -1)
+        frames = decode_packets(packets, None, decode_config, num_frames=num_frames)
         return convert_frames(frames)
     fd = None if filter_desc is FILTER_DESC_DEFAULT else filter_desc
     return _io.load_video(_src(src), window, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt,
-                          int(num_frames or 0), name or "", False)
+                          _limit(num_frames), name or "", False)
 
 
 def load_image_ffmpeg(src, *, demux_config=None, decode_config=None, filter_desc=FILTER_DESC_DEFAULT,
@@ -674,7 +658,7 @@ def load_image_ffmpeg(src, *, demux_config=None, decode_config=None, filter_desc
             packets = d.demux_image()
         return convert_frames(decode_packets(packets, None, decode_config))
     fd = None if filter_desc is FILTER_DESC_DEFAULT else filter_desc
-    return _io.load_video(_src(src), None, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt, 1,
+    return _io.load_video(_src(src), None, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt, None,
                           name or "", True)
 
 

@@ -106,7 +106,7 @@ def load_video(*, timestamp=None, demux_config=None, decode_config=None, filter_
     :func:`feedline.io.load_video` (``filter_desc``: an FFmpeg chain
     instead)."""
     return _io.load_video_op(_av._window(timestamp), _av._demux_cfg(demux_config), _av._decode_cfg(decode_config),
-                             filter_desc, pix_fmt, int(num_frames or 0))
+                             filter_desc, pix_fmt, _av._limit(num_frames))
 
 
 def load_video_clips(*, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24",
@@ -116,7 +116,7 @@ def load_video_clips(*, demux_config=None, decode_config=None, filter_desc=None,
     ``(N, H, W, 3)`` of that window. Lets a pipeline sample a different
     window per item without the GIL."""
     return _io.load_video_clips_op(_av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc,
-                                   pix_fmt, int(num_frames or 0))
+                                   pix_fmt, _av._limit(num_frames))
 
 
 def demux_video(*, timestamp=None, demux_config=None):
@@ -135,13 +135,13 @@ def demux_image(*, demux_config=None):
     return _io.demux_op(_io.Media.IMAGE, None, _av._demux_cfg(demux_config))
 
 
-def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, num_frames: int = -1):
+def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, num_frames: int | None = None):
     """Native op: Packets -> Frames, as :func:`feedline.io.decode_packets`
     (by default the standard chain for the packets' media; None keeps the
     decoder's format)."""
     default = filter_desc is _av.FILTER_DESC_DEFAULT
     return _io.decode_packets_op(None if default else filter_desc, default, _av._decode_cfg(decode_config),
-                                 int(num_frames))
+                                 _av._limit(num_frames))
 
 
 def convert_frames():

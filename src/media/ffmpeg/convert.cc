@@ -359,9 +359,8 @@ Buffer load(Media media, Source source, const VideoOptions& o,
   std::unique_ptr<Packets> packets =
       demuxer.demux(media, media == Media::kImage ? std::nullopt : o.window);
   if (o.filter_desc) {
-    std::unique_ptr<Frames> frames =
-        decode_packets(std::move(*packets), o.filter_desc, o.decode,
-                       o.max_frames > 0 ? o.max_frames : -1);
+    std::unique_ptr<Frames> frames = decode_packets(
+        std::move(*packets), o.filter_desc, o.decode, o.max_frames);
     if (frames->empty()) {
       throw DecodeError(src + ": no frame in the window");
     }
@@ -371,7 +370,12 @@ Buffer load(Media media, Source source, const VideoOptions& o,
   const Codec codec = packets->require_codec();
   DecodeSession session(codec, std::nullopt, o.decode, src);
   session.set_window(packets->window());
-  const int64_t limit = media == Media::kImage ? 1 : o.max_frames;
+  if (o.max_frames && *o.max_frames <= 0) {
+    throw InvalidArgument("max_frames must be > 0 (got " +
+                          std::to_string(*o.max_frames) +
+                          "); leave it out for all");
+  }
+  const int64_t limit = media == Media::kImage ? 1 : o.max_frames.value_or(0);
   int64_t expected = static_cast<int64_t>(packets->size());
   if (limit > 0) expected = std::min(expected, limit);
   FrameWriter writer(format, expected, src);

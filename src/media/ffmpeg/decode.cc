@@ -141,8 +141,8 @@ void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
   if (!sink(frame, tb)) stopped_ = true;
 }
 
-void send_window(DecodeSession& session, const media::Packets& packets, bool skip,
-                 const DecodeSession::Sink& sink) {
+void send_window(DecodeSession& session, const media::Packets& packets,
+                 bool skip, const DecodeSession::Sink& sink) {
   const std::vector<AVPacket*>& pkts = packets.packets();
   const AVRational tb = to_av(packets.time_base());
   const auto& window = packets.window();
@@ -171,6 +171,16 @@ namespace media {
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
 namespace {
+
+// The frame limit `n` (> 0) as the Collector's `max`: -1 for no limit.
+int64_t frame_limit(std::optional<int64_t> n, const char* what) {
+  if (!n) return -1;
+  if (*n <= 0) {
+    throw InvalidArgument(std::string(what) + " must be > 0 (got " +
+                          std::to_string(*n) + "); leave it out for all");
+  }
+  return *n;
+}
 
 // Collects output frames into a Frames of `media`, up to `max` (> 0).
 struct Collector {
@@ -240,15 +250,18 @@ Decoder::Decoder(const Codec& codec,
     : impl_(std::make_unique<Impl>(codec, filter_desc, config,
                                    name.empty() ? codec.name() : name)) {}
 Decoder::~Decoder() = default;
-std::unique_ptr<Frames> Decoder::decode(Packets&& packets, int64_t max_frames) {
-  return impl_->decode(std::move(packets), max_frames);
+std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
+                                        std::optional<int64_t> max_frames) {
+  const int64_t limit = frame_limit(max_frames, "max_frames");
+  return impl_->decode(std::move(packets), limit);
 }
 std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
 Media Decoder::media() const { return impl_->media_; }
 
 std::unique_ptr<Frames> decode_packets(
     Packets&& packets, const std::optional<std::string>& filter_desc,
-    const DecodeConfig& config, int64_t num_frames) {
+    const DecodeConfig& config, std::optional<int64_t> num_frames) {
+  const int64_t limit = frame_limit(num_frames, "num_frames");
   const Codec codec = packets.require_codec();
   std::unique_ptr<Packets> owned = packets.take();
   const std::string& name = owned->src();
@@ -257,7 +270,7 @@ std::unique_ptr<Frames> decode_packets(
   if (media != Media::kAudio) session.set_window(owned->window());
   const bool image = media == Media::kImage;
   Collector c{make_frames(image ? Media::kVideo : media, owned->time_base()),
-              image ? 1 : num_frames};
+              image ? 1 : limit};
   send_window(session, *owned, session.may_skip_frames(), c.sink());
   report_errors(session, *c.frames, name);
   if (image) {

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Pipeline ops for audio and video through FFmpeg (media/av.h, audio.h).
+//
+// As in io_ops.h, each factory returns an op that declares its input and
+// output types; the ops are stateless and take no lock. Packets and Frames
+// travel between stages as owned objects (PacketsItem, FramesItem).
+
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "feedline/media/audio.h"
+#include "feedline/media/av.h"
+#include "feedline/ops/items.h"
+#include "feedline/pipeline/op.h"
+
+namespace feedline::ops {
+
+// EncodedFile -> float32 Buffer (channels, samples), as media::load_audio().
+OpPtr load_audio(const media::AudioOptions& options);
+
+// EncodedFile -> uint8 Buffer (N, H, W, C) of the window in `options`, as
+// media::load_video().
+OpPtr load_video(const media::VideoOptions& options);
+
+// ClipRequest -> uint8 Buffer (N, H, W, C) of the request's window (the
+// window of `options` is ignored). A path is memory-mapped, not read.
+OpPtr load_video_clips(const media::VideoOptions& options);
+
+// EncodedFile -> PacketsItem of the best stream of `media` (in `window` when
+// given; images take no window).
+OpPtr demux(media::Media media, std::optional<media::Window> window,
+            const media::DemuxConfig& config = {});
+
+// How decode_packets() filters the frames.
+struct DecodeOptions {
+  // True: the standard chain for the packets' media (default_filter_desc());
+  // false: `filter_desc` (nullopt keeps the decoder's own format).
+  bool default_filter = true;
+  std::optional<std::string> filter_desc;
+  media::DecodeConfig config;
+  // Stop after this many frames (> 0); nullopt: all of them.
+  std::optional<int64_t> num_frames;
+};
+
+// PacketsItem -> FramesItem, as media::decode_packets().
+// Throws: InvalidArgument for num_frames <= 0.
+OpPtr decode_packets(const DecodeOptions& options = {});
+
+// FramesItem -> Buffer, as media::convert_frames().
+OpPtr convert_frames();
+
+// The standard filter chain for `packets`: audio trimmed to the packets'
+// window as float planar; video and images as rgb24.
+std::string default_filter_desc(const media::Packets& packets);
+
+}  // namespace feedline::ops

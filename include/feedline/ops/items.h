@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The item types that the ops of feedline::ops pass between stages.
+//
+//   EncodedFile   a file's bytes and its name (a path, an archive member)
+//   ClipRequest   a video to load and the window of it to keep
+//   PacketsItem   demuxed packets of one stream (media::Packets)
+//   FramesItem    decoded frames (media::Frames)
+//
+// Decoded arrays travel as Buffers (base/buffer.h); batches made by an
+// untyped aggregate stage as ItemBatch (pipeline/item.h).
+
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "feedline/base/buffer.h"
+#include "feedline/media/av.h"
+
+namespace feedline::ops {
+
+// Encoded bytes and the name that errors give for them.
+struct EncodedFile {
+  std::string name;
+  Buffer bytes;  // 1-D uint8
+
+  std::span<const uint8_t> span() const {
+    return {bytes.data_as<const uint8_t>(), bytes.nbytes()};
+  }
+};
+
+// One clip for load_video_clips(): a file (a path, memory-mapped when
+// loaded, or bytes in memory) and the window to keep (none: all of it).
+struct ClipRequest {
+  std::string name;
+  media::Source source;
+  std::optional<media::Window> window;
+
+  static ClipRequest from_path(std::string path,
+                               std::optional<media::Window> window);
+  static ClipRequest from_bytes(EncodedFile file,
+                                std::optional<media::Window> window);
+};
+
+using PacketsItem = std::unique_ptr<media::Packets>;
+using FramesItem = std::unique_ptr<media::Frames>;
+
+// The bytes of `bytes` as a media::Source that keeps them alive.
+media::Source memory_source(const Buffer& bytes);
+
+}  // namespace feedline::ops

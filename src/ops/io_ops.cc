@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/ops/io_ops.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "feedline/base/error.h"
+#include "feedline/base/log.h"
+#include "feedline/io/file.h"
+#include "feedline/io/formats.h"
+#include "feedline/pipeline/builder.h"
+
+namespace feedline::ops {
+namespace {
+
+// Takes an ItemBatch from an untyped aggregate stage or a std::vector<T>
+// from the typed builder's aggregate.
+template <typename T>
+class BatchOp : public MapOp {
+ public:
+  const std::type_info* input_type() const override {
+    return &typeid(ItemBatch);
+  }
+  const std::type_info* output_type() const override { return &typeid(Buffer); }
+  bool accepts(const std::type_info& type) const override {
+    return type == typeid(ItemBatch) || type == typeid(std::vector<T>);
+  }
+  Item call(Item input) override {
+    if (auto* typed = input.get_if<std::vector<T>>()) return run(*typed, {});
+    ItemBatch& batch = input.as<ItemBatch>();
+    std::vector<T> elements;
+    std::vector<std::string> errors;
+    elements.reserve(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (T* value = batch[i].get_if<T>()) {
+        elements.push_back(std::move(*value));
+      } else {
+        errors.push_back(element_error(i, batch[i]));
+      }
+    }
+    return run(elements, std::move(errors));
+  }
+
+ protected:
+  virtual Item run(const std::vector<T>& batch,
+                   std::vector<std::string> errors) = 0;
+  virtual std::string element_error(std::size_t index, const Item& item) = 0;
+};
+
+class StackOp final : public BatchOp<Buffer> {
+ protected:
+  Item run(const std::vector<Buffer>& batch,
+           std::vector<std::string> errors) override {
+    if (!errors.empty()) throw InvalidArgument(errors.front());
+    if (batch.empty()) return Item();
+    const Buffer& first = batch[0];
+    std::vector<int64_t> shape = first.shape();
+    shape.insert(shape.begin(), static_cast<int64_t>(batch.size()));
+    Buffer out = Buffer::allocate(first.dtype(), shape);
+    auto* dst = out.data_as<uint8_t>();
+    for (const Buffer& b : batch) {
+      if (b.shape() != first.shape() || b.dtype() != first.dtype() ||
+          !b.contiguous()) {
+        throw InvalidArgument("stack: items differ: " + first.to_string() +
+                              " and " + b.to_string() +
+                              " (resize or crop them to one size)");
+      }
+      std::memcpy(dst, b.data(), b.nbytes());
+      dst += b.nbytes();
+    }
+    return Item(std::move(out));
+  }
+  std::string element_error(std::size_t index, const Item& item) override {
+    return "stack: element " + std::to_string(index) + " is a " +
+           type_name(item.type()) + ", not a Buffer";
+  }
+};
+
+class DecodeBatchOp final : public BatchOp<EncodedFile> {
+ public:
+  explicit DecodeBatchOp(const media::ImageOptions& options)
+      : options_(options) {}
+
+ protected:
+  Item run(const std::vector<EncodedFile>& batch,
+           std::vector<std::string> errors) override {
+    const std::size_t total = batch.size() + errors.size();
+    std::vector<media::ImageFailure> failures;
+    Buffer out = decode_files(batch, options_, &failures);
+    for (media::ImageFailure& f : failures)
+      errors.push_back(std::move(f.message));
+    for (const std::string& e : errors)
+      log(LogLevel::kWarning, "decode_batch: " + e);
+    if (total > 0 && errors.size() == total) {
+      throw DecodeError("decode_batch: all " + std::to_string(total) +
+                        " images failed; first: " + errors[0]);
+    }
+    return Item(std::move(out));
+  }
+  std::string element_error(std::size_t index, const Item& item) override {
+    return "element " + std::to_string(index) + " is a " +
+           type_name(item.type()) + ", not an encoded file";
+  }
+
+ private:
+  const media::ImageOptions options_;
+};
+
+// An archive -> one EncodedFile per member, in order.
+template <typename Member>
+class ArchiveMembersOp final : public GeneratorOp {
+ public:
+  using List = std::vector<Member> (*)(const EncodedFile& archive);
+  using Read = Buffer (*)(const EncodedFile& archive, const Member& member);
+  ArchiveMembersOp(List list, Read read) : list_(list), read_(read) {}
+
+  const std::type_info* input_type() const override {
+    return &typeid(EncodedFile);
+  }
+  const std::type_info* output_type() const override {
+    return &typeid(EncodedFile);
+  }
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    EncodedFile archive = input.take_as<EncodedFile>();
+    std::vector<Member> members = list_(archive);
+    return std::make_unique<Generator>(std::move(archive), std::move(members),
+                                       read_);
+  }
+
+ private:
+  class Generator final : public ItemGenerator {
+   public:
+    Generator(EncodedFile archive, std::vector<Member> members, Read read)
+        : archive_(std::move(archive)),
+          members_(std::move(members)),
+          read_(read) {}
+    bool next(Item* out) override {
+      if (next_ == members_.size()) return false;
+      const Member& m = members_[next_++];
+      *out = Item(EncodedFile{m.name, read_(archive_, m)});
+      return true;
+    }
+
+   private:
+    EncodedFile archive_;
+    std::vector<Member> members_;
+    Read read_;
+    std::size_t next_ = 0;
+  };
+
+  const List list_;
+  const Read read_;
+};
+
+std::vector<TarMember> list_tar_members(const EncodedFile& archive) {
+  return list_tar(archive.span(), archive.name);
+}
+Buffer view_tar_member(const EncodedFile& archive, const TarMember& m) {
+  return Buffer::view(archive.bytes.owner(),
+                      archive.bytes.data_as<uint8_t>() + m.offset,
+                      DType::kUint8, {static_cast<int64_t>(m.size)}, {},
+                      archive.bytes.writable());
+}
+
+std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
+  std::vector<ZipEntry> entries = list_zip(archive.span(), archive.name);
+  std::erase_if(entries, [](const ZipEntry& e) {
+    return !e.name.empty() && e.name.back() == '/';
+  });
+  return entries;
+}
+Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
+  return read_zip_entry(archive.bytes, e, archive.name + ":" + e.name);
+}
+
+}  // namespace
+
+OpPtr read_file() {
+  return make_map_op<std::string>([](std::string path) {
+    Buffer bytes = feedline::read_file(path);
+    return EncodedFile{std::move(path), std::move(bytes)};
+  });
+}
+
+OpPtr decode_image(const media::ImageOptions& options) {
+  media::check_image_options(options);
+  return make_map_op<EncodedFile>([options](EncodedFile f) {
+    return media::decode_image(f.span(), options, f.name);
+  });
+}
+
+OpPtr decode_batch(const media::ImageOptions& options) {
+  media::check_image_options(options);
+  if (options.resize_width == 0 && options.crop_width == 0) {
+    throw InvalidArgument(
+        "decode_batch needs one output size: give width and height, or crop");
+  }
+  return std::make_shared<DecodeBatchOp>(options);
+}
+
+OpPtr stack() { return std::make_shared<StackOp>(); }
+
+OpPtr load_npy() {
+  return make_map_op<EncodedFile>(
+      [](EncodedFile f) { return feedline::load_npy(f.bytes, f.name); });
+}
+
+OpPtr load_wav() {
+  return make_map_op<EncodedFile>(
+      [](EncodedFile f) { return feedline::load_wav(f.bytes, f.name); });
+}
+
+OpPtr tar_members() {
+  return std::make_shared<ArchiveMembersOp<TarMember>>(&list_tar_members,
+                                                       &view_tar_member);
+}
+
+OpPtr zip_members() {
+  return std::make_shared<ArchiveMembersOp<ZipEntry>>(&list_zip_files,
+                                                      &read_zip_member);
+}
+
+Buffer decode_files(const std::vector<EncodedFile>& files,
+                    const media::ImageOptions& options,
+                    std::vector<media::ImageFailure>* failures) {
+  std::vector<media::EncodedImage> images;
+  images.reserve(files.size());
+  for (const EncodedFile& f : files) images.push_back({f.name, f.span()});
+  return media::decode_image_batch(images, options, failures);
+}
+
+Buffer load_image_batch(std::vector<ImageSource> sources,
+                        const media::ImageOptions& options,
+                        std::vector<media::ImageFailure>* failures) {
+  std::vector<EncodedFile> files;
+  std::vector<std::size_t> index;  // files[k] is sources[index[k]]
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    try {
+      if (auto* path = std::get_if<std::string>(&sources[i])) {
+        files.push_back({*path, feedline::read_file(*path)});
+      } else {
+        files.push_back(std::move(std::get<EncodedFile>(sources[i])));
+      }
+      index.push_back(i);
+    } catch (const std::exception& e) {
+      failures->push_back({i, e.what()});
+    }
+  }
+  std::vector<media::ImageFailure> decode_failures;
+  Buffer batch = decode_files(files, options, &decode_failures);
+  for (media::ImageFailure& f : decode_failures)
+    failures->push_back({index[f.index], std::move(f.message)});
+  return batch;
+}
+
+}  // namespace feedline::ops
