@@ -183,7 +183,7 @@ def _call_target(op):
     while isinstance(target, functools.partial):
         target = target.func
     if not (inspect.isfunction(target) or inspect.ismethod(target)) and callable(target):
-        call = getattr(type(target), "__call__", None)
+        call = getattr(type(target), "__call__", None)  # noqa: B004 (the method, not a callable check)
         if call is not None:
             return call
     return target
