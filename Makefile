@@ -123,9 +123,7 @@ lint-python:
 	$(PYTHON) -m mypy
 
 lint-tidy: pytest-config
-	run-clang-tidy -quiet -j $(JOBS) -p $(PYTEST_DIR) \
-	  -extra-arg=-Wno-unknown-warning-option \
-	  '$(CURDIR)/(src|python/bindings)/.*\.cc$$'
+	$(PYTHON) tools/run_clang_tidy.py -p $(PYTEST_DIR) -j $(JOBS) src python/bindings
 
 # Regenerates python/feedline/_feedline_ext/*.pyi from the installed
 # extension (run `make python` first).

@@ -223,7 +223,7 @@ class Collate(Aggregator):
         if n < 1:
             raise ValueError(f"the batch size must be >= 1, got {n}")
         self.n = n
-        self._buf = []
+        self._buf: list = []
 
     def accumulate(self, item):
         self._buf.append(item)
