@@ -358,6 +358,7 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
   for (ImageFailure& f : decode_failures)
     failures.push_back({index[f.index], std::move(f.message)});
   std::vector<std::pair<int, std::string>> out;
+  out.reserve(failures.size());
   for (ImageFailure& f : failures)
     out.emplace_back(static_cast<int>(f.index), std::move(f.message));
   return {batch, out};
@@ -680,10 +681,9 @@ void bind_io(nb::module_& parent) {
                     "tar_members", &typeid(EncodedFile), &typeid(EncodedFile)};
   });
 
-  const std::type_info* kStr = &typeid(std::string);
-  m.def("read_file_op", [kStr] {
-    return NativeOp{std::make_shared<ReadFileOp>(), "read_file", kStr,
-                    &typeid(EncodedFile)};
+  m.def("read_file_op", [] {
+    return NativeOp{std::make_shared<ReadFileOp>(), "read_file",
+                    &typeid(std::string), &typeid(EncodedFile)};
   });
   m.def("decode_image_op", [](const ImageOptions& options) {
     check_image_options(options);

@@ -71,7 +71,7 @@ class PipelineImpl {
 
  private:
   void report_final_stats();
-  void run_reporter(std::stop_token stop);
+  void run_reporter(const std::stop_token& stop);
 
   const BuildOptions options_;
   const Clock* const clock_;

@@ -12,7 +12,7 @@
 namespace feedline::detail {
 
 StageRunner::StageRunner(PipelineImpl* pipeline, int index, StageKind kind,
-                         std::string name, int concurrency)
+                         const std::string& name, int concurrency)
     : pipeline_(pipeline),
       index_(index),
       kind_(kind),

@@ -141,8 +141,8 @@ void DecodeSession::deliver(AVFrame* frame, AVRational tb, const Sink& sink) {
   if (!sink(frame, tb)) stopped_ = true;
 }
 
-void send_window(DecodeSession& session, const media::Packets& packets, bool skip,
-                 const DecodeSession::Sink& sink) {
+void send_window(DecodeSession& session, const media::Packets& packets,
+                 bool skip, const DecodeSession::Sink& sink) {
   const std::vector<AVPacket*>& pkts = packets.packets();
   const AVRational tb = to_av(packets.time_base());
   const auto& window = packets.window();
@@ -229,6 +229,9 @@ class Decoder::Impl {
     return std::move(c.frames);
   }
 
+  Media media() const { return media_; }
+
+ private:
   Media media_;
   std::string name_;
   DecodeSession session_;
@@ -237,14 +240,15 @@ class Decoder::Impl {
 Decoder::Decoder(const Codec& codec,
                  const std::optional<std::string>& filter_desc,
                  const DecodeConfig& config, std::string name)
-    : impl_(std::make_unique<Impl>(codec, filter_desc, config,
-                                   name.empty() ? codec.name() : name)) {}
+    : impl_(std::make_unique<Impl>(
+          codec, filter_desc, config,
+          name.empty() ? codec.name() : std::move(name))) {}
 Decoder::~Decoder() = default;
 std::unique_ptr<Frames> Decoder::decode(Packets&& packets, int64_t max_frames) {
   return impl_->decode(std::move(packets), max_frames);
 }
 std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
-Media Decoder::media() const { return impl_->media_; }
+Media Decoder::media() const { return impl_->media(); }
 
 std::unique_ptr<Frames> decode_packets(
     Packets&& packets, const std::optional<std::string>& filter_desc,
@@ -308,6 +312,7 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
                                                           : indices.back()));
     }
     std::vector<std::unique_ptr<Frames>> out;
+    out.reserve(indices.size());
     for (int64_t i : indices) out.push_back(c.frames->image(i));
     return out;
   }
