@@ -109,7 +109,8 @@ pytest-config:
 test-ext: pytest-config
 	cmake --build $(PYTEST_DIR) --target _feedline_testing -j$(JOBS)
 
-lint: lint-format lint-layers lint-python lint-tidy
+lint: deps
+	$(MAKE) -k lint-format lint-layers lint-python lint-tidy
 
 lint-format:
 	clang-format --dry-run -Werror $(CXX_FILES)

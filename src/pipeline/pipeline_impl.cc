@@ -3,7 +3,7 @@
 #include "pipeline/pipeline_impl.h"
 
 #include <algorithm>
-#include <ranges>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -42,8 +42,8 @@ void PipelineImpl::start() {
     if (runner->inputs().empty()) runner->start(start_time_);
   }
   if (options_.stats_hook && options_.report_interval.count() > 0) {
-    reporter_ =
-        std::jthread([this](std::stop_token stop) { run_reporter(stop); });
+    reporter_ = std::jthread(
+        [this](const std::stop_token& stop) { run_reporter(stop); });
   }
 }
 
@@ -81,7 +81,7 @@ void PipelineImpl::stop() noexcept {
   // fires, so that calls that give up on it find their stage cancelled (and
   // their failures are not reported as errors).
   if (pool_) {
-    for (auto& runner : std::views::reverse(runners_)) runner->cancel();
+    for (std::size_t i = runners_.size(); i-- > 0;) runners_[i]->cancel();
   }
   stop_source_.request_stop();
   if (!pool_) return;  // never started: no stage ever ran

@@ -47,7 +47,7 @@ inline constexpr std::chrono::milliseconds kWorkerTimeSlice{2};
 class StageRunner {
  public:
   StageRunner(PipelineImpl* pipeline, int index, StageKind kind,
-              const std::string& name, int concurrency);
+              std::string name, int concurrency);
   virtual ~StageRunner();
   StageRunner(const StageRunner&) = delete;
   StageRunner& operator=(const StageRunner&) = delete;
