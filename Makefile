@@ -90,8 +90,6 @@ bench: build python test-ext
 CXX_DIRS := include src tests/cpp tests/python/native bench/cpp fuzz examples \
   python/bindings
 CXX_FILES = $(shell find $(wildcard $(CXX_DIRS)) -name '*.h' -o -name '*.cc')
-# clang-tidy checks the project's own translation units (src/,
-# python/bindings/) and, through HeaderFilterRegex, the headers they include.
 PY_DIRS := python tests/python bench/python examples/python scripts tools
 
 format:
@@ -123,6 +121,8 @@ lint-python:
 	$(PYTHON) -m ruff format --check $(PY_DIRS)
 	$(PYTHON) -m mypy
 
+# The project's own translation units (src/, python/bindings/) and, through
+# HeaderFilterRegex, the headers they include; any finding fails.
 lint-tidy: pytest-config
 	$(PYTHON) tools/run_clang_tidy.py -p $(PYTEST_DIR) -j $(JOBS) src python/bindings
 

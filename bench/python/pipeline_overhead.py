@@ -124,6 +124,7 @@ def _make_builder(name, sink):
         return lambda n: _three_noops(spdl.pipeline.PipelineBuilder(), range(n), lambda: noop, sink)
 
     import feedline.pipeline
+
     testing = import_test_ext()
 
     if name == "feedline-py":
