@@ -39,7 +39,8 @@ ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
 
 
 .PHONY: deps build python demo demo-cpp test tsan asan bench format clean \
-  lint lint-format lint-tidy lint-python lint-layers stubs test-ext pytest-config
+  lint lint-format lint-tidy lint-python lint-ruff lint-mypy lint-layers \
+  stubs test-ext pytest-config
 
 deps:
 	scripts/install_deps.sh
@@ -108,7 +109,7 @@ test-ext: pytest-config
 	cmake --build $(PYTEST_DIR) --target _feedline_testing -j$(JOBS)
 
 lint: deps
-	$(MAKE) -k lint-format lint-layers lint-python lint-tidy
+	$(MAKE) -k lint-format lint-layers lint-ruff lint-mypy lint-tidy
 
 lint-format:
 	clang-format --dry-run -Werror $(CXX_FILES)
@@ -116,9 +117,13 @@ lint-format:
 lint-layers:
 	$(PYTHON) tools/check_layers.py
 
-lint-python:
+lint-python: lint-ruff lint-mypy
+
+lint-ruff:
 	$(PYTHON) -m ruff check $(PY_DIRS)
 	$(PYTHON) -m ruff format --check $(PY_DIRS)
+
+lint-mypy:
 	$(PYTHON) -m mypy
 
 # The project's own translation units (src/, python/bindings/) and, through
