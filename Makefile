@@ -10,6 +10,9 @@
 #   make asan      C++ tests and fuzzer build under ASan+UBSan (build/asan)
 #   make bench     C++ microbenchmarks and Python benchmarks vs baselines
 #   make format    clang-format the C++ sources in place
+#   make lint      format check, clang-tidy, ruff, mypy and the layer check
+#   make stubs     regenerate the extension's type stubs (python/feedline)
+#   make test-ext  build the test-only extension _feedline_testing
 #   make clean     remove build/
 
 PYTHON ?= python3
@@ -18,6 +21,9 @@ JOBS ?= 2
 RELEASE_DIR := build/release
 TSAN_DIR := build/tsan
 ASAN_DIR := build/asan
+# Configured with the Python extension and the test-only extension: builds
+# _feedline_testing, and its compile_commands.json is what clang-tidy reads.
+PYTEST_DIR := build/pytest
 
 # gcc 12's TSan runtime aborts with "unexpected memory mapping" on kernels
 # that randomise mmap addresses with more bits than it expects
@@ -32,7 +38,9 @@ ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
             UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 
-.PHONY: deps build python demo demo-cpp test tsan asan bench format clean
+.PHONY: deps build python demo demo-cpp test tsan asan bench format clean \
+  lint lint-format lint-tidy lint-python lint-ruff lint-mypy lint-layers \
+  stubs test-ext pytest-config
 
 deps:
 	scripts/install_deps.sh
@@ -57,6 +65,7 @@ test: deps build
 	ctest --test-dir $(RELEASE_DIR) --output-on-failure --no-tests=error -j$(JOBS)
 	$(MAKE) tsan
 	$(MAKE) python
+	$(MAKE) test-ext
 	$(PYTHON) -m pytest -q tests/python
 
 tsan:
@@ -71,7 +80,7 @@ asan:
 	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure \
 	  --no-tests=error -j$(JOBS)
 
-bench: build python
+bench: build python test-ext
 	scripts/install_deps.sh --bench
 	$(RELEASE_DIR)/bench/cpp/pipeline_benchmark
 	$(PYTHON) bench/python/pipeline_overhead.py
@@ -79,9 +88,53 @@ bench: build python
 	$(PYTHON) bench/python/arrays.py
 	$(PYTHON) bench/python/video.py
 
+CXX_DIRS := include src tests/cpp tests/python/native bench/cpp fuzz examples \
+  python/bindings
+CXX_FILES = $(shell find $(wildcard $(CXX_DIRS)) -name '*.h' -o -name '*.cc')
+PY_DIRS := python tests/python bench/python examples/python scripts tools
+
 format:
-	find $(wildcard include src tests/cpp bench/cpp fuzz examples python/bindings) \
-	  -name '*.h' -o -name '*.cc' | xargs -r clang-format -i
+	clang-format -i $(CXX_FILES)
+
+# The tree the test extension and clang-tidy use: Release, the Python
+# extension and the test extension on, C++ tests off.
+pytest-config:
+	test -f $(PYTEST_DIR)/CMakeCache.txt || cmake -S . -B $(PYTEST_DIR) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_BUILD_PYTHON=ON \
+	  -DFEEDLINE_BUILD_PYTHON_TESTS=ON -DFEEDLINE_BUILD_TESTS=OFF \
+	  -DFEEDLINE_BUILD_EXAMPLES=OFF \
+	  -DPython_EXECUTABLE="$$($(PYTHON) -c 'import sys; print(sys.executable)')"
+
+test-ext: pytest-config
+	cmake --build $(PYTEST_DIR) --target _feedline_testing -j$(JOBS)
+
+lint: deps
+	$(MAKE) -k lint-format lint-layers lint-ruff lint-mypy lint-tidy
+
+lint-format:
+	clang-format --dry-run -Werror $(CXX_FILES)
+
+lint-layers:
+	$(PYTHON) tools/check_layers.py
+
+lint-python: lint-ruff lint-mypy
+
+lint-ruff:
+	$(PYTHON) -m ruff check $(PY_DIRS)
+	$(PYTHON) -m ruff format --check $(PY_DIRS)
+
+lint-mypy:
+	$(PYTHON) -m mypy
+
+# The project's own translation units (src/, python/bindings/) and, through
+# HeaderFilterRegex, the headers they include; any finding fails.
+lint-tidy: pytest-config
+	$(PYTHON) tools/run_clang_tidy.py -p $(PYTEST_DIR) -j $(JOBS) src python/bindings
+
+# Regenerates python/feedline/_feedline_ext/*.pyi from the installed
+# extension (run `make python` first).
+stubs:
+	$(PYTHON) tools/gen_stubs.py python/feedline
 
 clean:
 	rm -rf build

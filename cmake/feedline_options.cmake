@@ -21,6 +21,8 @@ option(FEEDLINE_BUILD_EXAMPLES "Build the C++ examples" ${_feedline_dev_default}
 option(FEEDLINE_BUILD_FUZZERS "Build the libFuzzer targets (needs clang)" OFF)
 option(FEEDLINE_BUILD_PYTHON "Build the Python extension _feedline_ext (nanobind)"
   ${_feedline_python_default})
+option(FEEDLINE_BUILD_PYTHON_TESTS
+  "Build the test-only extension _feedline_testing (never installed)" OFF)
 option(FEEDLINE_WITH_FFMPEG "Build video/audio decoding on FFmpeg" ON)
 option(FEEDLINE_WITH_TURBOJPEG "Build JPEG decoding on libjpeg-turbo" ON)
 option(FEEDLINE_WERROR "Treat compiler warnings as errors" OFF)

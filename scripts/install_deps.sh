@@ -12,7 +12,7 @@ readonly MIN_CMAKE_VERSION="3.25"
 readonly DEB_PACKAGES=(
   build-essential pkg-config ninja-build git
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format clang-tidy
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
   libswresample-dev libavfilter-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
@@ -27,6 +27,8 @@ readonly PY_PACKAGES=(
   pytest:pytest
   Pillow:PIL
   scikit-image:skimage
+  ruff:ruff
+  mypy:mypy
 )
 
 # Baselines of the benchmarks in bench/python (only with --bench).

@@ -2,10 +2,24 @@
 """Measurements shared by the Python benchmarks (imported from the scripts
 in this directory, which run each contender in its own process)."""
 
+import importlib
 import json
+import os
+import pathlib
 import resource
 import subprocess
 import sys
+
+
+def import_test_ext():
+    """Returns _feedline_testing, the test-only extension of native test ops.
+
+    It is not installed; ``make test-ext`` builds it into build/pytest
+    (or set FEEDLINE_TEST_EXT_DIR to the directory that holds it).
+    """
+    default = pathlib.Path(__file__).resolve().parents[2] / "build" / "pytest" / "tests" / "python" / "native"
+    sys.path.insert(0, os.environ.get("FEEDLINE_TEST_EXT_DIR", str(default)))
+    return importlib.import_module("_feedline_testing")
 
 
 def cpu_seconds():

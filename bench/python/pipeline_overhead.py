@@ -16,11 +16,12 @@ drained by the same consumer loop (count the items, sum them). The contenders:
 - ``feedline-py``: ``feedline.pipeline.PipelineBuilder`` with exactly the same
   calls: Python ops, so each stage takes the GIL for its call.
 - ``feedline-native``: the same, but every stage is
-  ``feedline._feedline_ext.testing.identity()``, a C++ no-op that never takes
-  the GIL. It is the test/benchmark op of the native-op protocol, not a public
-  API; real native ops (e.g. ``feedline.io.ops``) are used the same way.
+  ``_feedline_testing.identity()``, a C++ no-op that never takes the GIL. It
+  comes from the test-only extension (tests/python/native/, ``make
+  test-ext``), not a public API; real native ops (e.g. ``feedline.io.ops``)
+  are used the same way.
 - ``feedline-native-src``: as ``feedline-native``, with the native source
-  ``feedline._feedline_ext.testing.range_source(N)`` instead of ``range(N)``,
+  ``_feedline_testing.range_source(N)`` instead of ``range(N)``,
   so only the consumer loop touches Python.
 
 Each configuration runs twice: with ``add_sink(3)`` (SPDL's default, which
@@ -65,7 +66,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import cpu_seconds, peak_rss_kib
+from benchlib import cpu_seconds, import_test_ext, peak_rss_kib
 
 # -- contenders ----------------------------------------------------------------
 
@@ -123,7 +124,8 @@ def _make_builder(name, sink):
         return lambda n: _three_noops(spdl.pipeline.PipelineBuilder(), range(n), lambda: noop, sink)
 
     import feedline.pipeline
-    from feedline._feedline_ext import testing
+
+    testing = import_test_ext()
 
     if name == "feedline-py":
         return lambda n: _three_noops(feedline.pipeline.PipelineBuilder(), range(n), lambda: noop, sink)

@@ -9,15 +9,8 @@
 // translates to ValueError and IndexError, so they need nothing here.
 
 #include <exception>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <vector>
 
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
 
 #include "bindings.h"
 #include "convert.h"
@@ -27,43 +20,6 @@ namespace nb = nanobind;
 
 namespace feedline::bindings {
 namespace {
-
-template <typename E>
-void throw_test_error(std::string_view kind) {
-  std::string message = "test: " + std::string(kind);
-  if constexpr (std::is_same_v<E, PipelineFailure>) {
-    // PipelineFailure builds its message from the causes of failed stages.
-    std::exception_ptr cause = std::make_exception_ptr(Error(message));
-    throw PipelineFailure({StageError{"test", cause, message}});
-  } else {
-    throw E(message);
-  }
-}
-
-// Throws the C++ exception class named `kind` with message "test: <kind>"
-// (PipelineFailure: a message ending so), so the Python tests can check the
-// translation of every class.
-void raise_for_test(std::string_view kind) {
-  using Thrower = void (*)(std::string_view);
-  static constexpr std::pair<std::string_view, Thrower> kThrowers[] = {
-      {"Error", &throw_test_error<Error>},
-      {"IoError", &throw_test_error<IoError>},
-      {"FormatError", &throw_test_error<FormatError>},
-      {"DecodeError", &throw_test_error<DecodeError>},
-      {"Cancelled", &throw_test_error<Cancelled>},
-      {"Internal", &throw_test_error<Internal>},
-      {"Timeout", &throw_test_error<Timeout>},
-      {"TooManyFailures", &throw_test_error<TooManyFailures>},
-      {"PipelineFailure", &throw_test_error<PipelineFailure>},
-      {"InvalidArgument", &throw_test_error<InvalidArgument>},
-      {"OutOfRange", &throw_test_error<OutOfRange>},
-  };
-  for (const auto& [name, thrower] : kThrowers) {
-    if (name == kind) thrower(kind);
-  }
-  throw InvalidArgument("_raise_for_test: unknown kind '" + std::string(kind) +
-                        "'");
-}
 
 // Sets the Python error indicator to the feedline.PipelineFailure of
 // `failure` (see to_python_exception()).
@@ -105,9 +61,6 @@ void bind_errors(nb::module_& m) {
           raise_pipeline_failure(p);
         }
       });
-
-  m.def("_raise_for_test", &raise_for_test, nb::arg("kind"),
-        "Throws the C++ exception class named `kind` (for tests only).");
 }
 
 }  // namespace feedline::bindings

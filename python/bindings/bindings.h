@@ -14,10 +14,13 @@
 
 namespace feedline::bindings {
 
-// Adds feedline.Error and its subclasses, the translation of PipelineFailure
-// to feedline.PipelineFailure (an ExceptionGroup), and the test hook
-// _raise_for_test.
+// Adds feedline.Error and its subclasses and the translation of
+// PipelineFailure to feedline.PipelineFailure (an ExceptionGroup).
 void bind_errors(nanobind::module_& m);
+
+// Adds the capsule `_extension_api` through which other extension modules
+// hand native ops and sources to feedline (extension_api.h).
+void bind_extension_api(nanobind::module_& m);
 
 // Adds the statistics snapshot classes (PipelineStats, StageStats, ...).
 void bind_stats(nanobind::module_& m);
@@ -37,8 +40,5 @@ void bind_spec(nanobind::module_& m);
 
 // Adds the submodule `io`: Buffer, image decoding and the native image ops.
 void bind_io(nanobind::module_& m);
-
-// Adds the submodule `testing` of native ops for tests.
-void bind_testing(nanobind::module_& m);
 
 }  // namespace feedline::bindings

@@ -23,5 +23,5 @@ NB_MODULE(_feedline_ext, m) {
   feedline::bindings::bind_pipeline(m);
   feedline::bindings::bind_spec(m);
   feedline::bindings::bind_io(m);
-  feedline::bindings::bind_testing(m);
+  feedline::bindings::bind_extension_api(m);
 }

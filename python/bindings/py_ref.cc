@@ -76,6 +76,8 @@ void release_reference(PyObject* obj) noexcept {
   }
   if (interpreter_finalizing()) return;  // no longer releasable: leak it
   std::lock_guard<std::mutex> lock(g_pending_mu);
+  // A failed allocation here terminates (noexcept: this runs in destructors).
+  // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
   if (g_pending == nullptr) g_pending = new std::vector<PyObject*>();
   g_pending->push_back(obj);
   g_has_pending.store(true, std::memory_order_release);

@@ -11,6 +11,7 @@ a :class:`RuntimeError`). Invalid arguments raise :class:`ValueError` and
 out-of-range indices :class:`IndexError`.
 """
 
+from ._errors import PipelineFailure
 from ._feedline_ext import (
     Cancelled,
     DecodeError,
@@ -23,7 +24,6 @@ from ._feedline_ext import (
     UnsupportedFormat,
     __version__,
 )
-from ._errors import PipelineFailure
 
 __all__ = [
     "Cancelled",

@@ -127,9 +127,9 @@ void* map_huge(std::size_t length) {
   const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
   if (aligned > start) munmap(raw, aligned - start);
   const uintptr_t end = start + length + kHugePage;
-  if (end > aligned + length)
-    munmap(reinterpret_cast<void*>(aligned + length), end - aligned - length);
-  void* p = reinterpret_cast<void*>(aligned);
+  // Addresses inside the mapping are formed from `raw`, not from integers.
+  char* p = static_cast<char*>(raw) + (aligned - start);
+  if (end > aligned + length) munmap(p + length, end - aligned - length);
   madvise(p, length, MADV_HUGEPAGE);  // advisory: fine if refused
   return p;
 }

@@ -29,8 +29,8 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 }  // namespace
 
 const Clock& Clock::steady() {
-  static const SteadyClock clock;
-  return clock;
+  static const SteadyClock kClock;
+  return kClock;
 }
 
 void set_log_sink(LogSink sink) {

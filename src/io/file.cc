@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,7 +19,9 @@ namespace feedline {
 namespace {
 
 [[noreturn]] void fail(const std::string& path, const char* what, int err) {
-  throw IoError(path + ": " + what + ": " + std::strerror(err));
+  // std::generic_category().message(): strerror's text, thread-safe.
+  throw IoError(path + ": " + what + ": " +
+                std::generic_category().message(err));
 }
 
 struct Fd {

@@ -131,7 +131,7 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
           if (std::string(reinterpret_cast<const char*>(&h[257]), 5) ==
               "ustar") {
             std::string prefix = field(h, 345, 155);
-            if (!prefix.empty()) member = prefix + "/" + member;
+            if (!prefix.empty()) member = prefix.append("/").append(member);
           }
         }
         members.push_back({std::move(member), body, size});

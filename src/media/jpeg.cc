@@ -4,6 +4,7 @@
 // file, a corrupt segment) are errors: TJFLAG_STOPONWARNING stops the decode
 // instead of returning an image padded with grey.
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -65,7 +66,7 @@ Header read_header(void* h, std::span<const uint8_t> data,
 // to RGB, as Pillow converts it.
 void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format,
                     uint8_t* out) {
-  for (int i = 0; i < n; ++i) {
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
     int k = cmyk[4 * i + 3];
     uint8_t r = static_cast<uint8_t>(cmyk[4 * i + 0] * k / 255);
     uint8_t g = static_cast<uint8_t>(cmyk[4 * i + 1] * k / 255);

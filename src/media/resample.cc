@@ -42,8 +42,10 @@ Axis make_axis(int in_size, double extent, double scaled, int offset,
       0.f);
   for (int o = 0; o < out_size; ++o) {
     const double center = (o + offset + 0.5) * scale;
-    int lo = std::max(static_cast<int>(center - support + 0.5), 0);
-    int hi = std::min(static_cast<int>(center + support + 0.5), in_size);
+    // floor(x + 0.5): round half up; negative values are clamped to 0.
+    int lo = std::max(static_cast<int>(std::floor(center - support + 0.5)), 0);
+    int hi =
+        std::min(static_cast<int>(std::floor(center + support + 0.5)), in_size);
     hi = std::max(hi, lo + 1);
     lo = std::min(lo, in_size - 1);
     hi = std::min(hi, in_size);

@@ -3,6 +3,7 @@
 #include "pipeline/pipeline_impl.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -79,7 +80,8 @@ void PipelineImpl::start() {
   }
   if (report) {
     reporter_ =
-        std::jthread([this](std::stop_token stop) { run_reporter(stop); });
+        std::jthread(
+        [this](const std::stop_token& stop) { run_reporter(stop); });
   }
 }
 
@@ -247,8 +249,10 @@ void PipelineImpl::record_stage_error(StageRunner* stage,
   auto at = std::upper_bound(
       errors_.begin(), errors_.end(), stage->index(),
       [](int index, const auto& e) { return index < e.first; });
+  std::string what = describe(error);
   errors_.insert(
-      at, {stage->index(), StageError{stage->name(), error, describe(error)}});
+      at, {stage->index(),
+           StageError{stage->name(), std::move(error), std::move(what)}});
   std::vector<StageError> ordered;
   for (const auto& e : errors_) ordered.push_back(e.second);
   failure_ = std::make_exception_ptr(PipelineFailure(std::move(ordered)));
@@ -320,7 +324,7 @@ void PipelineImpl::report_final_stats() {
   if (options_.log_stats_at_end) log(LogLevel::kInfo, format_table(s));
 }
 
-void PipelineImpl::run_reporter(std::stop_token stop) {
+void PipelineImpl::run_reporter(const std::stop_token& stop) {
   Mutex mu;
   std::condition_variable_any cv;
   MutexLock lock(mu);

@@ -97,7 +97,7 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   bool wait_stopped(std::optional<std::chrono::nanoseconds> timeout);
   PipelineStats live_stats_locked() const REQUIRES(state_mu_);
   void report_final_stats();
-  void run_reporter(std::stop_token stop);
+  void run_reporter(const std::stop_token& stop);
 
   // Held apart from options_ so that the stop can release it (it may hold
   // a Python callable).

@@ -10,14 +10,23 @@
 #include "pipeline/pipeline_impl.h"
 
 namespace feedline::detail {
+namespace {
+
+// "<index>:<name>", and "[<concurrency>]" after it for a concurrent stage.
+std::string stage_label(int index, std::string name, int concurrency) {
+  name.insert(0, std::to_string(index) + ":");
+  if (concurrency > 1) name += "[" + std::to_string(concurrency) + "]";
+  return name;
+}
+
+}  // namespace
 
 StageRunner::StageRunner(PipelineImpl* pipeline, int index, StageKind kind,
                          std::string name, int concurrency)
     : pipeline_(pipeline),
       index_(index),
       kind_(kind),
-      name_(std::to_string(index) + ":" + name +
-            (concurrency > 1 ? "[" + std::to_string(concurrency) + "]" : "")),
+      name_(stage_label(index, std::move(name), concurrency)),
       concurrency_(concurrency) {
   MutexLock lock(mu_);
   stats_.name = name_;

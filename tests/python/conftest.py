@@ -14,7 +14,17 @@ test_io_av_filters.py), which compare feedline against the ``ffmpeg`` CLI:
   (names not in :data:`MEDIA` give a path that does not exist).
 - ``rgb``: ``rgb(name)`` is the CLI's rgb24 decode of a clip of ``media``,
   shape (N, H, W, 3), cached for the session.
+
+The native test ops and error hooks come from ``_feedline_testing``, a
+test-only extension that is never installed (source in tests/python/native/).
+``make test-ext`` builds it into build/pytest; this file puts that directory
+(or $FEEDLINE_TEST_EXT_DIR) on sys.path.
 """
+
+import importlib.util
+import os
+import pathlib
+import sys
 
 import shutil
 import subprocess
@@ -22,6 +32,20 @@ import threading
 
 import numpy as np
 import pytest
+
+_ROOT = pathlib.Path(__file__).resolve().parents[2]
+TEST_EXT_DIR = pathlib.Path(
+    os.environ.get("FEEDLINE_TEST_EXT_DIR", _ROOT / "build" / "pytest" / "tests" / "python" / "native")
+)
+sys.path.insert(0, str(TEST_EXT_DIR))
+
+
+def pytest_report_header(config):
+    spec = importlib.util.find_spec("_feedline_testing")
+    if spec is None:
+        return f"_feedline_testing: not built in {TEST_EXT_DIR} (run `make test-ext`)"
+    return f"_feedline_testing: {spec.origin}"
+
 
 W, H = 320, 240  # the size of the generated clips and images (but the odd ones)
 ODD_W, ODD_H = 321, 241

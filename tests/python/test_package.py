@@ -1,10 +1,13 @@
 """Package metadata and the C++ -> Python exception mapping."""
 
+import importlib
+import importlib.metadata
 import pathlib
 import pickle
 import re
 import sys
 
+import _feedline_testing
 import pytest
 
 import feedline
@@ -34,7 +37,7 @@ BUILTIN_KINDS = {
 
 
 def assert_test_message(error, kind):
-    """Checks the message that _raise_for_test(kind) gives its exception."""
+    """Checks the message that raise_error(kind) gives its exception."""
     message = str(error)
     if kind == "PipelineFailure":
         # An ExceptionGroup whose message is built from the failed stages: one
@@ -86,7 +89,7 @@ def test_timeout_is_also_builtin_timeout_error():
 def test_cpp_error_raises_its_python_class(kind):
     cls = getattr(feedline, kind)
     with pytest.raises(cls) as info:
-        _feedline_ext._raise_for_test(kind)
+        _feedline_testing.raise_error(kind)
     assert type(info.value) is cls
     assert_test_message(info.value, kind)
 
@@ -94,14 +97,14 @@ def test_cpp_error_raises_its_python_class(kind):
 @pytest.mark.parametrize("kind", ERROR_KINDS)
 def test_cpp_error_is_caught_as_feedline_error(kind):
     with pytest.raises(feedline.Error) as info:
-        _feedline_ext._raise_for_test(kind)
+        _feedline_testing.raise_error(kind)
     assert_test_message(info.value, kind)
 
 
 @pytest.mark.parametrize(("kind", "builtin"), sorted(BUILTIN_KINDS.items()))
 def test_cpp_std_derived_error_raises_builtin(kind, builtin):
     with pytest.raises(builtin) as info:
-        _feedline_ext._raise_for_test(kind)
+        _feedline_testing.raise_error(kind)
     assert type(info.value) is builtin
     assert not isinstance(info.value, feedline.Error)
     assert str(info.value) == f"test: {kind}"
@@ -109,13 +112,34 @@ def test_cpp_std_derived_error_raises_builtin(kind, builtin):
 
 def test_unknown_kind_raises_value_error():
     with pytest.raises(ValueError, match="unknown kind 'NoSuchError'"):
-        _feedline_ext._raise_for_test("NoSuchError")
+        _feedline_testing.raise_error("NoSuchError")
 
 
 @pytest.mark.parametrize("kind", ERROR_KINDS)
 def test_error_survives_pickling(kind):
     with pytest.raises(feedline.Error) as info:
-        _feedline_ext._raise_for_test(kind)
+        _feedline_testing.raise_error(kind)
     clone = pickle.loads(pickle.dumps(info.value))
     assert type(clone) is type(info.value)
     assert_test_message(clone, kind)
+
+
+def test_installed_package_has_no_test_hooks():
+    # The test ops and error hooks live in _feedline_testing, which is built
+    # for the tests only (tests/python/native/) and never installed.
+    assert not hasattr(_feedline_ext, "testing")
+    assert not hasattr(_feedline_ext, "_raise_for_test")
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("feedline._feedline_ext.testing")
+    installed = [str(f) for f in importlib.metadata.files("feedline") or []]
+    assert installed, "feedline is not installed as a distribution"
+    assert not [f for f in installed if "testing" in f], installed
+    assert not [f for f in installed if pathlib.PurePath(f).name.startswith("_feedline_ext") and "test" in f]
+    # The test extension is a separate module, found outside the package.
+    assert pathlib.Path(feedline.__file__).parent not in pathlib.Path(_feedline_testing.__file__).parents
+
+
+def test_extension_api_capsule_is_published():
+    # Other extensions import it with PyCapsule_Import (extension_api.h).
+    assert type(_feedline_ext._extension_api).__name__ == "PyCapsule"
+    assert "feedline._feedline_ext._extension_api" in repr(_feedline_ext._extension_api)

@@ -1,16 +1,17 @@
 """Native ops in Python pipelines: no GIL, no conversion between native
 stages, conversion once at the seam, and build-time type checks.
 
-The ops come from feedline._feedline_ext.testing, the test ops of the native
-op protocol that feedline.io.ops builds on.
+The ops come from _feedline_testing (tests/python/native/), a test-only
+extension that hands its ops to feedline through the extension API, as any
+third-party native op would.
 """
 
 import pathlib
 
+import _feedline_testing as testing
 import pytest
 
 import feedline
-from feedline._feedline_ext import testing
 from feedline.pipeline import NativeOp, PipelineBuilder, PipelineFailure
 
 

@@ -15,8 +15,11 @@ namespace feedline {
 
 class Clock {
  public:
-  using time_point = std::chrono::steady_clock::time_point;
-  using duration = std::chrono::steady_clock::duration;
+  // The names std::chrono's Clock requirement gives these types.
+  using time_point =  // NOLINT(readability-identifier-naming)
+      std::chrono::steady_clock::time_point;
+  using duration =  // NOLINT(readability-identifier-naming)
+      std::chrono::steady_clock::duration;
 
   virtual ~Clock() = default;
 

@@ -21,9 +21,9 @@ import os
 from .._feedline_ext import DecodeError, UnsupportedFormat
 from .._feedline_ext import io as _io
 from . import _av, ops, utils  # noqa: F401 (submodules as attributes)
+from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._audio import load_audio
 from ._av import *  # noqa: F401,F403 -- SPDL's FFmpeg API
-from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._options import image_options
 
 Buffer = _io.Buffer

@@ -103,7 +103,7 @@ class ZipArchive(Mapping):
     def __getitem__(self, key) -> memoryview:
         entry = self._entries[key]
         buf = _io.read_zip_entry(self._archive, entry, f"{self._name}:{key}", self._max_size)
-        return memoryview(np.asarray(buf))
+        return np.asarray(buf).data
 
     def __iter__(self):
         return iter(self._entries)
@@ -167,7 +167,7 @@ def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
     else:
         data, name = _source(src, "tar")
     archive, members = _io.list_tar(data, name)
-    view = memoryview(np.asarray(archive)).cast("B")
+    view = np.asarray(archive).data.cast("B")
     for member, offset, size in members:
         chunk = view[offset : offset + size]
         yield member, (bytes(chunk) if from_file else chunk)

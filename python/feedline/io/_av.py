@@ -30,6 +30,7 @@ import os
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from fractions import Fraction
+from typing import cast
 
 from .._feedline_ext import io as _io
 
@@ -193,7 +194,7 @@ class Demuxer:
             # Codec metadata (pix_fmt, exact frame rate) as SPDL reports it
             # needs the probe; load_video skips it where it can.
             cfg = _demux_config_copy(cfg, find_stream_info=True)
-        self._d = _io.Demuxer(_src(src), cfg, name or "")
+        self._d: _io.Demuxer | None = _io.Demuxer(_src(src), cfg, name or "")
 
     @property
     def _native(self):
@@ -455,7 +456,7 @@ class FilterGraph:
         self._g.flush()
 
     def get_frames(self, *, key: str | None = None) -> Frames | None:
-        return self._g.get_frames(key or "")
+        return cast("Frames | None", self._g.get_frames(key or ""))
 
     def dump(self) -> str:
         return self._g.dump()
@@ -540,7 +541,8 @@ def sample_decode_video(packets: VideoPackets, indices: Sequence[int], *, decode
         raise ValueError("indices must not contain duplicates")
     if filter_desc is FILTER_DESC_DEFAULT:
         filter_desc = get_video_filter_desc()
-    return _io.sample_decode_video(packets, indices, filter_desc, _decode_cfg(decode_config))
+    frames = _io.sample_decode_video(packets, indices, filter_desc, _decode_cfg(decode_config))
+    return cast("list[ImageFrames]", frames)
 
 
 def convert_frames(frames, storage=None):
@@ -583,7 +585,8 @@ def _select(frames: VideoFrames, key):
     raise TypeError(f"frames indices must be int, slice or list, got {type(key).__name__}")
 
 
-VideoFrames.__getitem__ = _select
+# The frame classes are extended here, in Python, not in their stubs.
+VideoFrames.__getitem__ = _select  # type: ignore[misc]
 
 
 def _iter_frames(frames: VideoFrames):
@@ -591,7 +594,7 @@ def _iter_frames(frames: VideoFrames):
         yield frames._image(i)
 
 
-VideoFrames.__iter__ = _iter_frames
+VideoFrames.__iter__ = _iter_frames  # type: ignore[attr-defined]
 
 
 def _image_pts(frames: ImageFrames) -> float:
@@ -599,7 +602,7 @@ def _image_pts(frames: ImageFrames) -> float:
     return ts[0] if ts else 0.0
 
 
-ImageFrames.pts = property(_image_pts)
+ImageFrames.pts = property(_image_pts)  # type: ignore[attr-defined]
 for _cls, _kind in ((VideoFrames, "pix_fmt"), (ImageFrames, "pix_fmt"), (AudioFrames, "sample_fmt")):
     setattr(_cls, _kind, property(lambda self: self.format))
 

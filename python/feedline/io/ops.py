@@ -28,8 +28,8 @@ out of their batch and logged).
 from __future__ import annotations
 
 from .._feedline_ext import io as _io
-from ._options import image_options
 from . import _av
+from ._options import image_options
 
 __all__ = ["load_audio", "decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members", "zip_members"]
 

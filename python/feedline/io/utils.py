@@ -15,7 +15,8 @@ def get_ffmpeg_versions() -> dict[str, tuple[int, int, int]]:
     out = {}
     for part in _io.ffmpeg_versions().split(", "):
         lib, version = part.split(" ")
-        out[lib] = tuple(int(x) for x in version.split("."))
+        major, minor, micro = (int(x) for x in version.split("."))
+        out[lib] = (major, minor, micro)
     return out
 
 

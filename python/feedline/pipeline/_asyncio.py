@@ -128,7 +128,9 @@ def _start_task(loop_thread: LoopThread, coro, completion) -> None:
         coro.close()
         completion.emit(None)  # the pipeline is stopping: drop the item
         return
-    task = loop_thread.loop.create_task(coro)
+    loop = loop_thread.loop
+    assert loop is not None, "tasks start only once the loop runs"
+    task = loop.create_task(coro)
     task.add_done_callback(functools.partial(_finish_task, loop_thread, completion))
 
 

@@ -183,7 +183,7 @@ def _call_target(op):
     while isinstance(target, functools.partial):
         target = target.func
     if not (inspect.isfunction(target) or inspect.ismethod(target)) and callable(target):
-        call = getattr(type(target), "__call__", None)
+        call = getattr(type(target), "__call__", None)  # noqa: B004 (the method, not a callable check)
         if call is not None:
             return call
     return target
@@ -223,7 +223,7 @@ class Collate(Aggregator):
         if n < 1:
             raise ValueError(f"the batch size must be >= 1, got {n}")
         self.n = n
-        self._buf = []
+        self._buf: list = []
 
     def accumulate(self, item):
         self._buf.append(item)

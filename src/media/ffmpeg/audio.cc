@@ -62,6 +62,7 @@ class Converter {
         static_cast<std::size_t>(channels_),
         std::vector<float>(static_cast<std::size_t>(capacity)));
     std::vector<uint8_t*> planes;
+    planes.reserve(tmp.size());
     for (auto& t : tmp) planes.push_back(reinterpret_cast<uint8_t*>(t.data()));
     const int n = swr_convert(
         swr_.get(), planes.data(), capacity,

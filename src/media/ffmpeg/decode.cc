@@ -239,6 +239,9 @@ class Decoder::Impl {
     return std::move(c.frames);
   }
 
+  Media media() const { return media_; }
+
+ private:
   Media media_;
   std::string name_;
   DecodeSession session_;
@@ -247,8 +250,9 @@ class Decoder::Impl {
 Decoder::Decoder(const Codec& codec,
                  const std::optional<std::string>& filter_desc,
                  const DecodeConfig& config, std::string name)
-    : impl_(std::make_unique<Impl>(codec, filter_desc, config,
-                                   name.empty() ? codec.name() : name)) {}
+    : impl_(std::make_unique<Impl>(
+          codec, filter_desc, config,
+          name.empty() ? codec.name() : std::move(name))) {}
 Decoder::~Decoder() = default;
 std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
                                         std::optional<int64_t> max_frames) {
@@ -256,7 +260,7 @@ std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
   return impl_->decode(std::move(packets), limit);
 }
 std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
-Media Decoder::media() const { return impl_->media_; }
+Media Decoder::media() const { return impl_->media(); }
 
 std::unique_ptr<Frames> decode_packets(
     Packets&& packets, const std::optional<std::string>& filter_desc,
@@ -321,6 +325,7 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
                                                           : indices.back()));
     }
     std::vector<std::unique_ptr<Frames>> out;
+    out.reserve(indices.size());
     for (int64_t i : indices) out.push_back(c.frames->image(i));
     return out;
   }

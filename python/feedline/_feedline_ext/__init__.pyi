@@ -1,0 +1,276 @@
+"""Native core of feedline (private; import feedline instead)."""
+
+from collections.abc import Sequence
+
+from feedline._feedline_ext import io as io
+
+
+class Error(RuntimeError): ...
+
+class IoError(Error): ...
+
+class FormatError(Error): ...
+
+class DecodeError(Error): ...
+
+class Cancelled(Error): ...
+
+class Internal(Error): ...
+
+class Timeout(Error, TimeoutError): ...
+
+class TooManyFailures(Error): ...
+
+class LatencyHistogram:
+    """Durations of calls, in log-linear buckets (values within 12.5%)."""
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def total(self) -> float:
+        """Sum of all durations, in seconds."""
+
+    @property
+    def mean(self) -> float: ...
+
+    @property
+    def max(self) -> float: ...
+
+    def quantile(self, q: float) -> float:
+        """The duration at quantile q in [0, 1], in seconds (0 when empty)."""
+
+    def since(self, earlier: LatencyHistogram) -> LatencyHistogram:
+        """
+        What was recorded after `earlier`, an older snapshot of the same histogram.
+        """
+
+class QueueStats:
+    """The queue in front of a stage."""
+
+    @property
+    def capacity(self) -> int: ...
+
+    @property
+    def depth(self) -> int: ...
+
+    @property
+    def max_depth(self) -> int: ...
+
+    @property
+    def items_put(self) -> int: ...
+
+    @property
+    def items_got(self) -> int: ...
+
+    @property
+    def time_empty(self) -> float: ...
+
+    @property
+    def time_full(self) -> float: ...
+
+    @property
+    def elapsed(self) -> float: ...
+
+    @property
+    def put_wait(self) -> float:
+        """Total time the producer waited for room, in seconds."""
+
+    @property
+    def get_wait(self) -> float:
+        """Total time the consumer waited for an item, in seconds."""
+
+    @property
+    def occupancy(self) -> float:
+        """Mean depth / capacity over the elapsed time, in [0, 1]."""
+
+class StageStats:
+    """One stage's counters."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def concurrency(self) -> int: ...
+
+    @property
+    def items_in(self) -> int: ...
+
+    @property
+    def items_out(self) -> int: ...
+
+    @property
+    def items_skipped(self) -> int: ...
+
+    @property
+    def calls(self) -> int: ...
+
+    @property
+    def failures(self) -> int: ...
+
+    @property
+    def epochs(self) -> int: ...
+
+    @property
+    def op_time(self) -> LatencyHistogram: ...
+
+    @property
+    def wait_input(self) -> float: ...
+
+    @property
+    def wait_output(self) -> float: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    @property
+    def input_queue(self) -> QueueStats: ...
+
+class PipelineStats:
+    """A snapshot of every stage's counters (totals since start)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def elapsed(self) -> float: ...
+
+    @property
+    def stages(self) -> list[StageStats]: ...
+
+    @property
+    def items_delivered(self) -> int: ...
+
+    def to_json(self) -> str:
+        """One JSON object on one line, with every field (durations in ns)."""
+
+    def format_table(self) -> str:
+        """A human-readable table, one row per stage."""
+
+    def __repr__(self) -> str: ...
+
+class NativeOp:
+    """
+    A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): it
+    runs without the GIL and passes native items on without converting
+    them to Python objects.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def input_type(self) -> str | None:
+        """Name of the native type the op takes; None: any item."""
+
+    @property
+    def output_type(self) -> str | None:
+        """Name of the native type the op produces; None: what it was given."""
+
+    def __repr__(self) -> str: ...
+
+class NativeSource:
+    """A pipeline source implemented in C++; pass it to add_source()."""
+
+    @property
+    def name(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+class _Completion:
+    """Finishes one asynchronous call of a pipeline stage."""
+
+    def emit(self, result: object | None) -> None:
+        """Delivers the call's result (None skips the item)."""
+
+    def fail(self, exception: object) -> None:
+        """Reports the call as failed with `exception`."""
+
+    @property
+    def pending(self) -> bool:
+        """True until emit() or fail() is called."""
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once the pipeline is stopping; long work may give up."""
+
+class _EpochIterator:
+    def __iter__(self) -> object: ...
+
+    def __next__(self) -> object: ...
+
+class _NativePipeline:
+    def start(self) -> None: ...
+
+    @property
+    def started(self) -> bool: ...
+
+    def get(self, timeout: float | None) -> object: ...
+
+    def epoch(self, timeout: float | None) -> _EpochIterator: ...
+
+    def stop(self, timeout: float | None) -> bool: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def consumer_waiting(self) -> bool: ...
+
+    def stats(self) -> PipelineStats: ...
+
+    def _stats_holding_gil(self) -> PipelineStats:
+        """
+        stats() without releasing the GIL: lets a test hold the GIL while it watches native stages progress.
+        """
+
+    def take_failure(self) -> object: ...
+
+class _PipelineSpec:
+    def __init__(self) -> None: ...
+
+    def set_source(self, source: object, name: str, continuous: bool) -> None: ...
+
+    def set_merge(self, inputs: Sequence[_PipelineSpec], name: str) -> None: ...
+
+    def add_map(self, fn: object, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
+
+    def add_generator(self, fn: object, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
+
+    def add_async(self, fn: object, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
+
+    def add_native(self, op: NativeOp, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
+
+    def add_aggregate(self, arg0: int, arg1: bool, arg2: str, /) -> None: ...
+
+    def add_aggregator(self, aggregator: object, drop_last: bool, name: str, budget: object | None) -> None: ...
+
+    def add_disaggregate(self, arg: str, /) -> None: ...
+
+    def set_sink(self, arg: int, /) -> None: ...
+
+    def build(self, num_threads: int, max_failures: object | None, report_interval: float, stats_callback: object | None, failure_log_burst: int, failure_log_interval: float, name: str) -> _NativePipeline: ...
+
+def _set_log_handler(handler: object | None) -> None:
+    """Routes engine log messages to handler(level, message); None: stderr."""
+
+def _set_log_level(level: int) -> None: ...
+
+def _drain_released() -> None:
+    """Releases Python references dropped by native threads."""
+
+def _live_pool_threads() -> int:
+    """Worker threads of all pipelines alive in the process."""
+
+_extension_api: object
+
+__version__: str

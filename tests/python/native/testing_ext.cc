@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// _feedline_testing: small native ops and sources for the tests and
+// benchmarks of the Python pipeline API (the seam between native and Python
+// stages), and a hook that throws each C++ error class. Not installed.
+//
+// The ops are handed to feedline through its ExtensionApi capsule
+// (python/bindings/extension_api.h), so they run inside pipelines of
+// feedline._feedline_ext and are converted by its converter registry.
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#include <Python.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include "extension_api.h"
+#include "feedline/base/error.h"
+#include "feedline/pipeline/builder.h"
+
+namespace nb = nanobind;
+
+namespace feedline::testing {
+namespace {
+
+const ExtensionApi* g_api = nullptr;
+
+nb::object steal_or_throw(PyObject* obj) {
+  if (obj == nullptr) throw nb::python_error();
+  return nb::steal(obj);
+}
+
+nb::object wrap(OpPtr op, const char* name) {
+  return steal_or_throw(g_api->wrap_op(std::move(op), name));
+}
+
+// Passes any item on unchanged; declares no types.
+class IdentityOp final : public MapOp {
+ public:
+  Item call(Item input) override { return input; }
+};
+
+// Replaces any item by whether the calling thread holds the GIL. With
+// `take_gil` it takes the GIL first: the control that shows the probe can
+// see a GIL that is held.
+class GilProbeOp final : public MapOp {
+ public:
+  explicit GilProbeOp(bool take_gil) : take_gil_(take_gil) {}
+  Item call(Item /*input*/) override {
+    if (!take_gil_) return Item(PyGILState_Check() != 0);
+    PyGILState_STATE state = PyGILState_Ensure();
+    bool held = PyGILState_Check() != 0;
+    PyGILState_Release(state);
+    return Item(held);
+  }
+  const std::type_info* output_type() const override { return &typeid(bool); }
+
+ private:
+  const bool take_gil_;
+};
+
+class RepeatGenerator final : public ItemGenerator {
+ public:
+  RepeatGenerator(int64_t value, int64_t times) : value_(value), left_(times) {}
+  bool next(Item* out) override {
+    if (left_ == 0) return false;
+    --left_;
+    *out = Item(value_);
+    return true;
+  }
+
+ private:
+  int64_t value_;
+  int64_t left_;
+};
+
+class RepeatOp final : public GeneratorOp {
+ public:
+  explicit RepeatOp(int64_t times) : times_(times) {}
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    return std::make_unique<RepeatGenerator>(input.as<int64_t>(), times_);
+  }
+  const std::type_info* input_type() const override { return &typeid(int64_t); }
+  const std::type_info* output_type() const override {
+    return &typeid(int64_t);
+  }
+
+ private:
+  int64_t times_;
+};
+
+class RangeSource final : public ItemSource {
+ public:
+  explicit RangeSource(int64_t n) : n_(n) {}
+  bool next(Item* out) override {
+    if (i_ == n_) return false;
+    *out = Item(i_++);
+    return true;
+  }
+
+ private:
+  int64_t n_;
+  int64_t i_ = 0;
+};
+
+template <typename E>
+[[noreturn]] void throw_test_error(std::string_view kind) {
+  std::string message = "test: " + std::string(kind);
+  if constexpr (std::is_same_v<E, PipelineFailure>) {
+    // PipelineFailure builds its message from the causes of failed stages.
+    std::exception_ptr cause = std::make_exception_ptr(Error(message));
+    throw PipelineFailure({StageError{"test", cause, message}});
+  } else {
+    throw E(message);
+  }
+}
+
+// Throws the C++ exception class named `kind` with message "test: <kind>"
+// (PipelineFailure: a message ending so), so the tests can check the
+// translation of every class by feedline's exception translators.
+void raise_error(std::string_view kind) {
+  using Thrower = void (*)(std::string_view);
+  static constexpr std::pair<std::string_view, Thrower> kThrowers[] = {
+      {"Error", &throw_test_error<Error>},
+      {"IoError", &throw_test_error<IoError>},
+      {"FormatError", &throw_test_error<FormatError>},
+      {"DecodeError", &throw_test_error<DecodeError>},
+      {"Cancelled", &throw_test_error<Cancelled>},
+      {"Internal", &throw_test_error<Internal>},
+      {"Timeout", &throw_test_error<Timeout>},
+      {"TooManyFailures", &throw_test_error<TooManyFailures>},
+      {"PipelineFailure", &throw_test_error<PipelineFailure>},
+      {"InvalidArgument", &throw_test_error<InvalidArgument>},
+      {"OutOfRange", &throw_test_error<OutOfRange>},
+  };
+  for (const auto& [name, thrower] : kThrowers) {
+    if (name == kind) thrower(kind);
+  }
+  throw InvalidArgument("raise_error: unknown kind '" + std::string(kind) +
+                        "'");
+}
+
+void load_api() {
+  g_api = static_cast<const ExtensionApi*>(
+      PyCapsule_Import(kExtensionApiCapsule, 0));
+  if (g_api == nullptr) throw nb::python_error();
+  if (g_api->abi_version != kExtensionAbiVersion) {
+    throw std::runtime_error(
+        "_feedline_testing was built for another feedline extension ABI; "
+        "rebuild it (make test-ext)");
+  }
+}
+
+}  // namespace
+}  // namespace feedline::testing
+
+NB_MODULE(_feedline_testing, m) {
+  using namespace feedline;           // NOLINT(google-build-using-namespace)
+  using namespace feedline::testing;  // NOLINT(google-build-using-namespace)
+  m.doc() = "Native ops for feedline's tests (not installed).";
+  load_api();
+
+  m.def(
+      "identity",
+      [] { return wrap(std::make_shared<IdentityOp>(), "identity"); },
+      "Passes any item on unchanged, without looking at it.");
+  m.def(
+      "add",
+      [](int64_t n) {
+        return wrap(make_map_op<int64_t>([n](int64_t x) { return x + n; }),
+                    "add");
+      },
+      nb::arg("n"), "int -> int + n.");
+  m.def(
+      "fail_on_multiple",
+      [](int64_t k) {
+        return wrap(make_map_op<int64_t>([k](int64_t v) {
+                      if (v % k == 0)
+                        throw DecodeError("value " + std::to_string(v) +
+                                          " is a multiple of " +
+                                          std::to_string(k));
+                      return v;
+                    }),
+                    "fail_on_multiple");
+      },
+      nb::arg("k"),
+      "Passes ints on; raises feedline.DecodeError on multiples of k.");
+  m.def(
+      "to_str",
+      [] {
+        return wrap(
+            make_map_op<int64_t>([](int64_t x) { return std::to_string(x); }),
+            "to_str");
+      },
+      "int -> str.");
+  m.def(
+      "str_len",
+      [] {
+        return wrap(make_map_op<std::string>([](const std::string& s) {
+                      return static_cast<int64_t>(s.size());
+                    }),
+                    "str_len");
+      },
+      "str (or os.PathLike) -> its length in bytes.");
+  m.def(
+      "gil_probe",
+      [](bool take_gil) {
+        return wrap(std::make_shared<GilProbeOp>(take_gil), "gil_probe");
+      },
+      nb::arg("take_gil") = false,
+      "Replaces each item by whether the calling thread held the GIL; with "
+      "take_gil, after taking it.");
+  m.def(
+      "repeat",
+      [](int64_t times) {
+        return wrap(std::make_shared<RepeatOp>(times), "repeat");
+      },
+      nb::arg("times"), "Generator: each int `times` times.");
+  m.def(
+      "range_source",
+      [](int64_t n) {
+        return steal_or_throw(
+            g_api->wrap_source([n] { return std::make_unique<RangeSource>(n); },
+                               "range", &typeid(int64_t)));
+      },
+      nb::arg("n"), "A native source of the ints 0 .. n-1.");
+  m.def(
+      "conversion_counts",
+      [] {
+        return nb::make_tuple(g_api->to_python_count->load(),
+                              g_api->from_python_count->load());
+      },
+      "(native -> Python, Python -> native) conversions so far.");
+  m.def("raise_error", &raise_error, nb::arg("kind"),
+        "Throws the C++ exception class named `kind`.");
+}
