@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 
+from feedline import UnsupportedFormat as UnsupportedFormat
 from feedline._feedline_ext import io as io
 
 
@@ -148,7 +149,9 @@ class PipelineStats:
     def items_delivered(self) -> int: ...
 
     def to_json(self) -> str:
-        """One JSON object on one line, with every field (durations in ns)."""
+        """
+        One JSON object on one line, with every field (durations in seconds, keys ending in _s).
+        """
 
     def format_table(self) -> str:
         """A human-readable table, one row per stage."""
@@ -203,6 +206,26 @@ class _Completion:
     def stop_requested(self) -> bool:
         """True once the pipeline is stopping; long work may give up."""
 
+class FailureBudget:
+    """How many failed calls a stage (or a pipeline) tolerates."""
+
+    @staticmethod
+    def unlimited() -> FailureBudget: ...
+
+    @staticmethod
+    def max_count(n: int) -> FailureBudget:
+        """Fails once more than `n` calls failed."""
+
+    @staticmethod
+    def max_rate(numerator: int, denominator: int, probation_calls: int = 100) -> FailureBudget:
+        """
+        Fails once more than numerator/denominator of the calls failed, after `probation_calls` calls.
+        """
+
+    def exceeded(self, failures: int, calls: int) -> bool: ...
+
+    def __repr__(self) -> str: ...
+
 class _EpochIterator:
     def __iter__(self) -> object: ...
 
@@ -235,31 +258,6 @@ class _NativePipeline:
 
     def take_failure(self) -> object: ...
 
-class _PipelineSpec:
-    def __init__(self) -> None: ...
-
-    def set_source(self, source: object, name: str, continuous: bool) -> None: ...
-
-    def set_merge(self, inputs: Sequence[_PipelineSpec], name: str) -> None: ...
-
-    def add_map(self, fn: object, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
-
-    def add_generator(self, fn: object, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
-
-    def add_async(self, fn: object, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
-
-    def add_native(self, op: NativeOp, name: str, concurrency: int, input_order: bool, budget: object | None) -> None: ...
-
-    def add_aggregate(self, arg0: int, arg1: bool, arg2: str, /) -> None: ...
-
-    def add_aggregator(self, aggregator: object, drop_last: bool, name: str, budget: object | None) -> None: ...
-
-    def add_disaggregate(self, arg: str, /) -> None: ...
-
-    def set_sink(self, arg: int, /) -> None: ...
-
-    def build(self, num_threads: int, max_failures: object | None, report_interval: float, stats_callback: object | None, failure_log_burst: int, failure_log_interval: float, name: str) -> _NativePipeline: ...
-
 def _set_log_handler(handler: object | None) -> None:
     """Routes engine log messages to handler(level, message); None: stderr."""
 
@@ -270,6 +268,31 @@ def _drain_released() -> None:
 
 def _live_pool_threads() -> int:
     """Worker threads of all pipelines alive in the process."""
+
+class _PipelineSpec:
+    def __init__(self) -> None: ...
+
+    def set_source(self, source: object, name: str, continuous: bool) -> None: ...
+
+    def set_merge(self, inputs: Sequence[_PipelineSpec], name: str) -> None: ...
+
+    def add_map(self, fn: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
+
+    def add_generator(self, fn: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
+
+    def add_async(self, fn: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
+
+    def add_native(self, op: NativeOp, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
+
+    def add_aggregate(self, arg0: int, arg1: bool, arg2: str, /) -> None: ...
+
+    def add_aggregator(self, aggregator: object, drop_last: bool, name: str, budget: FailureBudget | None) -> None: ...
+
+    def add_disaggregate(self, arg: str, /) -> None: ...
+
+    def set_sink(self, arg: int, /) -> None: ...
+
+    def build(self, num_threads: int, max_failures: FailureBudget | None, report_interval: float, stats_callback: object | None, failure_log_burst: int, failure_log_interval: float, name: str) -> object: ...
 
 _extension_api: object
 
