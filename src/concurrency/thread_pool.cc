@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "feedline/base/error.h"
+#include "feedline/concurrency/spin_wait.h"
 
 namespace feedline {
 namespace {
@@ -87,6 +88,9 @@ void ThreadPool::run_worker(int index) {
   pthread_setname_np(pthread_self(), name.c_str());
   for (;;) {
     Task task;
+    // A task often follows within microseconds (a stage's next worker): poll
+    // for it before sleeping, so that submit() need not wake this thread.
+    spin_wait([this] { return queued_.load(std::memory_order_relaxed) > 0; });
     {
       MutexLock lock(mu_);
       while (tasks_.empty() && !shutting_down_) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "feedline/concurrency/spin_wait.h"
+
 namespace feedline::detail {
 
 void SinkRunner::start(Clock::time_point t) {
@@ -18,6 +20,7 @@ void SinkRunner::deliver(Channel* channel, Entry e, bool defer,
   {
     MutexLock lock(mu_);
     channel->push(std::move(e), t);
+    events_.fetch_add(1, std::memory_order_release);
     // consumer_waiting_ only changes under mu_, so this read is exact.
     wake = consumer_waiting_.load(std::memory_order_relaxed) &&
            (!defer || channel->half_full());
@@ -38,6 +41,7 @@ void SinkRunner::close_input(Channel* channel) {
   {
     MutexLock lock(mu_);
     channel->closed = true;
+    events_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();  // the consumer may be waiting for this end
 }
@@ -46,6 +50,7 @@ void SinkRunner::wake_for_stop() {
   {
     MutexLock lock(mu_);
     stopped_.store(true, std::memory_order_relaxed);
+    events_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -60,13 +65,27 @@ StageStats SinkRunner::snapshot(Clock::time_point t) {
 
 NextStatus SinkRunner::take_run(std::optional<Pipeline::Deadline> deadline) {
   Channel* in = inputs_[0].get();
-  MutexLock lock(mu_);
   auto ready = [&]() REQUIRES(mu_) {
     return !in->entries.empty() || in->closed ||
            stopped_.load(std::memory_order_relaxed);
   };
+  // Nothing ready: poll for a delivery for a moment before sleeping, so that
+  // a producer that is about to deliver need not wake this thread.
+  std::optional<Clock::time_point> t0;
+  uint64_t seen = 0;
+  {
+    MutexLock lock(mu_);
+    if (!ready()) {
+      t0 = now();
+      seen = events_.load(std::memory_order_relaxed);
+    }
+  }
+  if (t0) {
+    spin_wait([&] { return events_.load(std::memory_order_acquire) != seen; });
+  }
+  MutexLock lock(mu_);
   if (!ready()) {
-    Clock::time_point t0 = now();
+    if (!t0) t0 = now();
     auto pred = [&]() NO_THREAD_SAFETY_ANALYSIS { return ready(); };
     consumer_waiting_.store(true, std::memory_order_seq_cst);
     bool got = true;
@@ -76,8 +95,10 @@ NextStatus SinkRunner::take_run(std::optional<Pipeline::Deadline> deadline) {
       cv_.wait(lock.native(), pred);
     }
     consumer_waiting_.store(false, std::memory_order_relaxed);
-    stats_.wait_input += now() - t0;
+    stats_.wait_input += now() - *t0;
     if (!got) return NextStatus::kTimeout;
+  } else if (t0) {
+    stats_.wait_input += now() - *t0;
   }
   if (stopped_.load(std::memory_order_relaxed)) return NextStatus::kEnd;
   if (in->entries.empty()) {

@@ -64,6 +64,9 @@ class SinkRunner final : public StageRunner {
   std::condition_variable cv_;
   // Set under mu_ (so that a waiting consumer cannot miss it), read anywhere.
   std::atomic<bool> stopped_{false};
+  // Counts deliveries, the end of input and the stop (changed under mu_):
+  // the consumer polls it before it sleeps.
+  std::atomic<uint64_t> events_{0};
   // True while the consumer waits on cv_; producers notify only then.
   std::atomic<bool> consumer_waiting_{false};
 
