@@ -8,6 +8,7 @@
 #   make test      C++ tests, the engine tests under TSan, then Python tests
 #   make tsan      engine tests under ThreadSanitizer (build/tsan)
 #   make asan      C++ tests and fuzzer build under ASan+UBSan (build/asan)
+#   make fuzz-smoke  every fuzzer for a few seconds over its seeds (build/asan)
 #   make bench     C++ microbenchmarks and Python benchmarks vs baselines
 #   make format    clang-format the C++ sources in place
 #   make lint      format check, clang-tidy, ruff, mypy and the layer check
@@ -40,7 +41,7 @@ ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
 
 .PHONY: deps build python demo demo-cpp test tsan asan bench format clean \
   lint lint-format lint-tidy lint-python lint-ruff lint-mypy lint-layers \
-  stubs test-ext pytest-config
+  stubs test-ext pytest-config fuzz-smoke
 
 deps:
 	scripts/install_deps.sh
@@ -64,21 +65,31 @@ demo-cpp: build
 test: deps build
 	ctest --test-dir $(RELEASE_DIR) --output-on-failure --no-tests=error -j$(JOBS)
 	$(MAKE) tsan
+	$(MAKE) asan
+	$(MAKE) fuzz-smoke
 	$(MAKE) python
 	$(MAKE) test-ext
 	$(PYTHON) -m pytest -q tests/python
 
+# Builds only the test binaries labelled `engine` (and what they link).
 tsan:
 	test -f $(TSAN_DIR)/CMakeCache.txt || cmake --preset tsan
-	cmake --build --preset tsan -j$(JOBS)
+	cmake --build --preset tsan -j$(JOBS) --target feedline_tests_engine
 	$(TSAN_ENV) $(NO_ASLR) ctest --test-dir $(TSAN_DIR) --output-on-failure \
 	  --no-tests=error -L engine -j$(JOBS)
 
+# The asan preset is also the clang build with -Wthread-safety -Werror.
 asan:
 	test -f $(ASAN_DIR)/CMakeCache.txt || cmake --preset asan
 	cmake --build --preset asan -j$(JOBS)
 	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure \
 	  --no-tests=error -j$(JOBS)
+
+# FUZZ_SECONDS=N sets the mutation time per fuzzer (default 10).
+fuzz-smoke:
+	test -f $(ASAN_DIR)/CMakeCache.txt || cmake --preset asan
+	cmake --build --preset asan -j$(JOBS)
+	JOBS=$(JOBS) scripts/fuzz_smoke.sh $(ASAN_DIR)
 
 bench: build python test-ext
 	scripts/install_deps.sh --bench

@@ -26,7 +26,10 @@ endmacro()
 
 # Library `feedline_<NAME>`, alias `feedline::<NAME>`. Without SRCS it is a
 # header-only INTERFACE library. Static libraries are position-independent
-# because the Python extension (a shared object) links them.
+# because the Python extension (a shared object) links them. Every library is
+# installed and exported as feedline::<NAME> (feedline_install.cmake), so an
+# installed package offers the same target names as the build. The warning
+# flags stay in the build: they are linked as a BUILD_INTERFACE.
 function(feedline_add_library)
   _feedline_parse_args(feedline_add_library "NAME" "SRCS;PUBLIC_DEPS;PRIVATE_DEPS")
   set(target feedline_${ARG_NAME})
@@ -37,21 +40,23 @@ function(feedline_add_library)
         "feedline_add_library(${ARG_NAME}): PRIVATE_DEPS need SRCS")
     endif()
     add_library(${target} INTERFACE)
-    target_include_directories(${target} INTERFACE ${feedline_SOURCE_DIR}/include)
+    target_include_directories(${target} INTERFACE
+      $<BUILD_INTERFACE:${feedline_SOURCE_DIR}/include>)
     target_link_libraries(${target} INTERFACE
       ${ARG_PUBLIC_DEPS} Threads::Threads feedline_sanitizer_flags)
   else()
     add_library(${target} STATIC ${ARG_SRCS})
     set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
     target_include_directories(${target}
-      PUBLIC ${feedline_SOURCE_DIR}/include
+      PUBLIC $<BUILD_INTERFACE:${feedline_SOURCE_DIR}/include>
       PRIVATE ${feedline_SOURCE_DIR}/src)
     target_link_libraries(${target}
       PUBLIC ${ARG_PUBLIC_DEPS} Threads::Threads feedline_sanitizer_flags
-      PRIVATE ${ARG_PRIVATE_DEPS} feedline_warnings)
+      PRIVATE ${ARG_PRIVATE_DEPS} $<BUILD_INTERFACE:feedline_warnings>)
   endif()
 
   add_library(feedline::${ARG_NAME} ALIAS ${target})
+  feedline_install_library(${target} ${ARG_NAME})
 endfunction()
 
 # GoogleTest executable `<NAME>`; ctest learns its test cases from the binary.
@@ -89,6 +94,15 @@ function(feedline_add_test)
       "endif()\n")
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
   endif()
+
+  # `feedline_tests_<label>` builds every test binary with that label, so a
+  # tree that runs only some labels (TSan: `engine`) builds only those.
+  foreach(label IN LISTS ARG_LABELS)
+    if(NOT TARGET feedline_tests_${label})
+      add_custom_target(feedline_tests_${label})
+    endif()
+    add_dependencies(feedline_tests_${label} ${ARG_NAME})
+  endforeach()
 endfunction()
 
 # Google Benchmark executable `<NAME>`. The sources define main() with

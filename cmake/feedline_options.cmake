@@ -26,6 +26,10 @@ option(FEEDLINE_BUILD_PYTHON_TESTS
 option(FEEDLINE_WITH_FFMPEG "Build video/audio decoding on FFmpeg" ON)
 option(FEEDLINE_WITH_TURBOJPEG "Build JPEG decoding on libjpeg-turbo" ON)
 option(FEEDLINE_WERROR "Treat compiler warnings as errors" OFF)
+# Install rules (headers, libraries, CMake package); off inside a wheel build,
+# which installs only the extension, and when another project includes us.
+option(FEEDLINE_INSTALL "Generate install rules for the C++ package"
+  ${_feedline_dev_default})
 option(FEEDLINE_FREE_THREADED
   "Build the extension for free-threaded Python (nanobind FREE_THREADED)" OFF)
 
