@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // consumer: reads image files (feedline::io) and decodes them to 16x16 RGB
-// (feedline::media) in a pipeline (feedline::pipeline), as a program built
-// against an installed feedline would.
+// (feedline::media) in a pipeline (feedline::pipeline), then once more with
+// the native ops read_file -> aggregate -> decode_batch (feedline::ops), as a
+// program built against an installed feedline would.
 //
 // Usage: consumer IMAGE...
 // Exits with 0 when every image decodes to the expected shape, 1 otherwise.
@@ -18,6 +19,7 @@
 #include "feedline/base/buffer.h"
 #include "feedline/io/file.h"
 #include "feedline/media/image.h"
+#include "feedline/ops/io_ops.h"
 #include "feedline/pipeline/builder.h"
 
 namespace {
@@ -80,6 +82,35 @@ int run(std::vector<std::string> paths) {
   return 0;
 }
 
+// The same images through feedline::ops, in one batch Buffer (N, 16, 16, 3).
+int run_ops(std::vector<std::string> paths) {
+  const auto count = static_cast<int64_t>(paths.size());
+  feedline::media::ImageOptions options;
+  options.resize_width = kSize;
+  options.resize_height = kSize;
+  auto pipeline =
+      feedline::PipelineBuilder()
+          .add_source(std::move(paths))
+          .pipe<feedline::ops::EncodedFile>(feedline::ops::read_file())
+          .aggregate(static_cast<std::size_t>(count))
+          .pipe<feedline::Buffer>(feedline::ops::decode_batch(options))
+          .add_sink()
+          .build(2);
+  int64_t images = 0;
+  for (const feedline::Buffer& batch : pipeline) {
+    const std::vector<int64_t> expected{count, kSize, kSize, 3};
+    if (batch.shape() != expected) {
+      std::fprintf(stderr, "error: decode_batch gave %s\n",
+                   batch.to_string().c_str());
+      return 1;
+    }
+    images += batch.shape()[0];
+  }
+  std::printf("decode_batch: %lld images in one batch\n",
+              static_cast<long long>(images));
+  return images == count ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,7 +119,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    return run(std::vector<std::string>(argv + 1, argv + argc));
+    std::vector<std::string> paths(argv + 1, argv + argc);
+    const int status = run(paths);
+    return status != 0 ? status : run_ops(std::move(paths));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
