@@ -25,6 +25,7 @@ using media::Rational;
 using media::Window;
 using testing::call;
 using testing::encoded;
+using testing::error_of;
 using testing::TempDir;
 
 constexpr std::size_t kFrameBytes = 64 * 48 * 3;
@@ -69,16 +70,6 @@ class AvOpsTest : public ::testing::Test {
 };
 
 TempDir* AvOpsTest::dir_ = nullptr;
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST_F(AvOpsTest, EveryOpDeclaresItsTypes) {
   struct Case {

@@ -26,6 +26,7 @@ using testing::call;
 using testing::encode_jpeg;
 using testing::encode_png;
 using testing::encoded;
+using testing::error_of;
 using testing::pull;
 using testing::TempDir;
 namespace fs = std::filesystem;
@@ -35,16 +36,6 @@ media::ImageOptions sized(int w, int h) {
   o.resize_width = w;
   o.resize_height = h;
   return o;
-}
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // An NPY v1.0 file of float32 values, C order.

@@ -16,13 +16,12 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <png.h>
-#include <turbojpeg.h>
 #include <unistd.h>
 
 #include "feedline/base/buffer.h"
 #include "feedline/ops/items.h"
 #include "feedline/pipeline/op.h"
+#include "testing/test_images.h"
 
 namespace feedline::ops::testing {
 
@@ -96,52 +95,26 @@ inline void run(const std::string& cmd) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
-// A smooth RGB pattern of w x h pixels.
+// Test images of w x h pixels: the smooth pattern of testing/test_images.h.
 inline std::vector<uint8_t> pattern(int w, int h) {
-  std::vector<uint8_t> px(static_cast<std::size_t>(w) * h * 3);
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      uint8_t* p = &px[(static_cast<std::size_t>(y) * w + x) * 3];
-      p[0] = static_cast<uint8_t>(255 * x / std::max(1, w - 1));
-      p[1] = static_cast<uint8_t>(255 * y / std::max(1, h - 1));
-      p[2] = 128;
-    }
-  }
-  return px;
+  return feedline::testing::pattern(w, h);
 }
-
 inline std::vector<uint8_t> encode_jpeg(int w, int h) {
-  std::vector<uint8_t> rgb = pattern(w, h);
-  tjhandle tj = tjInitCompress();
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size,
-                        TJSAMP_444, 95, 0),
-            0);
-  std::vector<uint8_t> out(buf, buf + size);
-  tjFree(buf);
-  tjDestroy(tj);
-  return out;
+  return feedline::testing::encode_jpeg(pattern(w, h), w, h);
+}
+inline std::vector<uint8_t> encode_png(int w, int h) {
+  return feedline::testing::encode_png(pattern(w, h), w, h);
 }
 
-inline std::vector<uint8_t> encode_png(int w, int h) {
-  std::vector<uint8_t> rgb = pattern(w, h);
-  png_image image;
-  std::memset(&image, 0, sizeof(image));
-  image.version = PNG_IMAGE_VERSION;
-  image.width = static_cast<png_uint_32>(w);
-  image.height = static_cast<png_uint_32>(h);
-  image.format = PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  EXPECT_NE(png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0,
-                                      nullptr),
-            0);
-  std::vector<uint8_t> out(size);
-  EXPECT_NE(png_image_write_to_memory(&image, out.data(), &size, 0, rgb.data(),
-                                      0, nullptr),
-            0);
-  out.resize(size);
-  return out;
+// The message of what `f` throws, or "(no error)".
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace feedline::ops::testing
