@@ -2,7 +2,6 @@
 
 from collections.abc import Sequence
 
-from feedline import UnsupportedFormat as UnsupportedFormat
 from feedline._feedline_ext import io as io
 
 
@@ -13,6 +12,8 @@ class IoError(Error): ...
 class FormatError(Error): ...
 
 class DecodeError(Error): ...
+
+class UnsupportedFormat(DecodeError): ...
 
 class Cancelled(Error): ...
 
