@@ -64,8 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     feedline::media::Demuxer d(src, DemuxConfig{}, "fuzz");
     auto packets = d.demux(Media::kVideo, std::nullopt);
     auto copy = packets->clone();
-    auto frames = feedline::media::decode_packets(std::move(*packets),
-                                               std::nullopt, DecodeConfig{}, 4);
+    auto frames = feedline::media::decode_packets(
+        std::move(*packets), std::nullopt, DecodeConfig{}, 4);
     if (!frames->empty())
       touch(feedline::media::convert_frames(std::move(*frames)));
     if (copy->size() > 1) {

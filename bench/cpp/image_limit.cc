@@ -88,7 +88,8 @@ long peak_rss_kib() {
 // Decodes paths[first], paths[first + step], ...; returns how many failed.
 // The first failure's message goes to stderr, once for the whole program.
 int64_t decode_stride(const std::vector<std::string>& paths, std::size_t first,
-                      std::size_t step, const feedline::media::ImageOptions& options,
+                      std::size_t step,
+                      const feedline::media::ImageOptions& options,
                       std::atomic<int64_t>& done) {
   static std::once_flag reported;
   int64_t failed = 0;
@@ -97,7 +98,8 @@ int64_t decode_stride(const std::vector<std::string>& paths, std::size_t first,
       feedline::Buffer bytes = feedline::read_file(paths[i]);
       std::span<const uint8_t> data(bytes.data_as<const uint8_t>(),
                                     bytes.nbytes());
-      feedline::Buffer image = feedline::media::decode_image(data, options, paths[i]);
+      feedline::Buffer image =
+          feedline::media::decode_image(data, options, paths[i]);
       // Touch the result so that no compiler can call the work unused.
       if (image.numel() != 3 * 224 * 224)
         throw std::runtime_error("wrong output shape");

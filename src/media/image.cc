@@ -255,7 +255,6 @@ void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
 
 }  // namespace
 
-
 void check_dimensions(int width, int height, int64_t max_pixels,
                       std::string_view name) {
   if (width <= 0 || height <= 0 || int64_t{width} * height > max_pixels) {

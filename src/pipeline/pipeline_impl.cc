@@ -79,8 +79,7 @@ void PipelineImpl::start() {
     if (runner->inputs().empty()) runner->start(t);
   }
   if (report) {
-    reporter_ =
-        std::jthread(
+    reporter_ = std::jthread(
         [this](const std::stop_token& stop) { run_reporter(stop); });
   }
 }

@@ -49,13 +49,12 @@ Item to_item(R&& result) {
 template <typename T, typename F>
 class TypedMapOp final : public MapOp {
  public:
-  using Output = typename MapResult<std::decay_t<std::invoke_result_t<F&, T>>>::type;
+  using Output =
+      typename MapResult<std::decay_t<std::invoke_result_t<F&, T>>>::type;
   explicit TypedMapOp(F f) : f_(std::move(f)) {}
   Item call(Item input) override { return to_item(f_(input.take_as<T>())); }
   const std::type_info* input_type() const override { return &typeid(T); }
-  const std::type_info* output_type() const override {
-    return &typeid(Output);
-  }
+  const std::type_info* output_type() const override { return &typeid(Output); }
 
  private:
   F f_;

@@ -58,9 +58,9 @@ class TypedBuilder {
   template <typename F, typename U = typename detail::MapResult<
                             std::decay_t<std::invoke_result_t<F&, T>>>::type>
   TypedBuilder<U> pipe(F f, PipeOptions options = {}) && {
-    return std::move(*this).template append<U>(
-        StageKind::kPipe, make_map_op<T>(std::move(f)), std::move(options),
-        "pipe");
+    return std::move(*this).template append<U>(StageKind::kPipe,
+                                               make_map_op<T>(std::move(f)),
+                                               std::move(options), "pipe");
   }
 
   // Runs `op` (a factory's op, e.g. from feedline::ops), which takes T and

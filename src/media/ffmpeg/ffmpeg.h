@@ -102,7 +102,9 @@ FramePtr new_frame();
 PacketPtr new_packet();
 
 inline AVRational to_av(media::Rational r) { return AVRational{r.num, r.den}; }
-inline media::Rational from_av(AVRational r) { return media::Rational{r.num, r.den}; }
+inline media::Rational from_av(AVRational r) {
+  return media::Rational{r.num, r.den};
+}
 
 // Whether time `pts` (in time base `tb`) is before `t` seconds, exactly.
 inline bool before(int64_t pts, AVRational tb, media::Rational t) {
@@ -278,7 +280,7 @@ namespace feedline::media::ffmpeg {
 // reference of a frame in the window) the decoder is flushed instead of fed
 // more. `skip` turns both off (time-based filters see every frame). Ends
 // with the session flushed.
-void send_window(DecodeSession& session, const media::Packets& packets, bool skip,
-                 const DecodeSession::Sink& sink);
+void send_window(DecodeSession& session, const media::Packets& packets,
+                 bool skip, const DecodeSession::Sink& sink);
 
 }  // namespace feedline::media::ffmpeg

@@ -215,7 +215,8 @@ int64_t Input::seek(void* opaque, int64_t offset, int whence) {
 }
 
 CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
-                      const media::DecodeConfig& config, std::string_view name) {
+                      const media::DecodeConfig& config,
+                      std::string_view name) {
   const AVCodec* codec = nullptr;
   if (!config.decoder.empty()) {
     codec = avcodec_find_decoder_by_name(config.decoder.c_str());
