@@ -14,6 +14,7 @@
 #include <nanobind/stl/string.h>
 
 #include "feedline/base/log.h"
+#include "feedline/ops/adapt.h"
 
 namespace nb = nanobind;
 
@@ -134,67 +135,38 @@ Item str_from_python(nb::handle obj) {
   return Item(std::string(data, static_cast<std::size_t>(size)));
 }
 
-class BatchConvertingOp final : public MapOp {
- public:
-  BatchConvertingOp(OpPtr op, const std::type_info& element, std::string name)
-      : op_(std::move(op)),
-        inner_(static_cast<MapOp&>(*op_)),
-        element_(element),
-        name_(std::move(name)) {}
-  const std::type_info* input_type() const override {
-    return op_->input_type();
-  }
-  const std::type_info* output_type() const override {
-    return op_->output_type();
-  }
-  bool accepts(const std::type_info& type) const override {
-    return op_->accepts(type);
-  }
-  Item call(Item input) override {
-    if (ItemBatch* batch = input.get_if<ItemBatch>()) convert(*batch);
-    return inner_.call(std::move(input));
-  }
-
- private:
-  void convert(ItemBatch& batch) {
-    bool any = false;
-    for (Item& item : batch) any |= item.holds<PyObj>();
-    if (!any) return;
-    std::vector<std::string> errors;
-    ItemBatch converted;
-    converted.reserve(batch.size());
-    {
-      GilScope gil;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (!batch[i].holds<PyObj>()) {
-          converted.push_back(std::move(batch[i]));
-          continue;
-        }
-        PyObj obj = batch[i].take_as<PyObj>();
-        try {
-          converted.push_back(from_python(obj.get(), element_));
-        } catch (nb::python_error& e) {
-          errors.push_back("element " + std::to_string(i) + ": " + e.what());
-        } catch (const std::exception& e) {
-          errors.push_back("element " + std::to_string(i) + ": " + e.what());
-        }
+// Converts the Python values among `batch`'s elements to `element` (see
+// convert_batch_elements()).
+void convert_elements(ItemBatch& batch, const std::type_info& element,
+                      const std::string& name) {
+  if (std::none_of(batch.begin(), batch.end(),
+                   [](Item& i) { return i.holds<PyObj>(); }))
+    return;
+  std::vector<std::string> errors;
+  ItemBatch converted;
+  {
+    GilScope gil;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].holds<PyObj>()) {
+        converted.push_back(std::move(batch[i]));
+        continue;
+      }
+      PyObj obj = batch[i].take_as<PyObj>();
+      try {
+        converted.push_back(from_python(obj.get(), element));
+      } catch (const std::exception& e) {  // nb::python_error included
+        errors.push_back("element " + std::to_string(i) + ": " + e.what());
       }
     }
-    for (const std::string& e : errors)
-      log(LogLevel::kWarning, name_ + ": " + e);
-    if (converted.empty() && !errors.empty()) {
-      throw InvalidArgument(name_ + ": no element of the batch of " +
-                            std::to_string(batch.size()) +
-                            " converts; first: " + errors.front());
-    }
-    batch = std::move(converted);
   }
-
-  OpPtr op_;
-  MapOp& inner_;
-  const std::type_info& element_;
-  const std::string name_;
-};
+  for (const std::string& e : errors) log(LogLevel::kWarning, name + ": " + e);
+  if (converted.empty() && !errors.empty()) {
+    throw InvalidArgument(name + ": no element of the batch of " +
+                          std::to_string(batch.size()) +
+                          " converts; first: " + errors.front());
+  }
+  batch = std::move(converted);
+}
 
 }  // namespace
 
@@ -209,10 +181,15 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
 
 OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
                              std::string name) {
-  if (op->kind() != OpKind::kMap)
-    throw Internal("convert_batch_elements: " + name + " is not a map op");
-  return std::make_shared<BatchConvertingOp>(std::move(op), element,
-                                             std::move(name));
+  const Op& inner = *op;
+  return ops::adapt(
+      std::move(op),
+      {inner.input_type(), inner.output_type(),
+       [&inner](const std::type_info& t) { return inner.accepts(t); },
+       [&element, name](Item& input) {
+         if (ItemBatch* batch = input.get_if<ItemBatch>())
+           convert_elements(*batch, element, name);
+       }});
 }
 
 [[noreturn]] void throw_python_error() {
@@ -307,25 +284,27 @@ nb::object to_python_exception(const std::exception_ptr& error) {
   }
 }
 
-void register_to_python(const std::type_info& type, ToPythonFn fn) {
-  registry().to_python[std::type_index(type)] = fn;
+void set_python_error(const std::exception_ptr& error) {
+  try {
+    nb::object exc = to_python_exception(error);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
 }
 
-void register_from_python(const std::type_info& type, FromPythonFn fn) {
-  registry().from_python[std::type_index(type)] = fn;
-}
-
-void register_type_name(const std::type_info& type, const char* name) {
-  feedline::register_type_name(type, name);
+void register_type(const std::type_info& type, const char* name, ToPythonFn to,
+                   FromPythonFn from) {
+  if (to != nullptr) registry().to_python[std::type_index(type)] = to;
+  if (from != nullptr) registry().from_python[std::type_index(type)] = from;
+  register_type_name(type, name);
 }
 
 bool can_convert_from_python(const std::type_info& type) {
   return type == typeid(PyObj) ||
          registry().from_python.count(std::type_index(type)) > 0;
-}
-
-std::string python_type_name(const std::type_info& type) {
-  return feedline::type_name(type);
 }
 
 nb::object to_python(Item&& item) {
@@ -350,7 +329,7 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
   auto it = registry().from_python.find(std::type_index(wanted));
   if (it == registry().from_python.end()) {
     throw InvalidArgument("no conversion from Python to native " +
-                          python_type_name(wanted));
+                          type_name(wanted));
   }
   try {
     return it->second(obj);
@@ -358,8 +337,7 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
     std::string got =
         nb::cast<std::string>(nb::handle(Py_TYPE(obj.ptr())).attr("__name__"));
     throw InvalidArgument(std::string(e.what()) + " for a native " +
-                          python_type_name(wanted) + " input, got a Python " +
-                          got);
+                          type_name(wanted) + " input, got a Python " + got);
   }
 }
 
@@ -369,21 +347,12 @@ ConversionCounts& conversion_counts() {
 }
 
 void register_basic_converters() {
-  register_to_python(typeid(int64_t), &int_to_python);
-  register_to_python(typeid(double), &float_to_python);
-  register_to_python(typeid(bool), &bool_to_python);
-  register_to_python(typeid(std::string), &str_to_python);
-  register_to_python(typeid(ItemBatch), &batch_to_python);
-  register_from_python(typeid(int64_t), &int_from_python);
-  register_from_python(typeid(double), &float_from_python);
-  register_from_python(typeid(bool), &bool_from_python);
-  register_from_python(typeid(std::string), &str_from_python);
-  register_type_name(typeid(int64_t), "int");
-  register_type_name(typeid(double), "float");
-  register_type_name(typeid(bool), "bool");
-  register_type_name(typeid(std::string), "str");
-  register_type_name(typeid(ItemBatch), "list");
-  register_type_name(typeid(PyObj), "object");
+  register_type(typeid(int64_t), "int", &int_to_python, &int_from_python);
+  register_type(typeid(double), "float", &float_to_python, &float_from_python);
+  register_type(typeid(bool), "bool", &bool_to_python, &bool_from_python);
+  register_type(typeid(std::string), "str", &str_to_python, &str_from_python);
+  register_type(typeid(ItemBatch), "list", &batch_to_python);
+  register_type(typeid(PyObj), "object");
 }
 
 }  // namespace feedline::bindings
