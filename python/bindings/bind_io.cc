@@ -104,7 +104,12 @@ std::optional<std::string> path_from(nb::handle obj) {
     return std::nullopt;
   nb::object fs = nb::steal(PyOS_FSPath(obj.ptr()));
   if (!fs.is_valid()) throw nb::python_error();
-  return nb::cast<std::string>(fs);
+  if (!PyUnicode_Check(fs.ptr()))
+    throw InvalidArgument("expected a str path, got bytes");
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(fs.ptr(), &size);
+  if (data == nullptr) throw nb::python_error();
+  return std::string(data, static_cast<std::size_t>(size));
 }
 
 namespace {
@@ -148,7 +153,6 @@ nb::object dlpack_capsule(const Buffer& b) {
   return nb::cast(arr, nb::rv_policy::reference);
 }
 
-nb::object buffer_to_python(Item& item) { return nb::cast(item.as<Buffer>()); }
 nb::object encoded_to_python(Item& item) {
   const ops::EncodedFile& f = item.as<ops::EncodedFile>();
   return nb::bytes(f.bytes.data_as<const char>(), f.bytes.nbytes());
@@ -221,7 +225,7 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
 void bind_io(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("io", "Native core of feedline.io.");
 
-  register_type(typeid(Buffer), "feedline.io.Buffer", &buffer_to_python);
+  register_type(typeid(Buffer), "feedline.io.Buffer", &cast_to_python<Buffer>);
   register_type(typeid(ops::EncodedFile), "encoded file", &encoded_to_python,
                 &encoded_from_python);
 

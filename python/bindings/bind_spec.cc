@@ -37,11 +37,12 @@ std::optional<std::string> type_name_of(const std::type_info* type) {
   return type_name(*type);
 }
 
+// The engine's build_pipeline() checks the spec as a whole (a source or
+// merged inputs, no sink on a merged pipeline, a sink of room >= 1).
 class PipelineSpecBuilder {
  public:
   // The source: a NativeSource, or any Python iterable.
   void set_source(nb::handle source, const std::string& name, bool continuous) {
-    check_head_unset();
     spec_.source_options.name = name;
     spec_.source_options.continuous = continuous;
     if (nb::isinstance<NativeSource>(source)) {
@@ -52,23 +53,13 @@ class PipelineSpecBuilder {
       spec_.source = make_python_source(nb::borrow(source));
       spec_.source_type = &typeid(PyObj);
     }
-    has_head_ = true;
   }
 
   void set_merge(std::vector<PipelineSpecBuilder*> inputs,
                  const std::string& name) {
-    check_head_unset();
-    if (inputs.empty())
-      throw InvalidArgument("merge needs at least one input pipeline");
-    for (PipelineSpecBuilder* input : inputs) {
-      if (!input->has_head_)
-        throw InvalidArgument("a merged pipeline has no source");
-      if (input->spec_.sink_capacity)
-        throw InvalidArgument("a merged pipeline must not have a sink");
+    for (PipelineSpecBuilder* input : inputs)
       spec_.merge_inputs.push_back(input->spec_);
-    }
     spec_.merge_name = name;
-    has_head_ = true;
   }
 
   // A pipe stage: `op` is a Python function ("map", "generator"), a submit
@@ -91,17 +82,14 @@ class PipelineSpecBuilder {
               input_order, budget);
   }
 
-  void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
-    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1,
-              false, std::nullopt);
-  }
-
-  void add_aggregator(nb::object aggregator, bool drop_last,
-                      const std::string& name,
-                      std::optional<FailureBudget> budget) {
+  // An aggregate stage: batches of `op` items (an int), or an Aggregator.
+  void add_aggregate(nb::object op, bool drop_last, const std::string& name,
+                     std::optional<FailureBudget> budget) {
     add_stage(StageKind::kAggregate,
-              make_python_aggregator_op(std::move(aggregator), drop_last), name,
-              1, false, budget);
+              PyLong_Check(op.ptr())
+                  ? make_aggregate_op(nb::cast<std::size_t>(op), drop_last)
+                  : make_python_aggregator_op(std::move(op), drop_last),
+              name, 1, false, budget);
   }
 
   void add_disaggregate(const std::string& name) {
@@ -109,11 +97,7 @@ class PipelineSpecBuilder {
               false, std::nullopt);
   }
 
-  void set_sink(std::size_t capacity) {
-    if (capacity < 1)
-      throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
-    spec_.sink_capacity = capacity;
-  }
+  void set_sink(std::size_t capacity) { spec_.sink_capacity = capacity; }
 
   nb::object build(int num_threads, std::optional<FailureBudget> max_failures,
                    double report_interval, nb::object stats_callback,
@@ -134,15 +118,9 @@ class PipelineSpecBuilder {
   }
 
  private:
-  void check_head_unset() const {
-    if (has_head_) throw InvalidArgument("the pipeline already has a source");
-  }
-
   void add_stage(StageKind kind, OpPtr op, const std::string& name,
                  int concurrency, bool input_order,
                  std::optional<FailureBudget> budget) {
-    if (!has_head_)
-      throw InvalidArgument("add a source before stage '" + name + "'");
     StageSpec stage;
     stage.kind = kind;
     stage.op = std::move(op);
@@ -155,7 +133,6 @@ class PipelineSpecBuilder {
   }
 
   PipelineSpec spec_;
-  bool has_head_ = false;
 };
 }  // namespace
 
@@ -202,10 +179,8 @@ void bind_spec(nb::module_& m) {
       .def("add_pipe", &PipelineSpecBuilder::add_pipe, nb::arg("kind"),
            nb::arg("op"), nb::arg("name"), nb::arg("concurrency"),
            nb::arg("input_order"), nb::arg("budget").none())
-      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate)
-      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator,
-           nb::arg("aggregator"), nb::arg("drop_last"), nb::arg("name"),
-           nb::arg("budget").none())
+      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate, nb::arg("op"),
+           nb::arg("drop_last"), nb::arg("name"), nb::arg("budget").none())
       .def("add_disaggregate", &PipelineSpecBuilder::add_disaggregate)
       .def("set_sink", &PipelineSpecBuilder::set_sink)
       .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),

@@ -92,14 +92,11 @@ void bind_stats(nb::module_& m) {
       .def_prop_ro("elapsed", &secs<PipelineStats, &PipelineStats::elapsed>)
       .def_ro("stages", &PipelineStats::stages)
       .def_ro("items_delivered", &PipelineStats::items_delivered)
-      .def(
-          "to_json", [](const PipelineStats& p) { return to_json(p); },
-          "One JSON object on one line, with every field (durations in "
-          "seconds, keys ending in _s).")
-      .def(
-          "format_table",
-          [](const PipelineStats& p) { return format_table(p); },
-          "A human-readable table, one row per stage.")
+      .def("to_json", &to_json,
+           "One JSON object on one line, with every field (durations in "
+           "seconds, keys ending in _s).")
+      .def("format_table", &format_table,
+           "A human-readable table, one row per stage.")
       .def("__repr__", [](const PipelineStats& p) {
         return "<PipelineStats " + p.name + ": " +
                std::to_string(p.stages.size()) + " stages, " +

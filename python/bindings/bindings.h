@@ -51,6 +51,8 @@ struct NativeSource {
 };
 
 // The path of a str or os.PathLike object; nullopt for any other object.
+// Throws: InvalidArgument for a bytes path; nanobind::python_error if
+// __fspath__ fails.
 std::optional<std::string> path_from(nanobind::handle obj);
 
 // A bytes-like Python object as a 1-D uint8 Buffer, read in place where it

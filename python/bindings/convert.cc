@@ -13,6 +13,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include "bindings.h"
 #include "feedline/base/log.h"
 #include "feedline/ops/adapt.h"
 
@@ -76,12 +77,6 @@ nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
 }
 
 // Item converters of the basic types.
-nb::object int_to_python(Item& item) { return nb::int_(item.as<int64_t>()); }
-nb::object float_to_python(Item& item) { return nb::float_(item.as<double>()); }
-nb::object bool_to_python(Item& item) { return nb::bool_(item.as<bool>()); }
-nb::object str_to_python(Item& item) {
-  return nb::str(item.as<std::string>().c_str(), item.as<std::string>().size());
-}
 nb::object batch_to_python(Item& item) {
   ItemBatch& batch = item.as<ItemBatch>();
   nb::object list =
@@ -118,21 +113,9 @@ Item bool_from_python(nb::handle obj) {
 }
 Item str_from_python(nb::handle obj) {
   // Paths are strings to native ops: str and os.PathLike both work.
-  nb::object text = nb::borrow(obj);
-  if (!PyUnicode_Check(obj.ptr())) {
-    PyObject* fs = PyOS_FSPath(obj.ptr());
-    if (fs == nullptr) {
-      PyErr_Clear();
-      throw InvalidArgument("expected a str or os.PathLike");
-    }
-    text = nb::steal(fs);
-    if (!PyUnicode_Check(text.ptr()))
-      throw InvalidArgument("expected a str path, got bytes");
-  }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-  if (data == nullptr) throw_python_error();
-  return Item(std::string(data, static_cast<std::size_t>(size)));
+  std::optional<std::string> text = path_from(obj);
+  if (!text) throw InvalidArgument("expected a str or os.PathLike");
+  return Item(std::move(*text));
 }
 
 // Converts the Python values among `batch`'s elements to `element` (see
@@ -347,10 +330,13 @@ ConversionCounts& conversion_counts() {
 }
 
 void register_basic_converters() {
-  register_type(typeid(int64_t), "int", &int_to_python, &int_from_python);
-  register_type(typeid(double), "float", &float_to_python, &float_from_python);
-  register_type(typeid(bool), "bool", &bool_to_python, &bool_from_python);
-  register_type(typeid(std::string), "str", &str_to_python, &str_from_python);
+  register_type(typeid(int64_t), "int", &cast_to_python<int64_t>,
+                &int_from_python);
+  register_type(typeid(double), "float", &cast_to_python<double>,
+                &float_from_python);
+  register_type(typeid(bool), "bool", &cast_to_python<bool>, &bool_from_python);
+  register_type(typeid(std::string), "str", &cast_to_python<std::string>,
+                &str_from_python);
   register_type(typeid(ItemBatch), "list", &batch_to_python);
   register_type(typeid(PyObj), "object");
 }

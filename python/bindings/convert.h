@@ -92,6 +92,12 @@ void register_type(const std::type_info& type, const char* name,
                    ToPythonFn to = nullptr, FromPythonFn from = nullptr);
 bool can_convert_from_python(const std::type_info& type);
 
+// A ToPythonFn: the object nanobind casts the item's T to (moved out).
+template <typename T>
+nanobind::object cast_to_python(Item& item) {
+  return nanobind::cast(std::move(item.as<T>()));
+}
+
 // Converts `item` (consumed) to a Python object; an empty item is None.
 // Throws: InvalidArgument if no converter knows the type. Requires: the GIL.
 nanobind::object to_python(Item&& item);

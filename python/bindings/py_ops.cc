@@ -3,7 +3,6 @@
 #include "py_ops.h"
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -13,6 +12,7 @@
 #include "convert.h"
 #include "feedline/base/error.h"
 #include "feedline/ops/adapt.h"
+#include "feedline/ops/shared_completion.h"
 #include "feedline/pipeline/stats.h"
 #include "py_ref.h"
 
@@ -127,34 +127,22 @@ class PyGeneratorOp final : public PyOp<GeneratorOp> {
 class PyCompletion {
  public:
   explicit PyCompletion(Completion&& done) : done_(std::move(done)) {}
-  PyCompletion(PyCompletion&& other) noexcept : done_(std::move(other.done_)) {
-    other.done_.reset();
-  }
   // A completion dropped unfinished reports a failure to the engine; do it
   // without the GIL, like every call into the engine.
   ~PyCompletion() {
-    if (!done_) return;
-    if (holds_gil()) {
-      nb::gil_scoped_release release;
-      done_.reset();
-    } else {
-      done_.reset();
-    }
+    if (!done_.pending()) return;
+    std::optional<nb::gil_scoped_release> release;
+    if (holds_gil()) release.emplace();
+    Completion dropped = done_.take();
   }
 
-  bool pending() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_.has_value();
-  }
-  bool stop_requested() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_.has_value() && done_->stop_token().stop_requested();
-  }
+  bool pending() const { return done_.pending(); }
+  bool stop_requested() const { return done_.stop_requested(); }
 
   void emit(nb::handle result) {
     Item item;
     if (!result.is_none()) item = Item(PyObj::borrow(result.ptr()));
-    Completion done = take();
+    Completion done = done_.take();
     nb::gil_scoped_release release;
     done.emit(std::move(item));
   }
@@ -167,24 +155,15 @@ class PyCompletion {
   }
 
   void fail_with(std::exception_ptr error) {
-    Completion done = take();
+    Completion done = done_.take();
     nb::gil_scoped_release release;
     done.fail(std::move(error));
   }
 
  private:
-  Completion take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!done_) throw InvalidArgument("this completion was already finished");
-    Completion done = std::move(*done_);
-    done_.reset();
-    return done;
-  }
-
-  // Guards done_: without a GIL (free-threaded builds) two threads could
-  // race to finish the same call.
-  std::mutex mu_;
-  std::optional<Completion> done_;
+  // Without a GIL (free-threaded builds) two threads could race to finish
+  // the same call; the first take() wins.
+  ops::SharedCompletion done_;
 };
 
 // fn_ is the submit function.
@@ -194,8 +173,8 @@ class PyAsyncOp final : public PyOp<AsyncOp> {
   void start(Item input, Completion&& done) override {
     GilScope gil;
     nb::object arg = python_call([&] { return to_python(std::move(input)); });
-    nb::object completion = nb::cast(PyCompletion(std::move(done)));
-    PyCompletion* handle = nb::inst_ptr<PyCompletion>(completion);
+    auto* handle = new PyCompletion(std::move(done));
+    nb::object completion = nb::cast(handle, nb::rv_policy::take_ownership);
     PyObject* r = PyObject_CallFunctionObjArgs(fn_.get(), arg.ptr(),
                                                completion.ptr(), nullptr);
     if (r != nullptr) {

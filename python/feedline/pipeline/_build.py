@@ -108,9 +108,9 @@ class _Builder:
                 agg = stage.op
                 if task_hooks:
                     agg = _HookedAggregator(agg, task_hooks)
-                spec.add_aggregator(agg, stage.drop_last, stage.name, None)
+                spec.add_aggregate(agg, stage.drop_last, stage.name, None)
             else:
-                spec.add_aggregate(stage.op, stage.drop_last, stage.name)
+                spec.add_aggregate(stage.op, stage.drop_last, stage.name, None)
         elif isinstance(stage, DisaggregateConfig):
             self._new_stage(stage.name)
             spec.add_disaggregate(stage.name)
