@@ -118,39 +118,6 @@ Item str_from_python(nb::handle obj) {
   return Item(std::move(*text));
 }
 
-// Converts the Python values among `batch`'s elements to `element` (see
-// convert_batch_elements()).
-void convert_elements(ItemBatch& batch, const std::type_info& element,
-                      const std::string& name) {
-  if (std::none_of(batch.begin(), batch.end(),
-                   [](Item& i) { return i.holds<PyObj>(); }))
-    return;
-  std::vector<std::string> errors;
-  ItemBatch converted;
-  {
-    GilScope gil;
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].holds<PyObj>()) {
-        converted.push_back(std::move(batch[i]));
-        continue;
-      }
-      PyObj obj = batch[i].take_as<PyObj>();
-      try {
-        converted.push_back(from_python(obj.get(), element));
-      } catch (const std::exception& e) {  // nb::python_error included
-        errors.push_back("element " + std::to_string(i) + ": " + e.what());
-      }
-    }
-  }
-  for (const std::string& e : errors) log(LogLevel::kWarning, name + ": " + e);
-  if (converted.empty() && !errors.empty()) {
-    throw InvalidArgument(name + ": no element of the batch of " +
-                          std::to_string(batch.size()) +
-                          " converts; first: " + errors.front());
-  }
-  batch = std::move(converted);
-}
-
 }  // namespace
 
 std::chrono::nanoseconds seconds_to_ns(double seconds) {
@@ -170,8 +137,18 @@ OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
       {inner.input_type(), inner.output_type(),
        [&inner](const std::type_info& t) { return inner.accepts(t); },
        [&element, name](Item& input) {
-         if (ItemBatch* batch = input.get_if<ItemBatch>())
-           convert_elements(*batch, element, name);
+         ItemBatch* batch = input.get_if<ItemBatch>();
+         auto python = [](const Item& i) { return i.holds<PyObj>(); };
+         if (!batch || std::none_of(batch->begin(), batch->end(), python))
+           return;
+         GilScope gil;  // one hold for the batch
+         ops::convert_each(
+             *batch,
+             [&element](Item& e) {
+               if (e.holds<PyObj>())
+                 e = from_python(e.as<PyObj>().get(), element);
+             },
+             name);
        }});
 }
 
@@ -238,22 +215,8 @@ nb::object to_python_exception(const std::exception_ptr& error) {
       PyException_SetCause(exc.ptr(), cause.release().ptr());
     }
     return exc;
-  } catch (const Timeout& e) {
-    return make_exception("Timeout", e.what());
-  } catch (const Cancelled& e) {
-    return make_exception("Cancelled", e.what());
-  } catch (const Internal& e) {
-    return make_exception("Internal", e.what());
-  } catch (const UnsupportedFormat& e) {
-    return make_exception("UnsupportedFormat", e.what());
-  } catch (const DecodeError& e) {
-    return make_exception("DecodeError", e.what());
-  } catch (const FormatError& e) {
-    return make_exception("FormatError", e.what());
-  } catch (const IoError& e) {
-    return make_exception("IoError", e.what());
   } catch (const Error& e) {
-    return make_exception("Error", e.what());
+    return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {
     return make_builtin_exception(PyExc_ValueError, e.what());
   } catch (const OutOfRange& e) {

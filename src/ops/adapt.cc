@@ -2,10 +2,14 @@
 
 #include "feedline/ops/adapt.h"
 
+#include <exception>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "feedline/base/error.h"
+#include "feedline/base/log.h"
 
 namespace feedline::ops {
 namespace {
@@ -65,6 +69,27 @@ class AsyncAdapter final : public Adapter<AsyncOp> {
 };
 
 }  // namespace
+
+void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
+                  const std::string& name) {
+  std::vector<std::string> errors;
+  ItemBatch kept;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    try {
+      convert(batch[i]);
+      kept.push_back(std::move(batch[i]));
+    } catch (const std::exception& e) {
+      errors.push_back("element " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  for (const std::string& e : errors) log(LogLevel::kWarning, name + ": " + e);
+  if (kept.empty() && !errors.empty()) {
+    throw InvalidArgument(name + ": no element of the batch of " +
+                          std::to_string(batch.size()) +
+                          " converts; first: " + errors.front());
+  }
+  batch = std::move(kept);
+}
 
 OpPtr adapt(OpPtr op, Adaptation how) {
   if (op == nullptr) throw InvalidArgument("ops::adapt: null op");

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <typeinfo>
 
 #include "feedline/pipeline/item.h"
@@ -29,6 +30,13 @@ struct Adaptation {
   // throws fails that call. Null: inputs pass unchanged.
   std::function<void(Item&)> prepare;
 };
+
+// Converts each element of `batch` in place with `convert`. An element for
+// which it throws is logged as a warning naming `name`, its index and the
+// reason, and left out of the batch.
+// Throws: InvalidArgument when no element of a non-empty batch converts.
+void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
+                  const std::string& name);
 
 // The wrapper of `op` (a map, generator or async op) described by `how`.
 // stateful() and flush() are the wrapped op's.

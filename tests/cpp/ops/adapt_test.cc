@@ -107,5 +107,28 @@ TEST(AdaptTest, AsyncOpSeesPreparedInputsInAPipeline) {
   EXPECT_EQ(got, (std::vector<int64_t>{11, 21}));
 }
 
+TEST(ConvertEachTest, LeavesOutWhatFailsAndFailsWhenNothingConverts) {
+  ItemBatch batch;
+  for (const char* text : {"1", "x", "3"})
+    batch.emplace_back(std::string(text));
+  convert_each(batch, &parse_int, "parse");
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].as<int64_t>(), 1);
+  EXPECT_EQ(batch[1].as<int64_t>(), 3);
+
+  ItemBatch bad;
+  bad.emplace_back(std::string("x"));
+  try {
+    convert_each(bad, &parse_int, "parse");
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("parse: no element of the batch of 1"),
+              std::string::npos);
+  }
+  ItemBatch empty;
+  convert_each(empty, &parse_int, "parse");
+  EXPECT_TRUE(empty.empty());
+}
+
 }  // namespace
 }  // namespace feedline::ops
