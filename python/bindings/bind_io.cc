@@ -215,6 +215,7 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
     batch = ops::load_image_batch(std::move(sources), options, &failures);
   }
   std::vector<std::pair<int, std::string>> out;
+  out.reserve(failures.size());
   for (ImageFailure& f : failures)
     out.emplace_back(static_cast<int>(f.index), std::move(f.message));
   return {batch, out};

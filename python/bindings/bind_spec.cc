@@ -55,7 +55,7 @@ class PipelineSpecBuilder {
     }
   }
 
-  void set_merge(std::vector<PipelineSpecBuilder*> inputs,
+  void set_merge(const std::vector<PipelineSpecBuilder*>& inputs,
                  const std::string& name) {
     for (PipelineSpecBuilder* input : inputs)
       spec_.merge_inputs.push_back(input->spec_);

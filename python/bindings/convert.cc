@@ -130,7 +130,7 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
 }
 
 OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             std::string name) {
+                             const std::string& name) {
   const Op& inner = *op;
   return ops::adapt(
       std::move(op),

@@ -114,7 +114,7 @@ Item from_python(nanobind::handle obj, const std::type_info& wanted);
 // reason, and left out of the batch; the call fails (InvalidArgument) when
 // no element of a non-empty batch converts. Native elements pass unchanged.
 OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             std::string name);
+                             const std::string& name);
 
 // Conversions done so far, for tests that check where the seam is crossed.
 struct ConversionCounts {

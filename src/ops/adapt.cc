@@ -82,11 +82,13 @@ void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
       errors.push_back("element " + std::to_string(i) + ": " + e.what());
     }
   }
-  for (const std::string& e : errors) log(LogLevel::kWarning, name + ": " + e);
+  for (const std::string& e : errors)
+    log(LogLevel::kWarning, std::string(name).append(": ").append(e));
   if (kept.empty() && !errors.empty()) {
-    throw InvalidArgument(name + ": no element of the batch of " +
-                          std::to_string(batch.size()) +
-                          " converts; first: " + errors.front());
+    std::string what = name;
+    what += ": no element of the batch of " + std::to_string(batch.size());
+    what += " converts; first: " + errors.front();
+    throw InvalidArgument(what);
   }
   batch = std::move(kept);
 }
