@@ -147,7 +147,15 @@ def parse_wav(data) -> dict:
     bits_per_sample, block_align, num_frames, data_offset."""
     src, name = _source(data, "wav")
     info = _io.parse_wav(src, name)
-    keys = ("audio_format", "num_channels", "sample_rate", "bits_per_sample", "block_align", "num_frames", "data_offset")
+    keys = (
+        "audio_format",
+        "num_channels",
+        "sample_rate",
+        "bits_per_sample",
+        "block_align",
+        "num_frames",
+        "data_offset",
+    )
     return {key: getattr(info, key) for key in keys}
 
 
@@ -173,4 +181,3 @@ def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
     for member in members:
         chunk = view[member.offset : member.offset + member.size]
         yield member.name, (bytes(chunk) if from_file else chunk)
-
