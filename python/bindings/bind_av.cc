@@ -25,12 +25,12 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings.h"
 #include "convert.h"
 #include "feedline/base/error.h"
 #include "feedline/io/file.h"
 #include "feedline/media/av.h"
 #include "feedline/ops/av_ops.h"
-#include "io_common.h"
 
 namespace nb = nanobind;
 
@@ -48,15 +48,6 @@ using ops::FramesItem;
 using ops::PacketsItem;
 
 template <typename T>
-T& live(T& obj);
-
-// Calls const member M of a live (not consumed) object, for properties.
-template <typename T, auto M>
-auto checked(T& obj) {
-  return (live(obj).*M)();
-}
-
-template <typename T>
 T& live(T& obj) {
   if (obj.consumed()) {
     throw nb::type_error(
@@ -68,67 +59,47 @@ T& live(T& obj) {
   return obj;
 }
 
-nb::tuple rational_tuple(Rational r) { return nb::make_tuple(r.num, r.den); }
-
-// A time in seconds (int, float, fractions.Fraction, decimal.Decimal or str)
-// as an exact fraction; one whose parts do not fit in 32 bits is rounded to
-// the nearest with a denominator <= 2^20.
-Rational time_from(nb::handle value) {
-  nb::object fraction = nb::module_::import_("fractions").attr("Fraction");
-  nb::object decimal = nb::module_::import_("decimal").attr("Decimal");
-  nb::object f;
-  if (PyFloat_Check(value.ptr())) {
-    if (!std::isfinite(nb::cast<double>(value)))
-      throw InvalidArgument("a time must be finite, got " +
-                            nb::cast<std::string>(nb::repr(value)));
-    f = fraction(nb::repr(value));
-  } else if (PyLong_Check(value.ptr()) || PyUnicode_Check(value.ptr()) ||
-             nb::isinstance(value, fraction) ||
-             nb::isinstance(value, decimal)) {
-    f = fraction(value);
-  } else {
-    throw nb::type_error(
-        ("a time must be a number, Fraction, Decimal or str, got " +
-         nb::cast<std::string>(nb::type_name(value.type())))
-            .c_str());
-  }
-  auto too_big = [](const nb::object& x) {
-    for (const char* part : {"numerator", "denominator"}) {
-      int overflow = 0;
-      long long v = PyLong_AsLongLongAndOverflow(x.attr(part).ptr(), &overflow);
-      if (overflow != 0 || v > INT32_MAX || v < -INT32_MAX) return true;
-    }
-    return false;
-  };
-  if (too_big(f)) f = f.attr("limit_denominator")(1 << 20);
-  if (too_big(f)) throw InvalidArgument("a time must be below 2^31 s");
-  return Rational{nb::cast<int>(f.attr("numerator")),
-                  nb::cast<int>(f.attr("denominator"))};
+// Calls const member M of a live (not consumed) object, for properties.
+template <typename T, auto M>
+auto checked(T& obj) {
+  return (live(obj).*M)();
 }
 
-bool less(Rational a, Rational b) {
-  return int64_t{a.num} * b.den < int64_t{b.num} * a.den;
+// f(obj, args...) with the GIL released, for a function f that consumes
+// `obj` (a Packets or Frames), which must be live.
+template <typename T, typename... Args, typename F>
+auto consuming(F f) {
+  return [f](T& obj, Args... args) {
+    live(obj);
+    nb::gil_scoped_release release;
+    return f(std::move(obj), args...);
+  };
+}
+
+nb::tuple rational_tuple(Rational r) { return nb::make_tuple(r.num, r.den); }
+
+// The text of a time in seconds (int, float, fractions.Fraction,
+// decimal.Decimal or str), which media::parse_time() reads.
+std::string time_text(nb::handle value) {
+  if (PyLong_Check(value.ptr())) return nb::str(nb::int_(value)).c_str();
+  if (PyFloat_Check(value.ptr()) || PyUnicode_Check(value.ptr()) ||
+      nb::isinstance(value,
+                     nb::module_::import_("fractions").attr("Fraction")) ||
+      nb::isinstance(value, nb::module_::import_("decimal").attr("Decimal")))
+    return nb::str(value).c_str();
+  throw nb::type_error(
+      ("a time must be a number, Fraction, Decimal or str, got " +
+       nb::cast<std::string>(nb::type_name(value.type())))
+          .c_str());
 }
 
 // The window [start, end) in seconds; end None or +inf: to the end.
 Window window_from_times(nb::handle start, nb::handle end) {
-  Window w;
-  w.start = time_from(start);
-  auto shown = [&] {
-    return ": (" + nb::cast<std::string>(nb::repr(start)) + ", " +
-           nb::cast<std::string>(nb::repr(end)) + ")";
-  };
-  if (w.start.num < 0)
-    throw InvalidArgument("the window starts before 0" + shown());
   const bool open = end.is_none() || (PyFloat_Check(end.ptr()) &&
-                                      std::isinf(nb::cast<double>(end)) &&
-                                      nb::cast<double>(end) > 0);
-  if (!open) {
-    w.end = time_from(end);
-    if (less(*w.end, w.start))
-      throw InvalidArgument("the window ends before it starts" + shown());
-  }
-  return w;
+                                      nb::cast<double>(end) == INFINITY);
+  std::optional<std::string> end_text;
+  if (!open) end_text = time_text(end);
+  return media::parse_window(time_text(start), end_text);
 }
 
 nb::object window_to_python(const std::optional<Window>& w) {
@@ -140,12 +111,7 @@ nb::object window_to_python(const std::optional<Window>& w) {
 
 // A path/URL (str or os.PathLike) or a bytes-like object.
 media::Source source_from(nb::handle src) {
-  if (PyUnicode_Check(src.ptr()) ||
-      PyObject_HasAttrString(src.ptr(), "__fspath__")) {
-    nb::object fs = nb::steal(PyOS_FSPath(src.ptr()));
-    if (!fs.is_valid()) throw nb::python_error();
-    return media::Source{nb::cast<std::string>(fs), {}, nullptr};
-  }
+  if (auto path = path_from(src)) return media::Source{*path, {}, nullptr};
   return ops::memory_source(bytes_from_python(src));
 }
 
@@ -158,30 +124,25 @@ Item clip_from_python(nb::handle obj) {
         "a clip is (path or bytes, start, end) or (path or bytes, None)");
   }
   nb::tuple t = nb::borrow<nb::tuple>(obj);
-  ClipRequest r;
-  r.source = source_from(t[0]);
-  r.name = r.source.in_memory()
-               ? "<" + std::to_string(r.source.data.size()) + " bytes>"
-               : r.source.url;
+  std::optional<Window> window;
   try {
     if (nb::len(t) == 3) {
-      r.window = window_from_times(t[1], t[2]);
+      window = window_from_times(t[1], t[2]);
     } else if (nb::isinstance<Window>(t[1])) {
-      r.window = nb::cast<Window>(t[1]);
+      window = nb::cast<Window>(t[1]);
     } else if (!t[1].is_none()) {
       nb::tuple w = nb::cast<nb::tuple>(t[1]);
       if (nb::len(w) != 2) throw InvalidArgument("a window is (start, end)");
-      r.window = window_from_times(w[0], w[1]);
+      window = window_from_times(w[0], w[1]);
     }
   } catch (const nb::builtin_exception& e) {
     throw InvalidArgument(e.what());  // a failed conversion, in the engine
   }
-  return Item(std::move(r));
-}
-
-nb::object frames_or_none(std::unique_ptr<Frames> f) {
-  if (!f) return nb::none();
-  return nb::cast(std::move(f));
+  if (auto path = path_from(t[0]))
+    return Item(ClipRequest::from_path(*path, window));
+  Buffer b = bytes_from_python(t[0]);
+  return Item(ClipRequest::from_bytes(
+      {"<" + std::to_string(b.nbytes()) + " bytes>", b}, window));
 }
 
 template <typename T>
@@ -348,21 +309,9 @@ void bind_av(nb::module_& m) {
       .def("stream_codec", &media::Demuxer::stream_codec)
       .def("demux", &media::Demuxer::demux, nb::arg("media"),
            nb::arg("window").none(), nb::call_guard<nb::gil_scoped_release>())
-      .def(
-          "next_chunk",
-          [](media::Demuxer& d, const std::vector<int>& streams,
-             double duration, int num_packets) {
-            std::map<int, std::unique_ptr<Packets>> chunk;
-            {
-              nb::gil_scoped_release release;
-              chunk = d.next_chunk(streams, duration, num_packets);
-            }
-            nb::dict out;
-            for (auto& [k, v] : chunk)
-              out[nb::int_(k)] = nb::cast(std::move(v));
-            return out;
-          },
-          nb::arg("streams"), nb::arg("duration"), nb::arg("num_packets"));
+      .def("next_chunk", &media::Demuxer::next_chunk, nb::arg("streams"),
+           nb::arg("duration"), nb::arg("num_packets"),
+           nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<media::Decoder>(m, "Decoder")
       .def(nb::init<const Codec&, const std::optional<std::string>&,
@@ -395,99 +344,66 @@ void bind_av(nb::module_& m) {
           nb::arg("frames"), nb::arg("key") = "")
       .def("flush", &media::FilterGraph::flush,
            nb::call_guard<nb::gil_scoped_release>())
-      .def(
-          "get_frames",
-          [](media::FilterGraph& g, const std::string& key) {
-            std::unique_ptr<Frames> f;
-            {
-              nb::gil_scoped_release release;
-              f = g.get_frames(key);
-            }
-            return frames_or_none(std::move(f));
-          },
-          nb::arg("key") = "")
+      .def("get_frames", &media::FilterGraph::get_frames, nb::arg("key") = "",
+           nb::call_guard<nb::gil_scoped_release>())
       .def("dump", &media::FilterGraph::dump);
 
-  m.def(
-      "decode_packets",
-      [](Packets& packets, const std::optional<std::string>& filter_desc,
-         const media::DecodeConfig& config, std::optional<int64_t> num_frames) {
-        live(packets);
-        nb::gil_scoped_release release;
-        return media::decode_packets(std::move(packets), filter_desc, config,
-                                     num_frames);
-      },
-      nb::arg("packets"), nb::arg("filter_desc").none(), nb::arg("config"),
-      nb::arg("num_frames").none());
+  m.def("decode_packets",
+        consuming<Packets, const std::optional<std::string>&,
+                  const media::DecodeConfig&, std::optional<int64_t>>(
+            &media::decode_packets),
+        nb::arg("packets"), nb::arg("filter_desc").none(), nb::arg("config"),
+        nb::arg("num_frames").none());
   m.def(
       "sample_decode_video",
-      [](Packets& packets, const std::vector<int64_t>& indices,
-         const std::optional<std::string>& filter_desc,
-         const media::DecodeConfig& config) {
-        live(packets);
-        nb::gil_scoped_release release;
-        return media::sample_decode_video(std::move(packets), indices,
-                                          filter_desc, config);
-      },
+      consuming<Packets, const std::vector<int64_t>&,
+                const std::optional<std::string>&, const media::DecodeConfig&>(
+          &media::sample_decode_video),
       nb::arg("packets"), nb::arg("indices"), nb::arg("filter_desc").none(),
       nb::arg("config"));
+  m.def("convert_frames", consuming<Frames>([](Frames&& f) {
+          return media::convert_frames(std::move(f));
+        }),
+        nb::arg("frames"));
   m.def(
       "convert_frames",
-      [](nb::handle frames) {
-        if (nb::isinstance<Frames>(frames)) {
-          Frames& f = live(nb::cast<Frames&>(frames));
-          nb::gil_scoped_release release;
-          return media::convert_frames(std::move(f));
-        }
-        std::vector<Frames*> batch;
-        for (nb::handle h : frames) {
-          if (!nb::isinstance<Frames>(h)) {
-            throw nb::type_error(
-                "convert_frames takes Frames or a sequence of Frames");
-          }
-          batch.push_back(&live(nb::cast<Frames&>(h)));
-        }
+      [](const std::vector<Frames*>& frames) {
+        for (Frames* f : frames) live(*f);
         nb::gil_scoped_release release;
-        return media::convert_frames(std::move(batch));
+        return media::convert_frames(frames);
       },
       nb::arg("frames"));
+  nb::class_<media::VideoOptions>(m, "VideoOptions")
+      .def(
+          "__init__",
+          [](media::VideoOptions* self, std::optional<Window> window,
+             const media::DemuxConfig& demux, const media::DecodeConfig& decode,
+             const std::optional<std::string>& filter_desc,
+             const std::string& pix_fmt, std::optional<int64_t> max_frames) {
+            new (self) media::VideoOptions{window,      demux,   decode,
+                                           filter_desc, pix_fmt, max_frames};
+          },
+          nb::arg("window").none(), nb::arg("demux_config"),
+          nb::arg("decode_config"), nb::arg("filter_desc").none(),
+          nb::arg("pix_fmt"), nb::arg("max_frames").none());
   m.def(
       "load_video",
-      [](nb::handle src, std::optional<Window> window,
-         const media::DemuxConfig& demux, const media::DecodeConfig& decode,
-         const std::optional<std::string>& filter_desc,
-         const std::string& pix_fmt, std::optional<int64_t> max_frames,
-         const std::string& name, bool image) {
+      [](nb::handle src, const media::VideoOptions& o, const std::string& name,
+         bool image) {
         media::Source source = source_from(src);
-        media::VideoOptions o{window,      demux,   decode,
-                              filter_desc, pix_fmt, max_frames};
         nb::gil_scoped_release release;
         return image ? media::load_image_ffmpeg(std::move(source), o, name)
                      : media::load_video(std::move(source), o, name);
       },
-      nb::arg("src"), nb::arg("window").none(), nb::arg("demux_config"),
-      nb::arg("decode_config"), nb::arg("filter_desc").none(),
-      nb::arg("pix_fmt"), nb::arg("max_frames").none(), nb::arg("name"),
-      nb::arg("image"));
+      nb::arg("src"), nb::arg("options"), nb::arg("name"), nb::arg("image"));
   m.def("buffer_source_desc", &media::buffer_source_desc, nb::arg("codec"),
         nb::arg("label"), nb::arg("format"));
   m.def(
       "buffer_view",
       [](nb::handle data, const std::string& dtype,
-         const std::vector<int64_t>& shape) {
-        Buffer bytes = bytes_from_python(data);
-        for (int d = 0; d <= static_cast<int>(DType::kComplex128); ++d) {
-          const auto t = static_cast<DType>(d);
-          if (dtype != dtype_name(t)) continue;
-          int64_t n = 1;
-          for (int64_t s : shape) n *= s;
-          if (static_cast<std::size_t>(n) * dtype_size(t) != bytes.nbytes())
-            throw InvalidArgument(
-                "buffer_view: the shape does not fit the bytes");
-          return Buffer::view(bytes.owner(), bytes.data(), t, shape, {},
-                              bytes.writable());
-        }
-        throw InvalidArgument("buffer_view: unknown dtype " + dtype);
+         std::vector<int64_t> shape) {
+        return bytes_from_python(data).view_as(dtype_from_name(dtype),
+                                               std::move(shape));
       },
       nb::arg("data"), nb::arg("dtype"), nb::arg("shape"));
   m.def("ffmpeg_filters", &media::ffmpeg_filters);
@@ -496,42 +412,25 @@ void bind_av(nb::module_& m) {
   // Pipeline ops. Packets and Frames travel between native stages as owned
   // objects and reach Python as Packets/Frames (a Python Packets or Frames
   // given to a native stage is consumed).
-  register_to_python(typeid(PacketsItem), &unique_to_python<Packets>);
-  register_from_python(typeid(PacketsItem), &unique_from_python<Packets>);
-  register_to_python(typeid(FramesItem), &unique_to_python<Frames>);
-  register_from_python(typeid(FramesItem), &unique_from_python<Frames>);
-  register_from_python(typeid(ClipRequest), &clip_from_python);
-  register_type_name(typeid(PacketsItem), "feedline.io.Packets");
-  register_type_name(typeid(FramesItem), "feedline.io.Frames");
-  register_type_name(typeid(ClipRequest), "(src, start, end) clip");
+  register_type(typeid(PacketsItem), "feedline.io.Packets",
+                &unique_to_python<Packets>, &unique_from_python<Packets>);
+  register_type(typeid(FramesItem), "feedline.io.Frames",
+                &unique_to_python<Frames>, &unique_from_python<Frames>);
+  register_type(typeid(ClipRequest), "(src, start, end) clip", nullptr,
+                &clip_from_python);
 
   m.def(
       "load_video_op",
-      [](std::optional<Window> window, const media::DemuxConfig& demux,
-         const media::DecodeConfig& decode,
-         const std::optional<std::string>& filter_desc,
-         const std::string& pix_fmt, std::optional<int64_t> max_frames) {
-        return native_op(
-            ops::load_video(media::VideoOptions{
-                window, demux, decode, filter_desc, pix_fmt, max_frames}),
-            "load_video");
+      [](const media::VideoOptions& o) {
+        return native_op(ops::load_video(o), "load_video");
       },
-      nb::arg("window").none(), nb::arg("demux_config"),
-      nb::arg("decode_config"), nb::arg("filter_desc").none(),
-      nb::arg("pix_fmt"), nb::arg("max_frames").none());
+      nb::arg("options"));
   m.def(
       "load_video_clips_op",
-      [](const media::DemuxConfig& demux, const media::DecodeConfig& decode,
-         const std::optional<std::string>& filter_desc,
-         const std::string& pix_fmt, std::optional<int64_t> max_frames) {
-        return native_op(
-            ops::load_video_clips(media::VideoOptions{
-                std::nullopt, demux, decode, filter_desc, pix_fmt, max_frames}),
-            "load_video_clips");
+      [](const media::VideoOptions& o) {
+        return native_op(ops::load_video_clips(o), "load_video_clips");
       },
-      nb::arg("demux_config"), nb::arg("decode_config"),
-      nb::arg("filter_desc").none(), nb::arg("pix_fmt"),
-      nb::arg("max_frames").none());
+      nb::arg("options"), "The options' window is not used.");
   m.def(
       "demux_op",
       [](Media media, std::optional<Window> window,

@@ -19,24 +19,6 @@
 namespace nb = nanobind;
 
 namespace feedline::bindings {
-namespace {
-
-// Sets the Python error indicator to the feedline.PipelineFailure of
-// `failure` (see to_python_exception()).
-void raise_pipeline_failure(const std::exception_ptr& failure) {
-  try {
-    nb::object group = to_python_exception(failure);
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(group.ptr())),
-                    group.ptr());
-  } catch (nb::python_error& e) {
-    e.restore();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-}
-
-}  // namespace
-
 void bind_errors(nb::module_& m) {
   // nanobind tries the most recently registered translator first, so the
   // base class must be registered before its subclasses.
@@ -52,13 +34,13 @@ void bind_errors(nb::module_& m) {
   nb::exception<TooManyFailures>(m, "TooManyFailures", error);
   // PipelineFailure is an ExceptionGroup of each failed stage's exception,
   // defined in Python (feedline/_errors.py) so that except* and split() keep
-  // the class; raise_pipeline_failure() builds it.
+  // the class; to_python_exception() builds it.
   nb::register_exception_translator(
       [](const std::exception_ptr& p, void* /*payload*/) {
         try {
           std::rethrow_exception(p);
         } catch (const PipelineFailure&) {
-          raise_pipeline_failure(p);
+          set_python_error(p);
         }
       });
 }

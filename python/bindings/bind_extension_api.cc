@@ -14,50 +14,39 @@
 #include "bindings.h"
 #include "convert.h"
 #include "extension_api.h"
-#include "native_op.h"
 
 namespace nb = nanobind;
 
 namespace feedline::bindings {
 namespace {
 
-// Turns a C++ exception into the Python error indicator, as nanobind does
-// for a bound function (exception translators included).
-PyObject* set_error(const std::exception_ptr& error) {
-  nb::object exc = to_python_exception(error);
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+// Runs `f`, which returns a new Python object; on failure returns null with
+// the Python error indicator set, as a bound function would.
+template <typename F>
+PyObject* guarded(F f) {
+  try {
+    return f().release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (...) {
+    set_python_error(std::current_exception());
+  }
   return nullptr;
 }
 
 PyObject* wrap_op(OpPtr op, const char* name) {
-  try {
+  return guarded([&] {
     if (op == nullptr) throw InvalidArgument("wrap_op: null op");
-    const std::type_info* input = op->input_type();
-    const std::type_info* output = op->output_type();
-    return nb::cast(NativeOp{std::move(op), name, input, output})
-        .release()
-        .ptr();
-  } catch (nb::python_error& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    return set_error(std::current_exception());
-  }
+    return nb::cast(native_op(std::move(op), name));
+  });
 }
 
 PyObject* wrap_source(SourceFactory factory, const char* name,
                       const std::type_info* output) {
-  try {
+  return guarded([&] {
     if (!factory) throw InvalidArgument("wrap_source: empty factory");
-    return nb::cast(NativeSource{std::move(factory), name, output})
-        .release()
-        .ptr();
-  } catch (nb::python_error& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    return set_error(std::current_exception());
-  }
+    return nb::cast(NativeSource{std::move(factory), name, output});
+  });
 }
 
 }  // namespace

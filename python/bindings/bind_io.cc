@@ -12,7 +12,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,8 +38,6 @@
 #include "feedline/ops/av_ops.h"
 #include "feedline/ops/io_ops.h"
 #include "feedline/pipeline/op.h"
-#include "io_common.h"
-#include "native_op.h"
 #include "py_ref.h"
 
 namespace nb = nanobind;
@@ -98,6 +98,20 @@ Buffer bytes_from_python(nb::handle obj) {
   return out;
 }
 
+std::optional<std::string> path_from(nb::handle obj) {
+  if (!PyUnicode_Check(obj.ptr()) &&
+      !PyObject_HasAttrString(obj.ptr(), "__fspath__"))
+    return std::nullopt;
+  nb::object fs = nb::steal(PyOS_FSPath(obj.ptr()));
+  if (!fs.is_valid()) throw nb::python_error();
+  if (!PyUnicode_Check(fs.ptr()))
+    throw InvalidArgument("expected a str path, got bytes");
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(fs.ptr(), &size);
+  if (data == nullptr) throw nb::python_error();
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
 namespace {
 
 std::span<const uint8_t> span_of(const Buffer& b) {
@@ -106,37 +120,15 @@ std::span<const uint8_t> span_of(const Buffer& b) {
 
 // --- Buffer in Python --------------------------------------------------------
 
-// NumPy's typestr ("<f4") and DLPack's type of a dtype, from its kind: the
-// first letter of its name (bool, int, uint, float, complex).
-std::string typestr(DType d) {
-  const std::size_t size = dtype_size(d);
-  return (size == 1 ? "|" : "<") + std::string(1, dtype_name(d)[0]) +
-         std::to_string(size);
-}
-
-nb::dlpack::dtype dlpack_dtype(DType d) {
-  using nb::dlpack::dtype_code;
-  const char kind = dtype_name(d)[0];
-  const dtype_code code = kind == 'b'   ? dtype_code::Bool
-                          : kind == 'i' ? dtype_code::Int
-                          : kind == 'f' ? dtype_code::Float
-                          : kind == 'c' ? dtype_code::Complex
-                                        : dtype_code::UInt;
-  return {static_cast<uint8_t>(code), static_cast<uint8_t>(dtype_size(d) * 8),
-          1};
-}
-
 nb::tuple to_tuple(const std::vector<int64_t>& v) {
-  nb::list l;
-  for (int64_t x : v) l.append(x);
-  return nb::tuple(l);
+  return nb::tuple(nb::cast(v));
 }
 
 nb::dict array_interface(const Buffer& b) {
   nb::dict d;
   d["version"] = 3;
   d["shape"] = to_tuple(b.shape());
-  d["typestr"] = typestr(b.dtype());
+  d["typestr"] = numpy_typestr(b.dtype());
   d["data"] =
       nb::make_tuple(reinterpret_cast<uintptr_t>(b.data()), !b.writable());
   d["strides"] = b.contiguous() ? nb::object(nb::none())
@@ -153,12 +145,14 @@ nb::object dlpack_capsule(const Buffer& b) {
   std::vector<int64_t> strides;
   for (int64_t s : b.strides())
     strides.push_back(s / static_cast<int64_t>(dtype_size(b.dtype())));
-  nb::ndarray<> arr(b.data(), shape.size(), shape.data(), owner, strides.data(),
-                    dlpack_dtype(b.dtype()), nb::device::cpu::value);
+  nb::ndarray<> arr(
+      b.data(), shape.size(), shape.data(), owner, strides.data(),
+      nb::dlpack::dtype{dlpack_type_code(b.dtype()),
+                        static_cast<uint8_t>(dtype_size(b.dtype()) * 8), 1},
+      nb::device::cpu::value);
   return nb::cast(arr, nb::rv_policy::reference);
 }
 
-nb::object buffer_to_python(Item& item) { return nb::cast(item.as<Buffer>()); }
 nb::object encoded_to_python(Item& item) {
   const ops::EncodedFile& f = item.as<ops::EncodedFile>();
   return nb::bytes(f.bytes.data_as<const char>(), f.bytes.nbytes());
@@ -166,7 +160,7 @@ nb::object encoded_to_python(Item& item) {
 
 Item encoded_from_python(nb::handle obj) {
   if (PyUnicode_Check(obj.ptr()) ||
-      PyObject_HasAttrString(obj.ptr(), "__fspath__")) {
+      PyObject_HasAttrString(obj.ptr(), "__fspath__")) {  // a path
     throw InvalidArgument(
         "expected encoded bytes; read paths with feedline.io.ops.read_file() "
         "first");
@@ -178,14 +172,19 @@ Item encoded_from_python(nb::handle obj) {
 
 // --- Python functions ------------------------------------------------------
 
-// f(bytes, args...) as a Python function of (data, args...): `data` is any
-// bytes-like object, read in place; f runs with the GIL released.
+// f(data, args...) as a Python function: `data` is any bytes-like object,
+// read in place and given to f as a Buffer or a span; f runs with the GIL
+// released.
 template <typename... Args, typename F>
 auto on_bytes(F f) {
   return [f](nb::handle data, Args... args) {
     Buffer bytes = bytes_from_python(data);
     nb::gil_scoped_release release;
-    return f(bytes, args...);
+    if constexpr (std::is_invocable_v<F, const Buffer&, Args...>) {
+      return f(bytes, args...);
+    } else {
+      return f(span_of(bytes), args...);
+    }
   };
 }
 
@@ -201,11 +200,8 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
     nb::list srcs, const ImageOptions& options) {
   std::vector<ops::ImageSource> sources;
   for (nb::handle s : srcs) {
-    if (PyUnicode_Check(s.ptr()) ||
-        PyObject_HasAttrString(s.ptr(), "__fspath__")) {
-      nb::object fs = nb::steal(PyOS_FSPath(s.ptr()));
-      if (!fs.is_valid()) throw nb::python_error();
-      sources.emplace_back(nb::cast<std::string>(fs));
+    if (auto path = path_from(s)) {
+      sources.emplace_back(std::move(*path));
     } else {
       sources.emplace_back(
           ops::EncodedFile{"<source " + std::to_string(sources.size()) + ">",
@@ -219,6 +215,7 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
     batch = ops::load_image_batch(std::move(sources), options, &failures);
   }
   std::vector<std::pair<int, std::string>> out;
+  out.reserve(failures.size());
   for (ImageFailure& f : failures)
     out.emplace_back(static_cast<int>(f.index), std::move(f.message));
   return {batch, out};
@@ -229,11 +226,9 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
 void bind_io(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("io", "Native core of feedline.io.");
 
-  register_to_python(typeid(Buffer), &buffer_to_python);
-  register_to_python(typeid(ops::EncodedFile), &encoded_to_python);
-  register_from_python(typeid(ops::EncodedFile), &encoded_from_python);
-  register_type_name(typeid(Buffer), "feedline.io.Buffer");
-  register_type_name(typeid(ops::EncodedFile), "encoded file");
+  register_type(typeid(Buffer), "feedline.io.Buffer", &cast_to_python<Buffer>);
+  register_type(typeid(ops::EncodedFile), "encoded file", &encoded_to_python,
+                &encoded_from_python);
 
   nb::class_<Buffer>(
       m, "Buffer",
@@ -304,10 +299,7 @@ void bind_io(nb::module_& parent) {
       });
 
   m.def("decode_image",
-        on_bytes<const ImageOptions&, const std::string&>(
-            [](const Buffer& b, const ImageOptions& o, const std::string& n) {
-              return decode_image(span_of(b), o, n);
-            }),
+        on_bytes<const ImageOptions&, const std::string&>(&decode_image),
         nb::arg("data"), nb::arg("options"), nb::arg("name"));
   m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
   m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
@@ -320,22 +312,16 @@ void bind_io(nb::module_& parent) {
 
   // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
   // place) and runs with the GIL released.
-  m.def("load_npy",
-        on_bytes<const std::string&>([](const Buffer& b, const std::string& n) {
-          return load_npy(b, n);
-        }),
-        nb::arg("data"), nb::arg("name"));
+  m.def("load_npy", on_bytes<const std::string&>(&load_npy), nb::arg("data"),
+        nb::arg("name"));
   nb::class_<ZipEntry>(m, "ZipEntry", "One member of a ZIP archive.")
       .def_ro("name", &ZipEntry::name)
       .def_ro("data_offset", &ZipEntry::data_offset)
       .def_ro("compressed_size", &ZipEntry::compressed_size)
       .def_ro("size", &ZipEntry::size, "Uncompressed size in bytes.")
       .def_ro("method", &ZipEntry::method, "0 stored, 8 deflate.");
-  m.def("list_zip",
-        on_bytes<const std::string&>([](const Buffer& b, const std::string& n) {
-          return list_zip(span_of(b), n);
-        }),
-        nb::arg("data"), nb::arg("name"));
+  m.def("list_zip", on_bytes<const std::string&>(&list_zip), nb::arg("data"),
+        nb::arg("name"));
   m.def(
       "read_zip_entry",
       on_bytes<const ZipEntry&, const std::string&, uint64_t>(&read_zip_entry),
@@ -343,58 +329,38 @@ void bind_io(nb::module_& parent) {
       nb::arg("max_size"));
   m.def("load_wav",
         on_bytes<const std::string&, uint64_t, std::optional<uint64_t>>(
-            [](const Buffer& b, const std::string& n, uint64_t start,
-               std::optional<uint64_t> frames) {
-              return load_wav(b, n, start, frames);
-            }),
+            &load_wav),
         nb::arg("data"), nb::arg("name"), nb::arg("start_frame"),
         nb::arg("num_frames").none());
-  m.def(
-      "parse_wav",
-      [](nb::handle data, const std::string& name) {
-        Buffer bytes = bytes_from_python(data);
-        WavInfo w = parse_wav(span_of(bytes), name);
-        nb::dict d;
-        d["audio_format"] = w.format;
-        d["num_channels"] = w.channels;
-        d["sample_rate"] = w.sample_rate;
-        d["bits_per_sample"] = w.bits_per_sample;
-        d["block_align"] = w.block_align;
-        d["num_frames"] = w.num_frames();
-        d["data_offset"] = w.data_offset;
-        return d;
-      },
-      nb::arg("data"), nb::arg("name"));
-  m.def(
-      "list_tar",
-      [](nb::handle data, const std::string& name) {
-        Buffer bytes = bytes_from_python(data);
-        std::vector<TarMember> members;
-        {
-          nb::gil_scoped_release release;
-          members = list_tar(span_of(bytes), name);
-        }
-        nb::list out;
-        for (const TarMember& t : members)
-          out.append(nb::make_tuple(t.name, t.offset, t.size));
-        return nb::make_tuple(bytes, out);
-      },
-      nb::arg("data"), nb::arg("name"),
-      "(archive Buffer, [(name, offset, size)])");
+  nb::class_<WavInfo>(m, "WavInfo", "A WAV file's format and data chunk.")
+      .def_ro("audio_format", &WavInfo::format)
+      .def_ro("num_channels", &WavInfo::channels)
+      .def_ro("sample_rate", &WavInfo::sample_rate)
+      .def_ro("bits_per_sample", &WavInfo::bits_per_sample)
+      .def_ro("block_align", &WavInfo::block_align)
+      .def_prop_ro("num_frames", &WavInfo::num_frames)
+      .def_ro("data_offset", &WavInfo::data_offset);
+  m.def("parse_wav", on_bytes<const std::string&>(&parse_wav), nb::arg("data"),
+        nb::arg("name"));
+  nb::class_<TarMember>(m, "TarMember", "One regular file of a tar archive.")
+      .def_ro("name", &TarMember::name)
+      .def_ro("offset", &TarMember::offset, "Of the member's data.")
+      .def_ro("size", &TarMember::size);
+  m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),
+        nb::arg("name"));
   m.def("read_file", &read_file, nb::arg("path"),
         nb::call_guard<nb::gil_scoped_release>());
   m.def("map_file", &map_file, nb::arg("path"),
         nb::call_guard<nb::gil_scoped_release>(),
         "The file memory-mapped read-only (no copy).");
-  m.def(
-      "load_audio",
-      on_bytes<const std::string&, int, int, double, std::optional<double>>(
-          [](const Buffer& b, const std::string& n, int rate, int channels,
-             double start, std::optional<double> duration) {
-            return load_audio(span_of(b), {rate, channels, start, duration}, n);
-          }),
-      nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"),
-      nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
+  m.def("load_audio",
+        on_bytes<const std::string&, int, int, double, std::optional<double>>(
+            [](std::span<const uint8_t> b, const std::string& n, int rate,
+               int channels, double start, std::optional<double> duration) {
+              return load_audio(b, {rate, channels, start, duration}, n);
+            }),
+        nb::arg("data"), nb::arg("name"), nb::arg("sample_rate"),
+        nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
   m.def("set_buffer_cache_limit", &set_buffer_cache_limit, nb::arg("bytes"));
   m.def("buffer_cache_size", &buffer_cache_size);
   m.def("ffmpeg_versions", &ffmpeg_versions);

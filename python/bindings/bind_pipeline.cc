@@ -5,7 +5,7 @@
 //   FailureBudget     a failure budget, made by its factory functions;
 //   the log hooks.
 // _PipelineSpec is bound in bind_spec.cc, NativeOp / NativeSource in
-// native_op.cc, statistics classes in bind_stats.cc. Stopping, final statistics
+// bind_spec.cc, statistics classes in bind_stats.cc. Stopping, final statistics
 // and the failure are the engine's (feedline/pipeline/pipeline.h); this file
 // converts arguments and sets the GIL policy (py_ref.h): every call that can
 // wait runs with the GIL released, and the consumer waits in slices so that

@@ -2,7 +2,8 @@
 //
 // _PipelineSpec: collects the stages that feedline.pipeline hands over
 // (Python ops, native ops, aggregates, ...) and builds an engine pipeline,
-// wrapped as a _NativePipeline (bind_pipeline.cc).
+// wrapped as a _NativePipeline (bind_pipeline.cc). Also the handles of native
+// ops and sources (bindings.h) that it takes.
 
 #include <cstddef>
 #include <memory>
@@ -22,7 +23,6 @@
 #include "feedline/base/error.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/spec.h"
-#include "native_op.h"
 #include "py_ops.h"
 #include "py_ref.h"
 
@@ -31,11 +31,18 @@ namespace nb = nanobind;
 namespace feedline::bindings {
 namespace {
 
+// The name of a native item type; None for null (any, or not known).
+std::optional<std::string> type_name_of(const std::type_info* type) {
+  if (type == nullptr) return std::nullopt;
+  return type_name(*type);
+}
+
+// The engine's build_pipeline() checks the spec as a whole (a source or
+// merged inputs, no sink on a merged pipeline, a sink of room >= 1).
 class PipelineSpecBuilder {
  public:
   // The source: a NativeSource, or any Python iterable.
   void set_source(nb::handle source, const std::string& name, bool continuous) {
-    check_head_unset();
     spec_.source_options.name = name;
     spec_.source_options.continuous = continuous;
     if (nb::isinstance<NativeSource>(source)) {
@@ -46,60 +53,43 @@ class PipelineSpecBuilder {
       spec_.source = make_python_source(nb::borrow(source));
       spec_.source_type = &typeid(PyObj);
     }
-    has_head_ = true;
   }
 
-  void set_merge(std::vector<PipelineSpecBuilder*> inputs,
+  void set_merge(const std::vector<PipelineSpecBuilder*>& inputs,
                  const std::string& name) {
-    check_head_unset();
-    if (inputs.empty())
-      throw InvalidArgument("merge needs at least one input pipeline");
-    for (PipelineSpecBuilder* input : inputs) {
-      if (!input->has_head_)
-        throw InvalidArgument("a merged pipeline has no source");
-      if (input->spec_.sink_capacity)
-        throw InvalidArgument("a merged pipeline must not have a sink");
+    for (PipelineSpecBuilder* input : inputs)
       spec_.merge_inputs.push_back(input->spec_);
-    }
     spec_.merge_name = name;
-    has_head_ = true;
   }
 
-  void add_map(nb::object fn, const std::string& name, int concurrency,
-               bool input_order, std::optional<FailureBudget> budget) {
-    add_stage(StageKind::kPipe, make_python_map_op(std::move(fn)), name,
-              concurrency, input_order, budget);
+  // A pipe stage: `op` is a Python function ("map", "generator"), a submit
+  // function ("async") or a NativeOp ("native").
+  void add_pipe(const std::string& kind, nb::object op, const std::string& name,
+                int concurrency, bool input_order,
+                std::optional<FailureBudget> budget) {
+    OpPtr native;
+    if (kind == "native") {
+      const NativeOp& n = nb::cast<const NativeOp&>(op);
+      native = adapt_native_op(n.op, n.input, n.output);
+    } else if (kind == "map" || kind == "generator" || kind == "async") {
+      native = kind == "map"         ? make_python_map_op(std::move(op))
+               : kind == "generator" ? make_python_generator_op(std::move(op))
+                                     : make_python_async_op(std::move(op));
+    } else {
+      throw InvalidArgument("unknown pipe kind '" + kind + "'");
+    }
+    add_stage(StageKind::kPipe, std::move(native), name, concurrency,
+              input_order, budget);
   }
 
-  void add_generator(nb::object fn, const std::string& name, int concurrency,
-                     bool input_order, std::optional<FailureBudget> budget) {
-    add_stage(StageKind::kPipe, make_python_generator_op(std::move(fn)), name,
-              concurrency, input_order, budget);
-  }
-
-  void add_async(nb::object submit, const std::string& name, int concurrency,
-                 bool input_order, std::optional<FailureBudget> budget) {
-    add_stage(StageKind::kPipe, make_python_async_op(std::move(submit)), name,
-              concurrency, input_order, budget);
-  }
-
-  void add_native(const NativeOp& op, const std::string& name, int concurrency,
-                  bool input_order, std::optional<FailureBudget> budget) {
-    add_stage(StageKind::kPipe, adapt_native_op(op.op, op.input, op.output),
-              name, concurrency, input_order, budget);
-  }
-
-  void add_aggregate(std::size_t n, bool drop_last, const std::string& name) {
-    add_stage(StageKind::kAggregate, make_aggregate_op(n, drop_last), name, 1,
-              false, std::nullopt);
-  }
-
-  void add_aggregator(nb::object aggregator, bool drop_last,
-                      const std::string& name,
-                      std::optional<FailureBudget> budget) {
+  // An aggregate stage: batches of `op` items (an int), or an Aggregator.
+  void add_aggregate(nb::object op, bool drop_last, const std::string& name,
+                     std::optional<FailureBudget> budget) {
     add_stage(StageKind::kAggregate,
-              make_python_aggregator_op(std::move(aggregator), drop_last), name,
-              1, false, budget);
+              PyLong_Check(op.ptr())
+                  ? make_aggregate_op(nb::cast<std::size_t>(op), drop_last)
+                  : make_python_aggregator_op(std::move(op), drop_last),
+              name, 1, false, budget);
   }
 
   void add_disaggregate(const std::string& name) {
@@ -107,11 +97,7 @@ class PipelineSpecBuilder {
               false, std::nullopt);
   }
 
-  void set_sink(std::size_t capacity) {
-    if (capacity < 1)
-      throw InvalidArgument("the sink's buffer_size must be >= 1 (got 0)");
-    spec_.sink_capacity = capacity;
-  }
+  void set_sink(std::size_t capacity) { spec_.sink_capacity = capacity; }
 
   nb::object build(int num_threads, std::optional<FailureBudget> max_failures,
                    double report_interval, nb::object stats_callback,
@@ -132,15 +118,9 @@ class PipelineSpecBuilder {
   }
 
  private:
-  void check_head_unset() const {
-    if (has_head_) throw InvalidArgument("the pipeline already has a source");
-  }
-
   void add_stage(StageKind kind, OpPtr op, const std::string& name,
                  int concurrency, bool input_order,
                  std::optional<FailureBudget> budget) {
-    if (!has_head_)
-      throw InvalidArgument("add a source before stage '" + name + "'");
     StageSpec stage;
     stage.kind = kind;
     stage.op = std::move(op);
@@ -152,35 +132,55 @@ class PipelineSpecBuilder {
     spec_.stages.push_back(std::move(stage));
   }
 
-
   PipelineSpec spec_;
-  bool has_head_ = false;
 };
 }  // namespace
 
 void bind_spec(nb::module_& m) {
+  nb::class_<NativeOp>(
+      m, "NativeOp",
+      "A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): "
+      "it\nruns without the GIL and passes native items on without converting"
+      "\nthem to Python objects.")
+      .def_ro("name", &NativeOp::name)
+      .def_prop_ro(
+          "kind",
+          [](const NativeOp& op) {
+            constexpr const char* kKinds[] = {"map", "generator", "async"};
+            return kKinds[static_cast<int>(op.op->kind())];
+          })
+      .def_prop_ro(
+          "input_type",
+          [](const NativeOp& op) { return type_name_of(op.input); },
+          "Name of the native type the op takes; None: any item.")
+      .def_prop_ro(
+          "output_type",
+          [](const NativeOp& op) { return type_name_of(op.output); },
+          "Name of the native type the op produces; None: what it was given.")
+      .def("__repr__", [](const NativeOp& op) {
+        std::string in = type_name_of(op.input).value_or("any");
+        std::string out = type_name_of(op.output).value_or(in);
+        return "NativeOp(" + op.name + ": " + in + " -> " + out + ")";
+      });
+  nb::class_<NativeSource>(
+      m, "NativeSource",
+      "A pipeline source implemented in C++; pass it to add_source().")
+      .def_ro("name", &NativeSource::name)
+      .def("__repr__", [](const NativeSource& s) {
+        return "NativeSource(" + s.name + ")";
+      });
+
   nb::class_<PipelineSpecBuilder>(m, "_PipelineSpec")
       .def(nb::init<>())
       .def("set_source", &PipelineSpecBuilder::set_source, nb::arg("source"),
            nb::arg("name"), nb::arg("continuous"))
       .def("set_merge", &PipelineSpecBuilder::set_merge, nb::arg("inputs"),
            nb::arg("name"))
-      .def("add_map", &PipelineSpecBuilder::add_map, nb::arg("fn"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_generator", &PipelineSpecBuilder::add_generator, nb::arg("fn"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_async", &PipelineSpecBuilder::add_async, nb::arg("fn"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_native", &PipelineSpecBuilder::add_native, nb::arg("op"),
-           nb::arg("name"), nb::arg("concurrency"), nb::arg("input_order"),
-           nb::arg("budget").none())
-      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate)
-      .def("add_aggregator", &PipelineSpecBuilder::add_aggregator,
-           nb::arg("aggregator"), nb::arg("drop_last"), nb::arg("name"),
-           nb::arg("budget").none())
+      .def("add_pipe", &PipelineSpecBuilder::add_pipe, nb::arg("kind"),
+           nb::arg("op"), nb::arg("name"), nb::arg("concurrency"),
+           nb::arg("input_order"), nb::arg("budget").none())
+      .def("add_aggregate", &PipelineSpecBuilder::add_aggregate, nb::arg("op"),
+           nb::arg("drop_last"), nb::arg("name"), nb::arg("budget").none())
       .def("add_disaggregate", &PipelineSpecBuilder::add_disaggregate)
       .def("set_sink", &PipelineSpecBuilder::set_sink)
       .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),

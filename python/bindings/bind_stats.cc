@@ -4,6 +4,7 @@
 // (feedline/pipeline/stats.h). Durations are float seconds; counters are
 // totals since the pipeline started.
 
+#include <functional>
 #include <string>
 
 #include <nanobind/nanobind.h>
@@ -23,6 +24,12 @@ double seconds(std::chrono::nanoseconds d) {
   return static_cast<double>(d.count()) * 1e-9;
 }
 
+// Duration member or getter M of T, in seconds: a property getter.
+template <typename T, auto M>
+double secs(const T& x) {
+  return seconds(std::invoke(M, x));
+}
+
 }  // namespace
 
 void bind_stats(nb::module_& m) {
@@ -30,13 +37,10 @@ void bind_stats(nb::module_& m) {
       m, "LatencyHistogram",
       "Durations of calls, in log-linear buckets (values within 12.5%).")
       .def_prop_ro("count", &LatencyHistogram::count)
-      .def_prop_ro(
-          "total", [](const LatencyHistogram& h) { return seconds(h.sum()); },
-          "Sum of all durations, in seconds.")
-      .def_prop_ro("mean",
-                   [](const LatencyHistogram& h) { return seconds(h.mean()); })
-      .def_prop_ro("max",
-                   [](const LatencyHistogram& h) { return seconds(h.max()); })
+      .def_prop_ro("total", &secs<LatencyHistogram, &LatencyHistogram::sum>,
+                   "Sum of all durations, in seconds.")
+      .def_prop_ro("mean", &secs<LatencyHistogram, &LatencyHistogram::mean>)
+      .def_prop_ro("max", &secs<LatencyHistogram, &LatencyHistogram::max>)
       .def(
           "quantile",
           [](const LatencyHistogram& h, double q) {
@@ -54,18 +58,13 @@ void bind_stats(nb::module_& m) {
       .def_ro("max_depth", &QueueStats::max_depth)
       .def_ro("items_put", &QueueStats::items_put)
       .def_ro("items_got", &QueueStats::items_got)
-      .def_prop_ro("time_empty",
-                   [](const QueueStats& q) { return seconds(q.time_empty); })
-      .def_prop_ro("time_full",
-                   [](const QueueStats& q) { return seconds(q.time_full); })
-      .def_prop_ro("elapsed",
-                   [](const QueueStats& q) { return seconds(q.elapsed); })
-      .def_prop_ro(
-          "put_wait", [](const QueueStats& q) { return seconds(q.put_wait); },
-          "Total time the producer waited for room, in seconds.")
-      .def_prop_ro(
-          "get_wait", [](const QueueStats& q) { return seconds(q.get_wait); },
-          "Total time the consumer waited for an item, in seconds.")
+      .def_prop_ro("time_empty", &secs<QueueStats, &QueueStats::time_empty>)
+      .def_prop_ro("time_full", &secs<QueueStats, &QueueStats::time_full>)
+      .def_prop_ro("elapsed", &secs<QueueStats, &QueueStats::elapsed>)
+      .def_prop_ro("put_wait", &secs<QueueStats, &QueueStats::put_wait>,
+                   "Total time the producer waited for room, in seconds.")
+      .def_prop_ro("get_wait", &secs<QueueStats, &QueueStats::get_wait>,
+                   "Total time the consumer waited for an item, in seconds.")
       .def_prop_ro("occupancy", &QueueStats::occupancy,
                    "Mean depth / capacity over the elapsed time, in [0, 1].");
 
@@ -80,10 +79,8 @@ void bind_stats(nb::module_& m) {
       .def_ro("failures", &StageStats::failures)
       .def_ro("epochs", &StageStats::epochs)
       .def_ro("op_time", &StageStats::op_time)
-      .def_prop_ro("wait_input",
-                   [](const StageStats& s) { return seconds(s.wait_input); })
-      .def_prop_ro("wait_output",
-                   [](const StageStats& s) { return seconds(s.wait_output); })
+      .def_prop_ro("wait_input", &secs<StageStats, &StageStats::wait_input>)
+      .def_prop_ro("wait_output", &secs<StageStats, &StageStats::wait_output>)
       .def_ro("finished", &StageStats::finished)
       .def_ro("failed", &StageStats::failed)
       .def_ro("input_queue", &StageStats::input_queue);
@@ -92,18 +89,14 @@ void bind_stats(nb::module_& m) {
       m, "PipelineStats",
       "A snapshot of every stage's counters (totals since start).")
       .def_ro("name", &PipelineStats::name)
-      .def_prop_ro("elapsed",
-                   [](const PipelineStats& p) { return seconds(p.elapsed); })
+      .def_prop_ro("elapsed", &secs<PipelineStats, &PipelineStats::elapsed>)
       .def_ro("stages", &PipelineStats::stages)
       .def_ro("items_delivered", &PipelineStats::items_delivered)
-      .def(
-          "to_json", [](const PipelineStats& p) { return to_json(p); },
-          "One JSON object on one line, with every field (durations in "
-          "seconds, keys ending in _s).")
-      .def(
-          "format_table",
-          [](const PipelineStats& p) { return format_table(p); },
-          "A human-readable table, one row per stage.")
+      .def("to_json", &to_json,
+           "One JSON object on one line, with every field (durations in "
+           "seconds, keys ending in _s).")
+      .def("format_table", &format_table,
+           "A human-readable table, one row per stage.")
       .def("__repr__", [](const PipelineStats& p) {
         return "<PipelineStats " + p.name + ": " +
                std::to_string(p.stages.size()) + " stages, " +

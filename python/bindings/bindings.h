@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Registration functions of the extension module feedline._feedline_ext.
+// Registration functions of the extension module feedline._feedline_ext, and
+// the Python handles of native ops and sources.
 //
 // Each binding area has one bind_<area>() in bind_<area>.cc; module.cc calls
 // them in dependency order (a class must be bound before a function that
@@ -8,11 +9,55 @@
 
 #pragma once
 
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <utility>
+
 #include <nanobind/nanobind.h>
 
+#include "feedline/base/buffer.h"
+#include "feedline/pipeline/op.h"
 #include "feedline/pipeline/pipeline.h"
+#include "feedline/pipeline/spec.h"
 
 namespace feedline::bindings {
+
+// The Python handle of a native op (feedline.io.ops.decode_image, an
+// extension's op): the engine op plus what it takes and gives. The Python
+// PipelineBuilder recognises it and installs the op directly, so the op runs
+// without the GIL and passes native items on unconverted.
+struct NativeOp {
+  OpPtr op;
+  std::string name;
+  // The native type the op takes; Python values are converted to it. Null:
+  // the op takes any item as it is.
+  const std::type_info* input = nullptr;
+  // The native type the op produces. Null: the same type it was given.
+  const std::type_info* output = nullptr;
+};
+
+// The handle of `op`, with the types it declares.
+inline NativeOp native_op(OpPtr op, std::string name) {
+  const std::type_info* in = op->input_type();
+  const std::type_info* out = op->output_type();
+  return NativeOp{std::move(op), std::move(name), in, out};
+}
+
+struct NativeSource {
+  SourceFactory factory;
+  std::string name;
+  const std::type_info* output = nullptr;  // null: unknown
+};
+
+// The path of a str or os.PathLike object; nullopt for any other object.
+// Throws: InvalidArgument for a bytes path; nanobind::python_error if
+// __fspath__ fails.
+std::optional<std::string> path_from(nanobind::handle obj);
+
+// A bytes-like Python object as a 1-D uint8 Buffer, read in place where it
+// can be (see bind_io.cc). Requires the GIL.
+Buffer bytes_from_python(nanobind::handle obj);
 
 // Adds feedline.Error and its subclasses and the translation of
 // PipelineFailure to feedline.PipelineFailure (an ExceptionGroup).
@@ -25,9 +70,6 @@ void bind_extension_api(nanobind::module_& m);
 // Adds the statistics snapshot classes (PipelineStats, StageStats, ...).
 void bind_stats(nanobind::module_& m);
 
-// Adds NativeOp and NativeSource (native_op.h).
-void bind_native_op(nanobind::module_& m);
-
 // Adds the consumer's end of a pipeline (_NativePipeline), FailureBudget and
 // the log hooks.
 void bind_pipeline(nanobind::module_& m);
@@ -35,10 +77,13 @@ void bind_pipeline(nanobind::module_& m);
 // Returns `pipeline` as a Python _NativePipeline.
 nanobind::object wrap_pipeline(Pipeline pipeline);
 
-// Adds _PipelineSpec, which builds pipelines from feedline.pipeline's stages.
+// Adds NativeOp, NativeSource and _PipelineSpec, which builds pipelines from
+// feedline.pipeline's stages.
 void bind_spec(nanobind::module_& m);
 
-// Adds the submodule `io`: Buffer, image decoding and the native image ops.
+// Adds the submodule `io`: Buffer, image, array and archive functions and
+// their native ops; bind_av() adds the FFmpeg objects to it.
 void bind_io(nanobind::module_& m);
+void bind_av(nanobind::module_& io);
 
 }  // namespace feedline::bindings

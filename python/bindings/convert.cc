@@ -13,7 +13,9 @@
 
 #include <nanobind/stl/string.h>
 
+#include "bindings.h"
 #include "feedline/base/log.h"
+#include "feedline/ops/adapt.h"
 
 namespace nb = nanobind;
 
@@ -75,12 +77,6 @@ nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
 }
 
 // Item converters of the basic types.
-nb::object int_to_python(Item& item) { return nb::int_(item.as<int64_t>()); }
-nb::object float_to_python(Item& item) { return nb::float_(item.as<double>()); }
-nb::object bool_to_python(Item& item) { return nb::bool_(item.as<bool>()); }
-nb::object str_to_python(Item& item) {
-  return nb::str(item.as<std::string>().c_str(), item.as<std::string>().size());
-}
 nb::object batch_to_python(Item& item) {
   ItemBatch& batch = item.as<ItemBatch>();
   nb::object list =
@@ -117,84 +113,10 @@ Item bool_from_python(nb::handle obj) {
 }
 Item str_from_python(nb::handle obj) {
   // Paths are strings to native ops: str and os.PathLike both work.
-  nb::object text = nb::borrow(obj);
-  if (!PyUnicode_Check(obj.ptr())) {
-    PyObject* fs = PyOS_FSPath(obj.ptr());
-    if (fs == nullptr) {
-      PyErr_Clear();
-      throw InvalidArgument("expected a str or os.PathLike");
-    }
-    text = nb::steal(fs);
-    if (!PyUnicode_Check(text.ptr()))
-      throw InvalidArgument("expected a str path, got bytes");
-  }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-  if (data == nullptr) throw_python_error();
-  return Item(std::string(data, static_cast<std::size_t>(size)));
+  std::optional<std::string> text = path_from(obj);
+  if (!text) throw InvalidArgument("expected a str or os.PathLike");
+  return Item(std::move(*text));
 }
-
-class BatchConvertingOp final : public MapOp {
- public:
-  BatchConvertingOp(OpPtr op, const std::type_info& element, std::string name)
-      : op_(std::move(op)),
-        inner_(static_cast<MapOp&>(*op_)),
-        element_(element),
-        name_(std::move(name)) {}
-  const std::type_info* input_type() const override {
-    return op_->input_type();
-  }
-  const std::type_info* output_type() const override {
-    return op_->output_type();
-  }
-  bool accepts(const std::type_info& type) const override {
-    return op_->accepts(type);
-  }
-  Item call(Item input) override {
-    if (ItemBatch* batch = input.get_if<ItemBatch>()) convert(*batch);
-    return inner_.call(std::move(input));
-  }
-
- private:
-  void convert(ItemBatch& batch) {
-    bool any = false;
-    for (Item& item : batch) any |= item.holds<PyObj>();
-    if (!any) return;
-    std::vector<std::string> errors;
-    ItemBatch converted;
-    converted.reserve(batch.size());
-    {
-      GilScope gil;
-      for (std::size_t i = 0; i < batch.size(); ++i) {
-        if (!batch[i].holds<PyObj>()) {
-          converted.push_back(std::move(batch[i]));
-          continue;
-        }
-        PyObj obj = batch[i].take_as<PyObj>();
-        try {
-          converted.push_back(from_python(obj.get(), element_));
-        } catch (nb::python_error& e) {
-          errors.push_back("element " + std::to_string(i) + ": " + e.what());
-        } catch (const std::exception& e) {
-          errors.push_back("element " + std::to_string(i) + ": " + e.what());
-        }
-      }
-    }
-    for (const std::string& e : errors)
-      log(LogLevel::kWarning, name_ + ": " + e);
-    if (converted.empty() && !errors.empty()) {
-      throw InvalidArgument(name_ + ": no element of the batch of " +
-                            std::to_string(batch.size()) +
-                            " converts; first: " + errors.front());
-    }
-    batch = std::move(converted);
-  }
-
-  OpPtr op_;
-  MapOp& inner_;
-  const std::type_info& element_;
-  const std::string name_;
-};
 
 }  // namespace
 
@@ -208,11 +130,26 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
 }
 
 OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             std::string name) {
-  if (op->kind() != OpKind::kMap)
-    throw Internal("convert_batch_elements: " + name + " is not a map op");
-  return std::make_shared<BatchConvertingOp>(std::move(op), element,
-                                             std::move(name));
+                             const std::string& name) {
+  const Op& inner = *op;
+  return ops::adapt(
+      std::move(op),
+      {inner.input_type(), inner.output_type(),
+       [&inner](const std::type_info& t) { return inner.accepts(t); },
+       [&element, name](Item& input) {
+         ItemBatch* batch = input.get_if<ItemBatch>();
+         auto python = [](const Item& i) { return i.holds<PyObj>(); };
+         if (!batch || std::none_of(batch->begin(), batch->end(), python))
+           return;
+         GilScope gil;  // one hold for the batch
+         ops::convert_each(
+             *batch,
+             [&element](Item& e) {
+               if (e.holds<PyObj>())
+                 e = from_python(e.as<PyObj>().get(), element);
+             },
+             name);
+       }});
 }
 
 [[noreturn]] void throw_python_error() {
@@ -278,22 +215,8 @@ nb::object to_python_exception(const std::exception_ptr& error) {
       PyException_SetCause(exc.ptr(), cause.release().ptr());
     }
     return exc;
-  } catch (const Timeout& e) {
-    return make_exception("Timeout", e.what());
-  } catch (const Cancelled& e) {
-    return make_exception("Cancelled", e.what());
-  } catch (const Internal& e) {
-    return make_exception("Internal", e.what());
-  } catch (const UnsupportedFormat& e) {
-    return make_exception("UnsupportedFormat", e.what());
-  } catch (const DecodeError& e) {
-    return make_exception("DecodeError", e.what());
-  } catch (const FormatError& e) {
-    return make_exception("FormatError", e.what());
-  } catch (const IoError& e) {
-    return make_exception("IoError", e.what());
   } catch (const Error& e) {
-    return make_exception("Error", e.what());
+    return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {
     return make_builtin_exception(PyExc_ValueError, e.what());
   } catch (const OutOfRange& e) {
@@ -307,25 +230,27 @@ nb::object to_python_exception(const std::exception_ptr& error) {
   }
 }
 
-void register_to_python(const std::type_info& type, ToPythonFn fn) {
-  registry().to_python[std::type_index(type)] = fn;
+void set_python_error(const std::exception_ptr& error) {
+  try {
+    nb::object exc = to_python_exception(error);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
 }
 
-void register_from_python(const std::type_info& type, FromPythonFn fn) {
-  registry().from_python[std::type_index(type)] = fn;
-}
-
-void register_type_name(const std::type_info& type, const char* name) {
-  feedline::register_type_name(type, name);
+void register_type(const std::type_info& type, const char* name, ToPythonFn to,
+                   FromPythonFn from) {
+  if (to != nullptr) registry().to_python[std::type_index(type)] = to;
+  if (from != nullptr) registry().from_python[std::type_index(type)] = from;
+  register_type_name(type, name);
 }
 
 bool can_convert_from_python(const std::type_info& type) {
   return type == typeid(PyObj) ||
          registry().from_python.count(std::type_index(type)) > 0;
-}
-
-std::string python_type_name(const std::type_info& type) {
-  return feedline::type_name(type);
 }
 
 nb::object to_python(Item&& item) {
@@ -350,7 +275,7 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
   auto it = registry().from_python.find(std::type_index(wanted));
   if (it == registry().from_python.end()) {
     throw InvalidArgument("no conversion from Python to native " +
-                          python_type_name(wanted));
+                          type_name(wanted));
   }
   try {
     return it->second(obj);
@@ -358,8 +283,7 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
     std::string got =
         nb::cast<std::string>(nb::handle(Py_TYPE(obj.ptr())).attr("__name__"));
     throw InvalidArgument(std::string(e.what()) + " for a native " +
-                          python_type_name(wanted) + " input, got a Python " +
-                          got);
+                          type_name(wanted) + " input, got a Python " + got);
   }
 }
 
@@ -369,21 +293,15 @@ ConversionCounts& conversion_counts() {
 }
 
 void register_basic_converters() {
-  register_to_python(typeid(int64_t), &int_to_python);
-  register_to_python(typeid(double), &float_to_python);
-  register_to_python(typeid(bool), &bool_to_python);
-  register_to_python(typeid(std::string), &str_to_python);
-  register_to_python(typeid(ItemBatch), &batch_to_python);
-  register_from_python(typeid(int64_t), &int_from_python);
-  register_from_python(typeid(double), &float_from_python);
-  register_from_python(typeid(bool), &bool_from_python);
-  register_from_python(typeid(std::string), &str_from_python);
-  register_type_name(typeid(int64_t), "int");
-  register_type_name(typeid(double), "float");
-  register_type_name(typeid(bool), "bool");
-  register_type_name(typeid(std::string), "str");
-  register_type_name(typeid(ItemBatch), "list");
-  register_type_name(typeid(PyObj), "object");
+  register_type(typeid(int64_t), "int", &cast_to_python<int64_t>,
+                &int_from_python);
+  register_type(typeid(double), "float", &cast_to_python<double>,
+                &float_from_python);
+  register_type(typeid(bool), "bool", &cast_to_python<bool>, &bool_from_python);
+  register_type(typeid(std::string), "str", &cast_to_python<std::string>,
+                &str_from_python);
+  register_type(typeid(ItemBatch), "list", &batch_to_python);
+  register_type(typeid(PyObj), "object");
 }
 
 }  // namespace feedline::bindings

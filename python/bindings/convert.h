@@ -71,6 +71,10 @@ PythonError python_error_from(nanobind::handle exc);
 // feedline.PipelineFailure group of its stages' exceptions. Requires: the GIL.
 nanobind::object to_python_exception(const std::exception_ptr& error);
 
+// Sets the Python error indicator to to_python_exception(error).
+// Requires: the GIL.
+void set_python_error(const std::exception_ptr& error);
+
 // Drops the Python exception objects held by `error` (its PythonErrors, also
 // inside a PipelineFailure or as a TooManyFailures' cause), which keeps only
 // their text. Used once `error` has been handed to Python: the engine keeps
@@ -78,19 +82,21 @@ nanobind::object to_python_exception(const std::exception_ptr& error);
 // objects would be invisible to the garbage collector. Requires: the GIL.
 void release_python_objects(const std::exception_ptr& error);
 
-// Converters. `name` is the Python-facing name of the native type, used in
-// messages ("int", "str", "feedline.Buffer"); it is registered with the
-// engine (feedline::register_type_name), so engine messages use it too.
+// Registers native item type `type`: its converters (either may be null) and
+// its Python-facing name for messages ("int", "feedline.io.Buffer"), which
+// feedline::register_type_name() gives engine messages too; type_name()
+// returns it.
 using ToPythonFn = nanobind::object (*)(Item& item);
 using FromPythonFn = Item (*)(nanobind::handle obj);
-void register_to_python(const std::type_info& type, ToPythonFn fn);
-void register_from_python(const std::type_info& type, FromPythonFn fn);
-void register_type_name(const std::type_info& type, const char* name);
+void register_type(const std::type_info& type, const char* name,
+                   ToPythonFn to = nullptr, FromPythonFn from = nullptr);
 bool can_convert_from_python(const std::type_info& type);
 
-// The name of a native item type for messages ("int", "list", or the C++
-// name when none is registered): feedline::type_name().
-std::string python_type_name(const std::type_info& type);
+// A ToPythonFn: the object nanobind casts the item's T to (moved out).
+template <typename T>
+nanobind::object cast_to_python(Item& item) {
+  return nanobind::cast(std::move(item.as<T>()));
+}
 
 // Converts `item` (consumed) to a Python object; an empty item is None.
 // Throws: InvalidArgument if no converter knows the type. Requires: the GIL.
@@ -108,7 +114,7 @@ Item from_python(nanobind::handle obj, const std::type_info& wanted);
 // reason, and left out of the batch; the call fails (InvalidArgument) when
 // no element of a non-empty batch converts. Native elements pass unchanged.
 OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             std::string name);
+                             const std::string& name);
 
 // Conversions done so far, for tests that check where the seam is crossed.
 struct ConversionCounts {

@@ -19,7 +19,6 @@ NB_MODULE(_feedline_ext, m) {
   feedline::bindings::register_basic_converters();
   feedline::bindings::bind_errors(m);
   feedline::bindings::bind_stats(m);
-  feedline::bindings::bind_native_op(m);
   feedline::bindings::bind_pipeline(m);
   feedline::bindings::bind_spec(m);
   feedline::bindings::bind_io(m);

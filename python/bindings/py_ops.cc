@@ -3,14 +3,16 @@
 #include "py_ops.h"
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 #include <utility>
 
 #include "convert.h"
 #include "feedline/base/error.h"
+#include "feedline/ops/adapt.h"
+#include "feedline/ops/shared_completion.h"
 #include "feedline/pipeline/stats.h"
 #include "py_ref.h"
 
@@ -18,6 +20,14 @@ namespace nb = nanobind;
 
 namespace feedline::bindings {
 namespace {
+
+// The reference `obj` holds, as a PyObj.
+PyObj own(nb::object obj) { return PyObj::steal(obj.release().ptr()); }
+
+// `obj` shared by the copies of a callback.
+std::shared_ptr<PyObj> shared(nb::object obj) {
+  return std::make_shared<PyObj>(own(std::move(obj)));
+}
 
 // Calls `fn(arg)`; returns a new reference. Throws: PythonError.
 PyObject* call1(PyObject* fn, PyObject* arg) {
@@ -49,10 +59,20 @@ decltype(auto) python_call(F&& f) {
   throw_python_error();
 }
 
-class PyMapOp final : public MapOp {
+// A Python callable as an op of interface Base, producing Python values.
+template <typename Base>
+class PyOp : public Base {
  public:
-  explicit PyMapOp(nb::object fn) : fn_(PyObj::steal(fn.release().ptr())) {}
+  explicit PyOp(nb::object fn) : fn_(own(std::move(fn))) {}
   const std::type_info* output_type() const override { return &typeid(PyObj); }
+
+ protected:
+  PyObj fn_;
+};
+
+class PyMapOp final : public PyOp<MapOp> {
+ public:
+  using PyOp::PyOp;
   Item call(Item input) override {
     GilScope gil;
     return python_call([&] {
@@ -60,49 +80,39 @@ class PyMapOp final : public MapOp {
       return result_item(call1(fn_.get(), arg.ptr()));
     });
   }
-
- private:
-  PyObj fn_;
 };
 
-// Returns the next value of iterator `it` (a new reference), or null at its
-// end. Throws: PythonError. Requires: the GIL.
-PyObject* next_value(PyObject* it) {
-  PyObject* r = PyIter_Next(it);
-  if (r == nullptr && PyErr_Occurred() != nullptr) throw_python_error();
-  return r;
-}
-
-// Pulls a Python iterator; None results skip.
-class PyIterGenerator final : public ItemGenerator {
+// Pulls a Python iterator under the GIL: as an ItemGenerator None results
+// skip; as an ItemSource None is an item, as in SPDL.
+template <typename Base>
+class PyIter final : public Base {
  public:
-  explicit PyIterGenerator(PyObj it) : it_(std::move(it)) {}
+  explicit PyIter(PyObj it) : it_(std::move(it)) {}
   bool next(Item* out) override {
     GilScope gil;
-    return python_call([&] {
-      PyObject* r = next_value(it_.get());
-      if (r == nullptr) return false;
-      *out = result_item(r);
-      return true;
-    });
+    PyObject* r = PyIter_Next(it_.get());
+    if (r == nullptr && PyErr_Occurred() != nullptr) throw_python_error();
+    if (r == nullptr) return false;
+    *out = std::is_same_v<Base, ItemSource> ? Item(PyObj::steal(r))
+                                            : result_item(r);
+    return true;
   }
 
  private:
   PyObj it_;
 };
 
-// iter(obj) as a generator. Requires: the GIL.
-std::unique_ptr<ItemGenerator> iterate(PyObject* obj) {
+// iter(obj) as an ItemGenerator or ItemSource. Requires: the GIL.
+template <typename Base = ItemGenerator>
+std::unique_ptr<Base> iterate(PyObject* obj) {
   PyObject* it = PyObject_GetIter(obj);
   if (it == nullptr) throw_python_error();
-  return std::make_unique<PyIterGenerator>(PyObj::steal(it));
+  return std::make_unique<PyIter<Base>>(PyObj::steal(it));
 }
 
-class PyGeneratorOp final : public GeneratorOp {
+class PyGeneratorOp final : public PyOp<GeneratorOp> {
  public:
-  explicit PyGeneratorOp(nb::object fn)
-      : fn_(PyObj::steal(fn.release().ptr())) {}
-  const std::type_info* output_type() const override { return &typeid(PyObj); }
+  using PyOp::PyOp;
   std::unique_ptr<ItemGenerator> start(Item input) override {
     GilScope gil;
     return python_call([&] {
@@ -111,43 +121,28 @@ class PyGeneratorOp final : public GeneratorOp {
       return iterate(gen.ptr());
     });
   }
-
- private:
-  PyObj fn_;
 };
 
 // The Completion of one async call, as a Python object.
 class PyCompletion {
  public:
   explicit PyCompletion(Completion&& done) : done_(std::move(done)) {}
-  PyCompletion(PyCompletion&& other) noexcept : done_(std::move(other.done_)) {
-    other.done_.reset();
-  }
   // A completion dropped unfinished reports a failure to the engine; do it
   // without the GIL, like every call into the engine.
   ~PyCompletion() {
-    if (!done_) return;
-    if (holds_gil()) {
-      nb::gil_scoped_release release;
-      done_.reset();
-    } else {
-      done_.reset();
-    }
+    if (!done_.pending()) return;
+    std::optional<nb::gil_scoped_release> release;
+    if (holds_gil()) release.emplace();
+    Completion dropped = done_.take();
   }
 
-  bool pending() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_.has_value();
-  }
-  bool stop_requested() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_.has_value() && done_->stop_token().stop_requested();
-  }
+  bool pending() const { return done_.pending(); }
+  bool stop_requested() const { return done_.stop_requested(); }
 
   void emit(nb::handle result) {
     Item item;
     if (!result.is_none()) item = Item(PyObj::borrow(result.ptr()));
-    Completion done = take();
+    Completion done = done_.take();
     nb::gil_scoped_release release;
     done.emit(std::move(item));
   }
@@ -160,37 +155,27 @@ class PyCompletion {
   }
 
   void fail_with(std::exception_ptr error) {
-    Completion done = take();
+    Completion done = done_.take();
     nb::gil_scoped_release release;
     done.fail(std::move(error));
   }
 
  private:
-  Completion take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!done_) throw InvalidArgument("this completion was already finished");
-    Completion done = std::move(*done_);
-    done_.reset();
-    return done;
-  }
-
-  // Guards done_: without a GIL (free-threaded builds) two threads could
-  // race to finish the same call.
-  std::mutex mu_;
-  std::optional<Completion> done_;
+  // Without a GIL (free-threaded builds) two threads could race to finish
+  // the same call; the first take() wins.
+  ops::SharedCompletion done_;
 };
 
-class PyAsyncOp final : public AsyncOp {
+// fn_ is the submit function.
+class PyAsyncOp final : public PyOp<AsyncOp> {
  public:
-  explicit PyAsyncOp(nb::object submit)
-      : submit_(PyObj::steal(submit.release().ptr())) {}
-  const std::type_info* output_type() const override { return &typeid(PyObj); }
+  using PyOp::PyOp;
   void start(Item input, Completion&& done) override {
     GilScope gil;
     nb::object arg = python_call([&] { return to_python(std::move(input)); });
-    nb::object completion = nb::cast(PyCompletion(std::move(done)));
-    PyCompletion* handle = nb::inst_ptr<PyCompletion>(completion);
-    PyObject* r = PyObject_CallFunctionObjArgs(submit_.get(), arg.ptr(),
+    auto* handle = new PyCompletion(std::move(done));
+    nb::object completion = nb::cast(handle, nb::rv_policy::take_ownership);
+    PyObject* r = PyObject_CallFunctionObjArgs(fn_.get(), arg.ptr(),
                                                completion.ptr(), nullptr);
     if (r != nullptr) {
       Py_DECREF(r);
@@ -207,37 +192,32 @@ class PyAsyncOp final : public AsyncOp {
     }
     if (handle->pending()) handle->fail_with(std::move(error));
   }
-
- private:
-  PyObj submit_;
 };
 
-class PyAggregatorOp final : public MapOp {
+// fn_ is the aggregator object.
+class PyAggregatorOp final : public PyOp<MapOp> {
  public:
   PyAggregatorOp(nb::object aggregator, bool drop_last)
-      : aggregator_(PyObj::steal(aggregator.release().ptr())),
-        drop_last_(drop_last) {}
+      : PyOp(std::move(aggregator)), drop_last_(drop_last) {}
   bool stateful() const override { return true; }
-  const std::type_info* output_type() const override { return &typeid(PyObj); }
   Item call(Item input) override {
     GilScope gil;
     return python_call([&] {
       nb::object arg = to_python(std::move(input));
-      nb::object r = nb::handle(aggregator_.get()).attr("accumulate")(arg);
+      nb::object r = nb::handle(fn_.get()).attr("accumulate")(arg);
       return result_item(r.release().ptr());
     });
   }
   Item flush(FlushReason /*reason*/) override {
     GilScope gil;
     return python_call([&] {
-      nb::object r = nb::handle(aggregator_.get()).attr("flush")();
+      nb::object r = nb::handle(fn_.get()).attr("flush")();
       if (drop_last_) return Item();
       return result_item(r.release().ptr());
     });
   }
 
  private:
-  PyObj aggregator_;
   const bool drop_last_;
 };
 
@@ -253,7 +233,7 @@ class DisaggregateAnyOp final : public GeneratorOp {
     }
     throw InvalidArgument(
         "disaggregate takes a batch (a list or other iterable), got native " +
-        python_type_name(input.type()));
+        type_name(input.type()));
   }
 
  private:
@@ -268,98 +248,6 @@ void convert_input(Item& input, const std::type_info& wanted) {
   PyObj obj = input.take_as<PyObj>();
   input = python_call([&] { return from_python(obj.get(), wanted); });
 }
-
-// What a converting adapter declares: the native types of the op it wraps,
-// and that it also accepts Python values when they convert to its input.
-struct Declared {
-  const std::type_info* input;
-  const std::type_info* output;
-  bool accepts(const std::type_info& type) const {
-    return input == nullptr || *input == type ||
-           (type == typeid(PyObj) && can_convert_from_python(*input));
-  }
-};
-
-class ConvertingMapOp final : public MapOp {
- public:
-  ConvertingMapOp(OpPtr op, Declared types)
-      : op_(std::move(op)), inner_(static_cast<MapOp&>(*op_)), types_(types) {}
-  bool stateful() const override { return op_->stateful(); }
-  Item flush(FlushReason reason) override { return op_->flush(reason); }
-  const std::type_info* input_type() const override { return types_.input; }
-  const std::type_info* output_type() const override { return types_.output; }
-  bool accepts(const std::type_info& type) const override {
-    return types_.accepts(type);
-  }
-  Item call(Item input) override {
-    if (types_.input != nullptr) convert_input(input, *types_.input);
-    return inner_.call(std::move(input));
-  }
-
- private:
-  OpPtr op_;
-  MapOp& inner_;
-  const Declared types_;
-};
-
-class ConvertingGeneratorOp final : public GeneratorOp {
- public:
-  ConvertingGeneratorOp(OpPtr op, Declared types)
-      : op_(std::move(op)),
-        inner_(static_cast<GeneratorOp&>(*op_)),
-        types_(types) {}
-  const std::type_info* input_type() const override { return types_.input; }
-  const std::type_info* output_type() const override { return types_.output; }
-  bool accepts(const std::type_info& type) const override {
-    return types_.accepts(type);
-  }
-  std::unique_ptr<ItemGenerator> start(Item input) override {
-    if (types_.input != nullptr) convert_input(input, *types_.input);
-    return inner_.start(std::move(input));
-  }
-
- private:
-  OpPtr op_;
-  GeneratorOp& inner_;
-  const Declared types_;
-};
-
-class ConvertingAsyncOp final : public AsyncOp {
- public:
-  ConvertingAsyncOp(OpPtr op, Declared types)
-      : op_(std::move(op)),
-        inner_(static_cast<AsyncOp&>(*op_)),
-        types_(types) {}
-  const std::type_info* input_type() const override { return types_.input; }
-  const std::type_info* output_type() const override { return types_.output; }
-  bool accepts(const std::type_info& type) const override {
-    return types_.accepts(type);
-  }
-  void start(Item input, Completion&& done) override {
-    if (types_.input != nullptr) convert_input(input, *types_.input);
-    inner_.start(std::move(input), std::move(done));
-  }
-
- private:
-  OpPtr op_;
-  AsyncOp& inner_;
-  const Declared types_;
-};
-
-class PyIterSource final : public ItemSource {
- public:
-  explicit PyIterSource(PyObj it) : it_(std::move(it)) {}
-  bool next(Item* out) override {
-    GilScope gil;
-    PyObject* r = next_value(it_.get());
-    if (r == nullptr) return false;
-    *out = Item(PyObj::steal(r));  // None is an item here, as in SPDL
-    return true;
-  }
-
- private:
-  PyObj it_;
-};
 
 }  // namespace
 
@@ -385,49 +273,33 @@ OpPtr make_disaggregate_any_op() {
 
 OpPtr adapt_native_op(OpPtr op, const std::type_info* input,
                       const std::type_info* output) {
-  Declared types{input != nullptr ? input : op->input_type(),
-                 output != nullptr ? output : op->output_type()};
-  if (types.input == nullptr && types.output == nullptr) return op;
-  if (types.input != nullptr && *types.input == typeid(PyObj)) {
-    types.input = nullptr;  // takes any item as it is
-  }
-  switch (op->kind()) {
-    case OpKind::kMap:
-      return std::make_shared<ConvertingMapOp>(std::move(op), types);
-    case OpKind::kGenerator:
-      return std::make_shared<ConvertingGeneratorOp>(std::move(op), types);
-    case OpKind::kAsync:
-      return std::make_shared<ConvertingAsyncOp>(std::move(op), types);
-  }
-  return op;
+  if (input == nullptr) input = op->input_type();
+  if (output == nullptr) output = op->output_type();
+  if (input == nullptr && output == nullptr) return op;
+  if (input != nullptr && *input == typeid(PyObj)) input = nullptr;  // any
+  if (input == nullptr) return ops::adapt(std::move(op), {nullptr, output});
+  // Also takes Python values that convert to `input`.
+  return ops::adapt(std::move(op),
+                    {input, output,
+                     [input](const std::type_info& t) {
+                       return t == *input || (t == typeid(PyObj) &&
+                                              can_convert_from_python(*input));
+                     },
+                     [input](Item& item) { convert_input(item, *input); }});
 }
 
 SourceFactory make_python_source(nb::object iterable) {
-  auto shared = std::make_shared<PyObj>(PyObj::steal(iterable.release().ptr()));
-  return [shared]() -> std::unique_ptr<ItemSource> {
+  return [obj = shared(std::move(iterable))] {
     GilScope gil;
-    PyObject* it = PyObject_GetIter(shared->get());
-    if (it == nullptr) throw_python_error();
-    return std::make_unique<PyIterSource>(PyObj::steal(it));
+    return iterate<ItemSource>(obj->get());
   };
 }
 
 StatsHook make_python_stats_hook(nb::object callback) {
-  auto shared = std::make_shared<PyObj>(PyObj::steal(callback.release().ptr()));
-  return [shared](const PipelineStats& stats) {
+  return [fn = shared(std::move(callback))](const PipelineStats& stats) {
     try {
       GilScope gil;
-      PyObject* r = PyObject_CallOneArg(shared->get(), nb::cast(stats).ptr());
-      if (r == nullptr) {
-        std::string what = "pipeline stats callback failed";
-        try {
-          throw_python_error();
-        } catch (const std::exception& e) {
-          what += ": " + std::string(e.what());
-        }
-        log(LogLevel::kWarning, what);
-      }
-      Py_XDECREF(r);
+      python_call([&] { nb::handle(fn->get())(stats); });
     } catch (const std::exception& e) {
       log(LogLevel::kWarning,
           std::string("pipeline stats callback failed: ") + e.what());
@@ -436,13 +308,13 @@ StatsHook make_python_stats_hook(nb::object callback) {
 }
 
 LogSink make_python_log_sink(nb::object handler) {
-  auto shared = std::make_shared<PyObj>(PyObj::steal(handler.release().ptr()));
-  return [shared](LogLevel level, std::string_view message) {
+  return [fn = shared(std::move(handler))](LogLevel level,
+                                           std::string_view message) {
     if (interpreter_finalizing()) return;
     try {
       GilScope gil;
       nb::object text = nb::str(message.data(), message.size());
-      PyObject* r = PyObject_CallFunction(shared->get(), "iO",
+      PyObject* r = PyObject_CallFunction(fn->get(), "iO",
                                           static_cast<int>(level), text.ptr());
       if (r == nullptr) PyErr_Clear();
       Py_XDECREF(r);

@@ -6,7 +6,11 @@
 #include <mutex>
 #include <vector>
 
+#include <nanobind/nanobind.h>
+
 #include "feedline/base/error.h"
+
+namespace nb = nanobind;
 
 namespace feedline::bindings {
 namespace {
@@ -30,26 +34,16 @@ struct NativeThreadState {
   // never removes; drop it when the native thread ends, so that
   // threading.active_count() does not grow with every pipeline.
   static void forget_dummy_thread() {
-    PyObject* threading = PyImport_ImportModule("threading");
-    if (threading == nullptr) {
+    try {
+      nb::module_ threading = nb::module_::import_("threading");
+      nb::dict active = nb::cast<nb::dict>(threading.attr("_active"));
+      nb::int_ ident(PyThread_get_thread_ident());
+      if (active.contains(ident) &&
+          nb::isinstance(active[ident], threading.attr("_DummyThread")))
+        nb::del(active[ident]);
+    } catch (...) {
       PyErr_Clear();
-      return;
     }
-    PyObject* active = PyObject_GetAttrString(threading, "_active");
-    PyObject* dummy_type = PyObject_GetAttrString(threading, "_DummyThread");
-    PyObject* ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
-    if (active != nullptr && dummy_type != nullptr && ident != nullptr &&
-        PyDict_Check(active)) {
-      PyObject* entry = PyDict_GetItemWithError(active, ident);  // borrowed
-      if (entry != nullptr && PyObject_IsInstance(entry, dummy_type) == 1) {
-        PyDict_DelItem(active, ident);
-      }
-    }
-    PyErr_Clear();
-    Py_XDECREF(ident);
-    Py_XDECREF(dummy_type);
-    Py_XDECREF(active);
-    Py_DECREF(threading);
   }
 };
 

@@ -87,6 +87,45 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
+DType dtype_from_name(std::string_view name) {
+  for (int d = 0; d <= static_cast<int>(DType::kComplex128); ++d) {
+    if (name == dtype_name(static_cast<DType>(d))) return static_cast<DType>(d);
+  }
+  throw InvalidArgument("unknown dtype '" + std::string(name) + "'");
+}
+
+// The kind is the first letter of the name: bool, int, uint, float, complex.
+std::string numpy_typestr(DType dtype) {
+  const std::size_t size = dtype_size(dtype);
+  return (size == 1 ? "|" : "<") + std::string(1, dtype_name(dtype)[0]) +
+         std::to_string(size);
+}
+
+uint8_t dlpack_type_code(DType dtype) {
+  switch (dtype_name(dtype)[0]) {
+    case 'i':
+      return 0;
+    case 'u':
+      return 1;
+    case 'f':
+      return 2;
+    case 'c':
+      return 5;
+    default:  // bool
+      return 6;
+  }
+}
+
+Buffer Buffer::view_as(DType dtype, std::vector<int64_t> shape) const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (!contiguous() ||
+      static_cast<std::size_t>(n) * dtype_size(dtype) != nbytes())
+    throw InvalidArgument("cannot view " + to_string() + " as " +
+                          dtype_name(dtype) + " of another size");
+  return view(owner_, data_, dtype, std::move(shape), {}, writable_);
+}
+
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape,
                                         std::size_t itemsize) {
   std::vector<int64_t> strides(shape.size());

@@ -21,6 +21,20 @@ std::string join_errors(const std::vector<StageError>& errors) {
 PipelineFailure::PipelineFailure(std::vector<StageError> errors)
     : Error(join_errors(errors)), errors_(std::move(errors)) {}
 
+const char* error_class(const std::exception& e) {
+  if (dynamic_cast<const PipelineFailure*>(&e)) return "PipelineFailure";
+  if (dynamic_cast<const TooManyFailures*>(&e)) return "TooManyFailures";
+  if (dynamic_cast<const Timeout*>(&e)) return "Timeout";
+  if (dynamic_cast<const Cancelled*>(&e)) return "Cancelled";
+  if (dynamic_cast<const Internal*>(&e)) return "Internal";
+  if (dynamic_cast<const UnsupportedFormat*>(&e)) return "UnsupportedFormat";
+  if (dynamic_cast<const DecodeError*>(&e)) return "DecodeError";
+  if (dynamic_cast<const FormatError*>(&e)) return "FormatError";
+  if (dynamic_cast<const IoError*>(&e)) return "IoError";
+  if (dynamic_cast<const Error*>(&e)) return "Error";
+  return nullptr;
+}
+
 std::string describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);

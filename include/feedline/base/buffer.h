@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace feedline {
@@ -47,6 +48,12 @@ enum class DType : uint8_t {
 std::size_t dtype_size(DType dtype);
 // "uint8", "float32", ... (NumPy's names).
 const char* dtype_name(DType dtype);
+// The dtype named `name` by dtype_name(). Throws: InvalidArgument if none is.
+DType dtype_from_name(std::string_view name);
+// NumPy's array-interface typestr: "|u1", "<f4", "<c8", ...
+std::string numpy_typestr(DType dtype);
+// DLPack's DLDataTypeCode: 0 int, 1 uint, 2 float, 5 complex, 6 bool.
+uint8_t dlpack_type_code(DType dtype);
 
 class Buffer {
  public:
@@ -86,6 +93,11 @@ class Buffer {
   // False when the memory must not be written (NumPy then sees a read-only
   // array).
   bool writable() const { return writable_; }
+
+  // The same memory as `shape` elements of `dtype`, sharing the owner.
+  // Throws: InvalidArgument if the buffer is not contiguous or the sizes
+  // differ.
+  Buffer view_as(DType dtype, std::vector<int64_t> shape) const;
 
   // "float32[32, 3, 224, 224]".
   std::string to_string() const;

@@ -113,6 +113,12 @@ class PipelineFailure : public Error {
   std::vector<StageError> errors_;
 };
 
+// The name of the most derived class of this file that `e` is an instance
+// of ("DecodeError", "Timeout", "Error", ...); the Python bindings raise
+// `feedline.<name>` for it. Null for InvalidArgument, OutOfRange and
+// exceptions of no class here.
+const char* error_class(const std::exception& e);
+
 // Returns the message of the exception held by `error`, or a description of
 // it when it is not a std::exception. Requires: `error` is not null.
 std::string describe(const std::exception_ptr& error);

@@ -71,6 +71,17 @@ struct Window {
   std::optional<Rational> end;
 };
 
+// A time in seconds written as an integer, a decimal ("1.5", "2.5e-3") or a
+// fraction ("1/3"), as an exact fraction; one whose parts do not fit in 32
+// bits is rounded to the nearest with a denominator <= 2^20.
+// Throws: InvalidArgument naming `text` if it is none of these, or >= 2^31 s.
+Rational parse_time(std::string_view text);
+
+// The window [start, end) from times as parse_time() reads them; no end: to
+// the end. Throws: InvalidArgument if a time is bad, start < 0 or end < start.
+Window parse_window(std::string_view start,
+                    std::optional<std::string_view> end);
+
 struct DemuxConfig {
   std::string format;  // force an input format ("rawvideo", "s16le"); "" probes
   std::map<std::string, std::string> format_options;

@@ -159,37 +159,6 @@ class PipelineStats:
 
     def __repr__(self) -> str: ...
 
-class NativeOp:
-    """
-    A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): it
-    runs without the GIL and passes native items on without converting
-    them to Python objects.
-    """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def input_type(self) -> str | None:
-        """Name of the native type the op takes; None: any item."""
-
-    @property
-    def output_type(self) -> str | None:
-        """Name of the native type the op produces; None: what it was given."""
-
-    def __repr__(self) -> str: ...
-
-class NativeSource:
-    """A pipeline source implemented in C++; pass it to add_source()."""
-
-    @property
-    def name(self) -> str: ...
-
-    def __repr__(self) -> str: ...
-
 class _Completion:
     """Finishes one asynchronous call of a pipeline stage."""
 
@@ -270,6 +239,37 @@ def _drain_released() -> None:
 def _live_pool_threads() -> int:
     """Worker threads of all pipelines alive in the process."""
 
+class NativeOp:
+    """
+    A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): it
+    runs without the GIL and passes native items on without converting
+    them to Python objects.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def input_type(self) -> str | None:
+        """Name of the native type the op takes; None: any item."""
+
+    @property
+    def output_type(self) -> str | None:
+        """Name of the native type the op produces; None: what it was given."""
+
+    def __repr__(self) -> str: ...
+
+class NativeSource:
+    """A pipeline source implemented in C++; pass it to add_source()."""
+
+    @property
+    def name(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
 class _PipelineSpec:
     def __init__(self) -> None: ...
 
@@ -277,17 +277,9 @@ class _PipelineSpec:
 
     def set_merge(self, inputs: Sequence[_PipelineSpec], name: str) -> None: ...
 
-    def add_map(self, fn: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
+    def add_pipe(self, kind: str, op: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
 
-    def add_generator(self, fn: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
-
-    def add_async(self, fn: object, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
-
-    def add_native(self, op: NativeOp, name: str, concurrency: int, input_order: bool, budget: FailureBudget | None) -> None: ...
-
-    def add_aggregate(self, arg0: int, arg1: bool, arg2: str, /) -> None: ...
-
-    def add_aggregator(self, aggregator: object, drop_last: bool, name: str, budget: FailureBudget | None) -> None: ...
+    def add_aggregate(self, op: object, drop_last: bool, name: str, budget: FailureBudget | None) -> None: ...
 
     def add_disaggregate(self, arg: str, /) -> None: ...
 

@@ -130,8 +130,7 @@ def load_wav(data, time_offset_seconds: float | None = None, duration_seconds: f
     src, name = _source(data, "wav")
     start, frames = 0, None
     if time_offset_seconds is not None or duration_seconds is not None:
-        info = _io.parse_wav(src, name)
-        rate = info["sample_rate"]
+        rate = _io.parse_wav(src, name).sample_rate
         if time_offset_seconds is not None:
             if time_offset_seconds < 0:
                 raise ValueError(f"time_offset_seconds must be >= 0, got {time_offset_seconds}")
@@ -147,7 +146,17 @@ def parse_wav(data) -> dict:
     """The WAV header: audio_format, num_channels, sample_rate,
     bits_per_sample, block_align, num_frames, data_offset."""
     src, name = _source(data, "wav")
-    return _io.parse_wav(src, name)
+    info = _io.parse_wav(src, name)
+    keys = (
+        "audio_format",
+        "num_channels",
+        "sample_rate",
+        "bits_per_sample",
+        "block_align",
+        "num_frames",
+        "data_offset",
+    )
+    return {key: getattr(info, key) for key in keys}
 
 
 def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
@@ -166,8 +175,9 @@ def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
             name = "<tar stream>"
     else:
         data, name = _source(src, "tar")
-    archive, members = _io.list_tar(data, name)
-    view = np.asarray(archive).data.cast("B")
-    for member, offset, size in members:
-        chunk = view[offset : offset + size]
-        yield member, (bytes(chunk) if from_file else chunk)
+    members = _io.list_tar(data, name)
+    array = np.asarray(data) if isinstance(data, _io.Buffer) else np.frombuffer(data, np.uint8)
+    view = array.data.cast("B")
+    for member in members:
+        chunk = view[member.offset : member.offset + member.size]
+        yield member.name, (bytes(chunk) if from_file else chunk)

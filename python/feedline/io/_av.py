@@ -553,7 +553,7 @@ def convert_frames(frames, storage=None):
     ``(N, C)`` packed. A sequence of Frames of one shape gives a batch."""
     if storage is not None:
         raise NotImplementedError("storage= is not supported: feedline allocates each Buffer")
-    return _io.convert_frames(frames)
+    return _io.convert_frames(frames if isinstance(frames, _io.Frames) else list(frames))
 
 
 def convert_array(vals, storage=None):
@@ -648,8 +648,9 @@ def load_video(src, timestamp=None, *, demux_config=None, decode_config=None, fi
         frames = decode_packets(packets, None, decode_config, num_frames=num_frames)
         return convert_frames(frames)
     fd = None if filter_desc is FILTER_DESC_DEFAULT else filter_desc
-    return _io.load_video(_src(src), window, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt,
-                          _limit(num_frames), name or "", False)
+    options = _io.VideoOptions(window, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt,
+                               _limit(num_frames))
+    return _io.load_video(_src(src), options, name or "", False)
 
 
 def load_image_ffmpeg(src, *, demux_config=None, decode_config=None, filter_desc=FILTER_DESC_DEFAULT,
@@ -661,8 +662,8 @@ def load_image_ffmpeg(src, *, demux_config=None, decode_config=None, filter_desc
             packets = d.demux_image()
         return convert_frames(decode_packets(packets, None, decode_config))
     fd = None if filter_desc is FILTER_DESC_DEFAULT else filter_desc
-    return _io.load_video(_src(src), None, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt, None,
-                          name or "", True)
+    options = _io.VideoOptions(None, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt, None)
+    return _io.load_video(_src(src), options, name or "", True)
 
 
 def streaming_load_video(src, num_frames: int, *, demux_config=None, decode_config=None,

@@ -105,8 +105,9 @@ def load_video(*, timestamp=None, demux_config=None, decode_config=None, filter_
     ``timestamp=(start, end)``; the fast path of
     :func:`feedline.io.load_video` (``filter_desc``: an FFmpeg chain
     instead)."""
-    return _io.load_video_op(_av._window(timestamp), _av._demux_cfg(demux_config), _av._decode_cfg(decode_config),
-                             filter_desc, pix_fmt, _av._limit(num_frames))
+    return _io.load_video_op(_io.VideoOptions(_av._window(timestamp), _av._demux_cfg(demux_config),
+                                              _av._decode_cfg(decode_config), filter_desc, pix_fmt,
+                                              _av._limit(num_frames)))
 
 
 def load_video_clips(*, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24",
@@ -115,8 +116,9 @@ def load_video_clips(*, demux_config=None, decode_config=None, filter_desc=None,
     ``src`` a path (memory-mapped, not read) or bytes -- -> the uint8 Buffer
     ``(N, H, W, 3)`` of that window. Lets a pipeline sample a different
     window per item without the GIL."""
-    return _io.load_video_clips_op(_av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc,
-                                   pix_fmt, _av._limit(num_frames))
+    options = _io.VideoOptions(None, _av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc,
+                               pix_fmt, _av._limit(num_frames))
+    return _io.load_video_clips_op(options)
 
 
 def demux_video(*, timestamp=None, demux_config=None):

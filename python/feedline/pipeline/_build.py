@@ -108,9 +108,9 @@ class _Builder:
                 agg = stage.op
                 if task_hooks:
                     agg = _HookedAggregator(agg, task_hooks)
-                spec.add_aggregator(agg, stage.drop_last, stage.name, None)
+                spec.add_aggregate(agg, stage.drop_last, stage.name, None)
             else:
-                spec.add_aggregate(stage.op, stage.drop_last, stage.name)
+                spec.add_aggregate(stage.op, stage.drop_last, stage.name, None)
         elif isinstance(stage, DisaggregateConfig):
             self._new_stage(stage.name)
             spec.add_disaggregate(stage.name)
@@ -127,34 +127,34 @@ class _Builder:
                     f"stage '{cfg.name}' runs a native op, which runs no per-call task hooks; "
                     "return only TaskStatsHook instances from task_hook_factory for it"
                 )
-            spec.add_native(op, *args)
+            spec.add_pipe("native", op, *args)
             return
         target = _call_target(op)
         if inspect.iscoroutinefunction(target):
             self.needs_loop = True
             if task_hooks:
                 op = hooked_coroutine(op, task_hooks)
-            spec.add_async(_asyncio.coroutine_submit(op, self.loop_thread), *args)
+            spec.add_pipe("async", _asyncio.coroutine_submit(op, self.loop_thread), *args)
         elif inspect.isasyncgenfunction(target):
             self.needs_loop = True
             gen = _asyncio.async_generator(op, self.loop_thread)
             if task_hooks:
                 gen = hooked_generator(gen, task_hooks)
-            spec.add_generator(gen, *args)
+            spec.add_pipe("generator", gen, *args)
         elif inspect.isgeneratorfunction(target):
             gen = op
             if cfg.executor is not None:
                 gen = _asyncio.executor_generator(gen, cfg.executor)
             if task_hooks:
                 gen = hooked_generator(gen, task_hooks)
-            spec.add_generator(gen, *args)
+            spec.add_pipe("generator", gen, *args)
         else:
             if task_hooks:
                 op = hooked_map(op, task_hooks)
             if cfg.executor is not None:
-                spec.add_async(_asyncio.executor_submit(op, cfg.executor), *args)
+                spec.add_pipe("async", _asyncio.executor_submit(op, cfg.executor), *args)
             else:
-                spec.add_map(op, *args)
+                spec.add_pipe("map", op, *args)
 
 
 class _HookedAggregator(Aggregator):

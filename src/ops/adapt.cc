@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/ops/adapt.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "feedline/base/error.h"
+#include "feedline/base/log.h"
+
+namespace feedline::ops {
+namespace {
+
+// The declarations and the input hook of every adapter kind; `Base` is the
+// op interface (MapOp, GeneratorOp, AsyncOp) the adapter implements.
+template <typename Base>
+class Adapter : public Base {
+ public:
+  Adapter(OpPtr op, Adaptation how)
+      : op_(std::move(op)),
+        inner_(static_cast<Base&>(*op_)),
+        how_(std::move(how)) {}
+  bool stateful() const override { return op_->stateful(); }
+  Item flush(FlushReason reason) override { return op_->flush(reason); }
+  const std::type_info* input_type() const override { return how_.input; }
+  const std::type_info* output_type() const override { return how_.output; }
+  bool accepts(const std::type_info& type) const override {
+    if (how_.accepts) return how_.accepts(type);
+    return how_.input == nullptr || *how_.input == type;
+  }
+
+ protected:
+  Base& prepared(Item& input) {
+    if (how_.prepare) how_.prepare(input);
+    return inner_;
+  }
+
+ private:
+  OpPtr op_;
+  Base& inner_;
+  const Adaptation how_;
+};
+
+class MapAdapter final : public Adapter<MapOp> {
+ public:
+  using Adapter::Adapter;
+  Item call(Item input) override {
+    return prepared(input).call(std::move(input));
+  }
+};
+
+class GeneratorAdapter final : public Adapter<GeneratorOp> {
+ public:
+  using Adapter::Adapter;
+  std::unique_ptr<ItemGenerator> start(Item input) override {
+    return prepared(input).start(std::move(input));
+  }
+};
+
+class AsyncAdapter final : public Adapter<AsyncOp> {
+ public:
+  using Adapter::Adapter;
+  void start(Item input, Completion&& done) override {
+    prepared(input).start(std::move(input), std::move(done));
+  }
+};
+
+}  // namespace
+
+void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
+                  const std::string& name) {
+  std::vector<std::string> errors;
+  ItemBatch kept;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    try {
+      convert(batch[i]);
+      kept.push_back(std::move(batch[i]));
+    } catch (const std::exception& e) {
+      errors.push_back("element " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  for (const std::string& e : errors)
+    log(LogLevel::kWarning, std::string(name).append(": ").append(e));
+  if (kept.empty() && !errors.empty()) {
+    std::string what = name;
+    what += ": no element of the batch of " + std::to_string(batch.size());
+    what += " converts; first: " + errors.front();
+    throw InvalidArgument(what);
+  }
+  batch = std::move(kept);
+}
+
+OpPtr adapt(OpPtr op, Adaptation how) {
+  if (op == nullptr) throw InvalidArgument("ops::adapt: null op");
+  switch (op->kind()) {
+    case OpKind::kMap:
+      return std::make_shared<MapAdapter>(std::move(op), std::move(how));
+    case OpKind::kGenerator:
+      return std::make_shared<GeneratorAdapter>(std::move(op), std::move(how));
+    case OpKind::kAsync:
+      return std::make_shared<AsyncAdapter>(std::move(op), std::move(how));
+  }
+  throw Internal("ops::adapt: unknown op kind");
+}
+
+}  // namespace feedline::ops
