@@ -389,6 +389,7 @@ def check_main(args):
 
     paths = dataset_paths(args.data, min(args.images, 16))
     reference = [pillow_imagenet(p) for p in paths]
+
     def feedline_transform(dct_scaling):
         options = dict(feedline_image_options(), dct_scaling=dct_scaling)
         return lambda p: feedline.io.to_numpy(feedline.io.load_image(p, **options))

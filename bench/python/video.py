@@ -132,14 +132,14 @@ from video_parts import (
     FPS,
     RESOLUTIONS,
     WINDOW_FRAMES,
-    feedline_loader,
-    pyav_loader,
-    spdl_loader,
-    torchcodec_loader,
     ensure_clips,
+    feedline_loader,
     make_items,
     make_loader,
+    pyav_loader,
     read_clips,
+    spdl_loader,
+    torchcodec_loader,
     x264_settings,
 )
 
@@ -174,6 +174,7 @@ class Config:
 
 LIBS = {"feedline": "feedline", "pyav": "PyAV", "spdl": "SPDL", "torchcodec": "torchcodec"}
 BASELINES = ("pyav", "spdl", "torchcodec")
+
 
 def _tc(seek_mode, threads):
     return {"seek_mode": seek_mode, "threads": threads}
@@ -651,9 +652,7 @@ def print_header(args, entries):
     print(f"  {x264_settings(entries[0]['path'])}")
     for line in describe_clips(entries):
         print(line)
-    print(
-        f"Median of {args.repeat} timed pass(es) after a warm-up; each (scenario, configuration) in its own process."
-    )
+    print(f"Median of {args.repeat} timed pass(es) after a warm-up; each (scenario, configuration) in its own process.")
     print("CPU = user+sys of the worker and its children per frame; peak RSS = worker + largest child.")
     if args.configs == "best":
         print("--configs best: the two best-measured configurations of each baseline (BEST in this script);")

@@ -24,10 +24,9 @@ test-only extension that is never installed (source in tests/python/native/).
 import importlib.util
 import os
 import pathlib
-import sys
-
 import shutil
 import subprocess
+import sys
 import threading
 
 import numpy as np

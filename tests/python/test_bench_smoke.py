@@ -4,8 +4,6 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "python"
 
 

@@ -15,7 +15,6 @@ import feedline
 import feedline.io as fio
 from feedline.io import utils
 
-
 W, H = 320, 240  # the clips of conftest.MEDIA
 
 
@@ -32,35 +31,54 @@ def arr(buf):
 
 
 def test_video_filter_desc_spdl_canonical_example():
-    got = fio.get_video_filter_desc(frame_rate=(30, 1), timestamp=(1.5, 4.0), scale_width=256, scale_height=256,
-                                    crop_width=224, crop_height=224, num_frames=16)
+    got = fio.get_video_filter_desc(
+        frame_rate=(30, 1),
+        timestamp=(1.5, 4.0),
+        scale_width=256,
+        scale_height=256,
+        crop_width=224,
+        crop_height=224,
+        num_frames=16,
+    )
     assert got == (
         "fps=30/1,trim=start=1.5:end=4.0,"
         "scale=w=256:h=256:flags=bicubic:force_original_aspect_ratio=decrease,"
         "pad=w=256:h=256:x=-1:y=-1:color=black,crop=w=224:h=224,"
-        "tpad=stop=-1:stop_mode=clone,trim=end_frame=16,format=pix_fmts=rgb24")
+        "tpad=stop=-1:stop_mode=clone,trim=end_frame=16,format=pix_fmts=rgb24"
+    )
 
 
-@pytest.mark.parametrize(("kwargs", "want"), [
-    ({}, "format=pix_fmts=rgb24"),
-    ({"pix_fmt": None}, None),
-    ({"pix_fmt": "gray"}, "format=pix_fmts=gray"),
-    ({"frame_rate": (5, 1), "pix_fmt": None}, "fps=5/1"),
-    ({"scale_width": 64, "scale_mode": None}, "scale=w=64:h=0:flags=bicubic,format=pix_fmts=rgb24"),
-    ({"scale_height": 32, "scale_algo": "bilinear", "scale_mode": None, "pix_fmt": None},
-     "scale=w=0:h=32:flags=bilinear"),
-    ({"scale_width": 64, "scale_height": 32, "scale_mode": "crop"},
-     "scale=w=64:h=32:flags=bicubic:force_original_aspect_ratio=increase,crop=w=64:h=32,format=pix_fmts=rgb24"),
-    ({"scale_width": 64, "scale_height": 64, "pad_mode": "white", "pix_fmt": None},
-     "scale=w=64:h=64:flags=bicubic:force_original_aspect_ratio=decrease,pad=w=64:h=64:x=-1:y=-1:color=white"),
-    ({"crop_width": 100, "pix_fmt": None}, "crop=w=100:h=0"),
-    ({"num_frames": 5, "pad_mode": "black", "pix_fmt": None},
-     "tpad=stop=-1:stop_mode=add:color=black,trim=end_frame=5"),
-    ({"filter_desc": "hflip", "pix_fmt": "rgba"}, "hflip,format=pix_fmts=rgba"),
-    ({"timestamp": (0, float("inf")), "pix_fmt": None}, "trim=start=0"),
-    ({"timestamp": (float("-inf"), 2.5), "pix_fmt": None}, "trim=end=2.5"),
-    ({"timestamp": (float("-inf"), float("inf")), "pix_fmt": None}, None),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "want"),
+    [
+        ({}, "format=pix_fmts=rgb24"),
+        ({"pix_fmt": None}, None),
+        ({"pix_fmt": "gray"}, "format=pix_fmts=gray"),
+        ({"frame_rate": (5, 1), "pix_fmt": None}, "fps=5/1"),
+        ({"scale_width": 64, "scale_mode": None}, "scale=w=64:h=0:flags=bicubic,format=pix_fmts=rgb24"),
+        (
+            {"scale_height": 32, "scale_algo": "bilinear", "scale_mode": None, "pix_fmt": None},
+            "scale=w=0:h=32:flags=bilinear",
+        ),
+        (
+            {"scale_width": 64, "scale_height": 32, "scale_mode": "crop"},
+            "scale=w=64:h=32:flags=bicubic:force_original_aspect_ratio=increase,crop=w=64:h=32,format=pix_fmts=rgb24",
+        ),
+        (
+            {"scale_width": 64, "scale_height": 64, "pad_mode": "white", "pix_fmt": None},
+            "scale=w=64:h=64:flags=bicubic:force_original_aspect_ratio=decrease,pad=w=64:h=64:x=-1:y=-1:color=white",
+        ),
+        ({"crop_width": 100, "pix_fmt": None}, "crop=w=100:h=0"),
+        (
+            {"num_frames": 5, "pad_mode": "black", "pix_fmt": None},
+            "tpad=stop=-1:stop_mode=add:color=black,trim=end_frame=5",
+        ),
+        ({"filter_desc": "hflip", "pix_fmt": "rgba"}, "hflip,format=pix_fmts=rgba"),
+        ({"timestamp": (0, float("inf")), "pix_fmt": None}, "trim=start=0"),
+        ({"timestamp": (float("-inf"), 2.5), "pix_fmt": None}, "trim=end=2.5"),
+        ({"timestamp": (float("-inf"), float("inf")), "pix_fmt": None}, None),
+    ],
+)
 def test_video_filter_desc_parts(kwargs, want):
     assert fio.get_video_filter_desc(**kwargs) == want
 
@@ -71,21 +89,27 @@ def test_video_filter_desc_rejects_an_unknown_scale_mode():
 
 
 def test_audio_filter_desc_spdl_canonical_example():
-    got = fio.get_audio_filter_desc(sample_rate=16000, num_channels=1, timestamp=(0.0, 10.0),
-                                    filter_desc="volume=0.5")
-    assert got == ("aformat=channel_layouts=1c,aresample=16000,atrim=start=0.0:end=10.0,volume=0.5,"
-                   "aformat=sample_fmts=fltp")
+    got = fio.get_audio_filter_desc(sample_rate=16000, num_channels=1, timestamp=(0.0, 10.0), filter_desc="volume=0.5")
+    assert got == (
+        "aformat=channel_layouts=1c,aresample=16000,atrim=start=0.0:end=10.0,volume=0.5,aformat=sample_fmts=fltp"
+    )
 
 
-@pytest.mark.parametrize(("kwargs", "want"), [
-    ({}, "aformat=sample_fmts=fltp"),
-    ({"sample_fmt": None}, None),
-    ({"sample_fmt": "s16"}, "aformat=sample_fmts=s16"),
-    ({"num_frames": 8000, "sample_fmt": None}, "apad,atrim=end_sample=8000"),
-    ({"timestamp": (0.5, float("inf")), "sample_fmt": None}, "atrim=start=0.5"),
-    ({"timestamp": (float("-inf"), float("inf")), "sample_fmt": None}, None),
-    ({"num_channels": 2, "sample_rate": 8000}, "aformat=channel_layouts=2c,aresample=8000,aformat=sample_fmts=fltp"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "want"),
+    [
+        ({}, "aformat=sample_fmts=fltp"),
+        ({"sample_fmt": None}, None),
+        ({"sample_fmt": "s16"}, "aformat=sample_fmts=s16"),
+        ({"num_frames": 8000, "sample_fmt": None}, "apad,atrim=end_sample=8000"),
+        ({"timestamp": (0.5, float("inf")), "sample_fmt": None}, "atrim=start=0.5"),
+        ({"timestamp": (float("-inf"), float("inf")), "sample_fmt": None}, None),
+        (
+            {"num_channels": 2, "sample_rate": 8000},
+            "aformat=channel_layouts=2c,aresample=8000,aformat=sample_fmts=fltp",
+        ),
+    ],
+)
 def test_audio_filter_desc_parts(kwargs, want):
     assert fio.get_audio_filter_desc(**kwargs) == want
 
@@ -94,12 +118,14 @@ def test_get_filter_desc_dispatches_on_the_packets_type(media):
     audio = fio.demux_audio(media / "av.mp4", timestamp=(0.25, 0.75))
     assert fio.get_filter_desc(audio) == "atrim=start=0.25:end=0.75,aformat=sample_fmts=fltp"
     assert fio.get_filter_desc(audio, num_frames=100, sample_rate=8000) == (
-        "aresample=8000,atrim=start=0.25:end=0.75,apad,atrim=end_sample=100,aformat=sample_fmts=fltp")
+        "aresample=8000,atrim=start=0.25:end=0.75,apad,atrim=end_sample=100,aformat=sample_fmts=fltp"
+    )
     # Video: no trim (the decoder applies the window itself).
     video = fio.demux_video(media / "av.mp4", timestamp=(0.25, 0.75))
     assert fio.get_filter_desc(video) == "format=pix_fmts=rgb24"
     assert fio.get_filter_desc(video, scale_width=32, scale_mode=None) == (
-        "scale=w=32:h=0:flags=bicubic,format=pix_fmts=rgb24")
+        "scale=w=32:h=0:flags=bicubic,format=pix_fmts=rgb24"
+    )
     assert fio.get_filter_desc(fio.demux_image(media / "img.png")) == "format=pix_fmts=rgb24"
     for wrong in ("format=rgb24", None, fio.Demuxer(media / "av.mp4").video_codec):
         with pytest.raises(TypeError):
@@ -110,11 +136,13 @@ def test_source_descriptions_for_filter_graphs(media):
     v = fio.Demuxer(media / "h264_444.mp4").video_codec
     assert fio.get_buffer_desc(v) == "buffer=video_size=320x240:pix_fmt=yuv444p:time_base=1/12800:pixel_aspect=1/1"
     assert fio.get_buffer_desc(v, label="in0", pix_fmt="rgb24") == (
-        "buffer@in0=video_size=320x240:pix_fmt=rgb24:time_base=1/12800:pixel_aspect=1/1")
+        "buffer@in0=video_size=320x240:pix_fmt=rgb24:time_base=1/12800:pixel_aspect=1/1"
+    )
     a = fio.Demuxer(media / "av.mp4").audio_codec
     assert fio.get_abuffer_desc(a) == "abuffer=time_base=1/44100:sample_rate=44100:sample_fmt=fltp:channel_layout=0x4"
     assert fio.get_abuffer_desc(a, label="x", sample_fmt="s16") == (
-        "abuffer@x=time_base=1/44100:sample_rate=44100:sample_fmt=s16:channel_layout=0x4")
+        "abuffer@x=time_base=1/44100:sample_rate=44100:sample_fmt=s16:channel_layout=0x4"
+    )
     wav = fio.Demuxer(media / "stereo.wav").audio_codec
     assert fio.get_abuffer_desc(wav) == "abuffer=time_base=1/48000:sample_rate=48000:sample_fmt=s16:channel_layout=2c"
 
@@ -122,21 +150,25 @@ def test_source_descriptions_for_filter_graphs(media):
 # --- filtered decodes against the CLI ---------------------------------------------------
 
 
-@pytest.mark.parametrize(("kwargs", "shape"), [
-    ({"scale_width": 64, "scale_height": 48}, (48, 64, 3)),
-    ({"scale_width": 64, "scale_height": 64}, (64, 64, 3)),  # padded: 8 black rows above and below
-    ({"scale_width": 64, "scale_height": 64, "scale_mode": "crop"}, (64, 64, 3)),
-    ({"scale_width": 100, "scale_height": 30, "scale_mode": None}, (30, 100, 3)),
-    ({"scale_width": 80, "scale_mode": None, "crop_width": 40, "crop_height": 40}, (40, 40, 3)),
-    ({"scale_width": 64, "scale_height": 48, "pix_fmt": "gray"}, (48, 64, 1)),
-    ({"scale_width": 64, "scale_height": 48, "pix_fmt": "rgba"}, (48, 64, 4)),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "shape"),
+    [
+        ({"scale_width": 64, "scale_height": 48}, (48, 64, 3)),
+        ({"scale_width": 64, "scale_height": 64}, (64, 64, 3)),  # padded: 8 black rows above and below
+        ({"scale_width": 64, "scale_height": 64, "scale_mode": "crop"}, (64, 64, 3)),
+        ({"scale_width": 100, "scale_height": 30, "scale_mode": None}, (30, 100, 3)),
+        ({"scale_width": 80, "scale_mode": None, "crop_width": 40, "crop_height": 40}, (40, 40, 3)),
+        ({"scale_width": 64, "scale_height": 48, "pix_fmt": "gray"}, (48, 64, 1)),
+        ({"scale_width": 64, "scale_height": 48, "pix_fmt": "rgba"}, (48, 64, 4)),
+    ],
+)
 def test_load_video_with_a_filter_equals_the_cli_running_it(media, kwargs, shape, ffmpeg):
     desc = fio.get_video_filter_desc(**kwargs)
     got = arr(fio.load_video(media / "h264_444.mp4", filter_desc=desc))
     assert got.shape == (50, *shape) and got.dtype == np.uint8
-    np.testing.assert_array_equal(got, ffmpeg.video(media / "h264_444.mp4", shape, vf=desc, pix_fmt=kwargs.get(
-        "pix_fmt", "rgb24")))
+    np.testing.assert_array_equal(
+        got, ffmpeg.video(media / "h264_444.mp4", shape, vf=desc, pix_fmt=kwargs.get("pix_fmt", "rgb24"))
+    )
     if kwargs == {"scale_width": 64, "scale_height": 64}:
         assert (got[:, :8] == 0).all() and (got[:, -8:] == 0).all() and got[:, 8:-8].max() > 0
 
@@ -153,7 +185,9 @@ def test_num_frames_pads_or_cuts(media, num_frames, pad_mode, ffmpeg):
     desc = fio.get_video_filter_desc(scale_width=64, scale_height=48, num_frames=num_frames, pad_mode=pad_mode)
     got = arr(fio.load_video(media / "h264_444.mp4", filter_desc=desc))
     assert got.shape == (num_frames, 48, 64, 3)
-    ref = ffmpeg.video(media / "h264_444.mp4", (48, 64, 3), vf=fio.get_video_filter_desc(scale_width=64, scale_height=48))
+    ref = ffmpeg.video(
+        media / "h264_444.mp4", (48, 64, 3), vf=fio.get_video_filter_desc(scale_width=64, scale_height=48)
+    )
     n = min(num_frames, 50)
     np.testing.assert_array_equal(got[:n], ref[:n])
     if num_frames > 50:
@@ -196,11 +230,17 @@ def test_audio_filters_equal_the_cli(media, ffmpeg):
     window = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(path, timestamp=(0.25, 0.5)))))
     np.testing.assert_array_equal(window, full[:, 12000:24000])
     # num_frames cuts, or pads with silence.
-    cut = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(path),
-                                                    filter_desc=fio.get_audio_filter_desc(num_frames=8000))))
+    cut = arr(
+        fio.convert_frames(
+            fio.decode_packets(fio.demux_audio(path), filter_desc=fio.get_audio_filter_desc(num_frames=8000))
+        )
+    )
     np.testing.assert_array_equal(cut, full[:, :8000])
-    padded = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(path),
-                                                       filter_desc=fio.get_audio_filter_desc(num_frames=60000))))
+    padded = arr(
+        fio.convert_frames(
+            fio.decode_packets(fio.demux_audio(path), filter_desc=fio.get_audio_filter_desc(num_frames=60000))
+        )
+    )
     assert padded.shape == (2, 60000) and not padded[:, 48000:].any()
     np.testing.assert_array_equal(padded[:, :48000], full)
 
@@ -211,13 +251,19 @@ def test_audio_without_the_default_format_keeps_the_sample_format(media, ffmpeg)
     got = arr(fio.convert_frames(native))
     assert got.shape == (48000, 2) and got.dtype == np.int16  # packed: (N, C)
     np.testing.assert_array_equal(got.T.astype(np.float32) / 32768, ffmpeg.audio(media / "stereo.flac", 2))
-    planar = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(media / "stereo.flac"),
-                                                       filter_desc="aformat=sample_fmts=s16p")))
+    planar = arr(
+        fio.convert_frames(
+            fio.decode_packets(fio.demux_audio(media / "stereo.flac"), filter_desc="aformat=sample_fmts=s16p")
+        )
+    )
     assert planar.shape == (2, 48000) and planar.dtype == np.int16
     np.testing.assert_array_equal(planar, got.T)
     # SPDL's downmix case: a user filter skips the fltp conversion.
-    down = arr(fio.convert_frames(fio.decode_packets(fio.demux_audio(media / "six.flac"),
-                                                     filter_desc="aformat=channel_layouts=2c")))
+    down = arr(
+        fio.convert_frames(
+            fio.decode_packets(fio.demux_audio(media / "six.flac"), filter_desc="aformat=channel_layouts=2c")
+        )
+    )
     assert down.shape == (48000, 2) and down.dtype == np.int16
 
 
@@ -262,8 +308,10 @@ def test_filter_graph_audio_passthrough(media):
 
 def test_filter_graph_two_inputs_vstack(media, clip_rgb):
     codec = fio.Demuxer(media / "h264_444.mp4").video_codec
-    desc = (f"{fio.get_buffer_desc(codec, label='in0')} [a];{fio.get_buffer_desc(codec, label='in1')} [b];"
-            "[a][b] vstack,format=pix_fmts=rgb24,buffersink")
+    desc = (
+        f"{fio.get_buffer_desc(codec, label='in0')} [a];{fio.get_buffer_desc(codec, label='in1')} [b];"
+        "[a][b] vstack,format=pix_fmts=rgb24,buffersink"
+    )
     g = fio.FilterGraph(desc)
     assert g.inputs == ["buffer@in0", "buffer@in1"]
     frames = native_frames(media / "h264_444.mp4", 5)
@@ -282,9 +330,11 @@ def test_filter_graph_two_inputs_vstack(media, clip_rgb):
 
 def test_filter_graph_split_to_two_outputs(media, clip_rgb, ffmpeg):
     codec = fio.Demuxer(media / "h264_444.mp4").video_codec
-    desc = (f"{fio.get_buffer_desc(codec)},split [a][b];"
-            "[a] format=pix_fmts=rgb24,buffersink@out0;"
-            "[b] scale=w=32:h=24,format=pix_fmts=gray,buffersink@out1")
+    desc = (
+        f"{fio.get_buffer_desc(codec)},split [a][b];"
+        "[a] format=pix_fmts=rgb24,buffersink@out0;"
+        "[b] scale=w=32:h=24,format=pix_fmts=gray,buffersink@out1"
+    )
     g = fio.FilterGraph(desc)
     assert g.outputs == ["buffersink@out0", "buffersink@out1"]
     g.add_frames(native_frames(media / "h264_444.mp4", 5))
@@ -312,17 +362,21 @@ def test_filter_graph_audio_to_video(media, ffmpeg):
     assert type(out) is fio.VideoFrames and out.pix_fmt == "rgba"
     got = arr(fio.convert_frames(out))
     assert got.shape[1:] == (120, 160, 4) and got.shape[0] == 25
-    np.testing.assert_array_equal(got, ffmpeg.video(media / "stereo.flac", (120, 160, 4), vf=chain, pix_fmt="rgba",
-                                                         flag="-filter_complex"))
+    np.testing.assert_array_equal(
+        got, ffmpeg.video(media / "stereo.flac", (120, 160, 4), vf=chain, pix_fmt="rgba", flag="-filter_complex")
+    )
 
 
-@pytest.mark.parametrize("desc", [
-    "no_such_filter",
-    "",
-    "buffer=video_size=320x240:pix_fmt=yuv444p:time_base=1/12800:pixel_aspect=1/1,scale=w=abc,buffersink",
-    "buffer=video_size=320x240:pix_fmt=yuv444p:time_base=1/12800:pixel_aspect=1/1,null",  # no sink
-    "null",  # neither source nor sink
-])
+@pytest.mark.parametrize(
+    "desc",
+    [
+        "no_such_filter",
+        "",
+        "buffer=video_size=320x240:pix_fmt=yuv444p:time_base=1/12800:pixel_aspect=1/1,scale=w=abc,buffersink",
+        "buffer=video_size=320x240:pix_fmt=yuv444p:time_base=1/12800:pixel_aspect=1/1,null",  # no sink
+        "null",  # neither source nor sink
+    ],
+)
 def test_filter_graph_bad_description_is_a_value_error(desc):
     with pytest.raises(ValueError):
         fio.FilterGraph(desc)
@@ -351,7 +405,7 @@ def test_convert_frames_batches_equal_shapes(media, clip_rgb):
     batch = arr(fio.convert_frames(frames))
     assert batch.shape == (3, 10, H, W, 3)
     for i, first in enumerate([0, 13, 25]):  # frames in [0.5 i, 0.5 i + 0.4)
-        np.testing.assert_array_equal(batch[i], clip_rgb[first:first + 10])
+        np.testing.assert_array_equal(batch[i], clip_rgb[first : first + 10])
     assert all(f.consumed for f in frames)
     # Images batch too; a tuple works like a list.
     images = tuple(fio.decode_packets(fio.demux_image(media / n)) for n in ("img.png", "img.bmp"))
@@ -368,7 +422,7 @@ def test_convert_frames_audio_batch(media, ffmpeg):
     assert batch.shape == (3, 2, 4800) and batch.dtype == np.float32
     full = ffmpeg.audio(path, 2)
     for i in range(3):
-        np.testing.assert_array_equal(batch[i], full[:, 9600 * i:9600 * i + 4800])
+        np.testing.assert_array_equal(batch[i], full[:, 9600 * i : 9600 * i + 4800])
 
 
 def test_convert_frames_refuses_mismatched_batches(media):
@@ -382,8 +436,10 @@ def test_convert_frames_refuses_mismatched_batches(media):
         [video((0, 0.2)), fio.decode_packets(fio.demux_video(media / "odd.mp4", timestamp=(0, 0.2)))],  # sizes
         [video((0, 0.2)), video((0, 0.2), filter_desc=None)],  # rgb24 and yuv444p
         [video((0, 0.2)), fio.decode_packets(fio.demux_audio(media / "stereo.flac"))],  # video and audio
-        [fio.decode_packets(fio.demux_audio(media / "stereo.flac", timestamp=(0, 0.1))),
-         fio.decode_packets(fio.demux_audio(media / "stereo.flac", timestamp=(0, 0.2)))],  # sample counts
+        [
+            fio.decode_packets(fio.demux_audio(media / "stereo.flac", timestamp=(0, 0.1))),
+            fio.decode_packets(fio.demux_audio(media / "stereo.flac", timestamp=(0, 0.2))),
+        ],  # sample counts
         [],
     ]
     for batch in cases:
@@ -398,8 +454,10 @@ def test_convert_frames_refuses_mismatched_batches(media):
 # --- images through FFmpeg --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "codec"), [
-    ("img.bmp", "bmp"), ("img.tiff", "tiff"), ("lossy.webp", "webp"), ("lossless.webp", "webp"), ("img.png", "png")])
+@pytest.mark.parametrize(
+    ("name", "codec"),
+    [("img.bmp", "bmp"), ("img.tiff", "tiff"), ("lossy.webp", "webp"), ("lossless.webp", "webp"), ("img.png", "png")],
+)
 def test_image_through_ffmpeg_equals_the_cli(media, name, codec, ffmpeg):
     path = media / name
     assert fio.Demuxer(path).image_codec.name == codec

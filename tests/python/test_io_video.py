@@ -23,7 +23,6 @@ import feedline.io as fio
 from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, PipelineFailure
 
-
 W, H = 320, 240  # the clips of conftest.MEDIA
 
 # name -> (codec name, pix_fmt, width, height, frames) as the Demuxer reports them.
@@ -143,7 +142,8 @@ def test_window_equals_the_cli_frames(media, rgb, name, window):
     assert packets.timestamp == (float(window[0]), float(window[1]))
     np.testing.assert_array_equal(arr(fio.load_video(media / name, timestamp=window)), want)
     np.testing.assert_array_equal(
-        arr(fio.load_video(media / name, timestamp=window, filter_desc="format=pix_fmts=rgb24")), want)
+        arr(fio.load_video(media / name, timestamp=window, filter_desc="format=pix_fmts=rgb24")), want
+    )
     frames = fio.decode_packets(packets)
     assert frames_index_of(frames) == want_idx
 
@@ -203,8 +203,9 @@ def test_spdl_half_open_windows(media, rgb, window, want):
     assert len(frames) == len(want)
     assert frames.get_timestamps() == pytest.approx(want, abs=1e-9)
     if want:
-        np.testing.assert_array_equal(arr(fio.load_video(path, timestamp=window)), rgb("h264_444.mp4")[
-            frame_index(want)])
+        np.testing.assert_array_equal(
+            arr(fio.load_video(path, timestamp=window)), rgb("h264_444.mp4")[frame_index(want)]
+        )
     else:
         with pytest.raises(feedline.DecodeError, match="no frame in the window"):
             fio.load_video(path, timestamp=window)
@@ -222,14 +223,17 @@ def test_window_after_the_end_raises_decode_error(media):
         assert len(fio.decode_packets(packets)) == 0
 
 
-@pytest.mark.parametrize("window", [
-    (Fraction(1, 2), Fraction(1)),
-    ("0.5", "1.0"),
-    (Decimal("0.5"), Decimal("1")),
-    (0.5, 1.0),
-    (0.5, 1),
-    (Fraction(1, 2), "1"),
-])
+@pytest.mark.parametrize(
+    "window",
+    [
+        (Fraction(1, 2), Fraction(1)),
+        ("0.5", "1.0"),
+        (Decimal("0.5"), Decimal("1")),
+        (0.5, 1.0),
+        (0.5, 1),
+        (Fraction(1, 2), "1"),
+    ],
+)
 def test_window_value_types(media, rgb, window):
     path = media / "h264_444.mp4"
     np.testing.assert_array_equal(arr(fio.load_video(path, timestamp=window)), rgb("h264_444.mp4")[13:25])
@@ -246,15 +250,18 @@ def test_window_open_ended_and_exact_fractions(media, rgb):
     np.testing.assert_array_equal(got, rgb("h264_444.mp4")[9:17])
 
 
-@pytest.mark.parametrize(("window", "error"), [
-    ((1.0, 0.5), ValueError),
-    ((-1, 1), ValueError),
-    ((float("nan"), 1), ValueError),
-    (("abc", 1), ValueError),
-    ((1,), TypeError),
-    ((0, 1, 2), TypeError),
-    (([0], 1), TypeError),
-])
+@pytest.mark.parametrize(
+    ("window", "error"),
+    [
+        ((1.0, 0.5), ValueError),
+        ((-1, 1), ValueError),
+        ((float("nan"), 1), ValueError),
+        (("abc", 1), ValueError),
+        ((1,), TypeError),
+        ((0, 1, 2), TypeError),
+        (([0], 1), TypeError),
+    ],
+)
 def test_bad_windows_are_refused(media, window, error):
     with pytest.raises(error):
         fio.load_video(media / "h264_444.mp4", timestamp=window)
@@ -282,7 +289,12 @@ def test_demuxer_codec_properties(media):
         assert d.duration == pytest.approx(2.0, abs=0.05)
     six = fio.Demuxer(media / "six.flac").audio_codec
     assert (six.name, six.num_channels, six.sample_rate, six.sample_fmt, six.channel_layout) == (
-        "flac", 6, 48000, "s16", "0x3f")
+        "flac",
+        6,
+        48000,
+        "s16",
+        "0x3f",
+    )
     assert fio.Demuxer(media / "stereo.wav").audio_codec.channel_layout == "2c"  # no mask in the file
     assert fio.Demuxer(media / "mjpeg.avi").video_codec.time_base == (1, 25)
     assert fio.Demuxer(media / "vp9.webm").video_codec.time_base == (1, 1000)
@@ -297,8 +309,9 @@ def test_stream_indices_follow_the_file(media):
     assert type(chunk[0]) is fio.AudioPackets and type(chunk[1]) is fio.VideoPackets
 
 
-@pytest.mark.parametrize(("name", "has"), [
-    ("stereo.wav", True), ("av.mp4", True), ("h264_444.mp4", False), ("img.png", False)])
+@pytest.mark.parametrize(
+    ("name", "has"), [("stereo.wav", True), ("av.mp4", True), ("h264_444.mp4", False), ("img.png", False)]
+)
 def test_has_audio(media, name, has):
     assert fio.Demuxer(media / name).has_audio() is has
 
@@ -318,14 +331,17 @@ def test_demux_methods_and_module_functions(media, ffmpeg):
     assert (image.width, image.height, image.pix_fmt) == (W, H, "yuv420p")
     first = fio.decode_packets(image)
     assert type(first) is fio.ImageFrames
-    np.testing.assert_array_equal(arr(fio.convert_frames(first)), np.frombuffer(ffmpeg.raw(
-        path, extra=["-frames:v", "1"]), np.uint8).reshape(H, W, 3))
+    np.testing.assert_array_equal(
+        arr(fio.convert_frames(first)),
+        np.frombuffer(ffmpeg.raw(path, extra=["-frames:v", "1"]), np.uint8).reshape(H, W, 3),
+    )
     assert len(fio.demux_video(path, timestamp=(0.5, 1.0))) == 12
     assert len(fio.demux_audio(path, timestamp=(0.5, 1.0))) > 0
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("h264_444.mp4", "video"), ("av.mp4", "audio"), ("mpeg2.mpg", "video"), ("h264.ts", "video")])
+@pytest.mark.parametrize(
+    ("name", "kind"), [("h264_444.mp4", "video"), ("av.mp4", "audio"), ("mpeg2.mpg", "video"), ("h264.ts", "video")]
+)
 def test_demuxing_twice_from_one_demuxer_gives_the_same_packets(media, name, kind):
     # A later call seeks back to the beginning ("or back to the beginning when
     # an earlier call read packets", av.h): the same packets, decoding alike.
@@ -465,9 +481,11 @@ def test_streaming_demux_argument_errors(media):
 @pytest.mark.parametrize("kind", ["video", "audio", "image"])
 def test_clone_shares_and_decodes_identically(media, kind):
     path = media / "av.mp4"
-    packets = {"video": lambda: fio.demux_video(path, timestamp=(0.3, 0.9)),
-               "audio": lambda: fio.demux_audio(path, timestamp=(0.3, 0.9)),
-               "image": lambda: fio.demux_image(path)}[kind]()
+    packets = {
+        "video": lambda: fio.demux_video(path, timestamp=(0.3, 0.9)),
+        "audio": lambda: fio.demux_audio(path, timestamp=(0.3, 0.9)),
+        "image": lambda: fio.demux_image(path),
+    }[kind]()
     clones = [packets.clone() for _ in range(3)]
     assert all(repr(c) == repr(packets) for c in clones)
     assert all(c.get_timestamps(raw=True) == packets.get_timestamps(raw=True) for c in clones)
@@ -482,15 +500,27 @@ def test_consumed_packets_and_frames_raise_type_error(media):
     packets = fio.demux_video(media / "h264_444.mp4", timestamp=(0, 0.5))
     frames = fio.decode_packets(packets)
     assert packets.consumed and "consumed" in repr(packets)
-    for use in (packets.clone, lambda: len(packets), packets.get_timestamps, lambda: packets.codec,
-                lambda: fio.decode_packets(packets), lambda: fio.sample_decode_video(packets, [0])):
+    for use in (
+        packets.clone,
+        lambda: len(packets),
+        packets.get_timestamps,
+        lambda: packets.codec,
+        lambda: fio.decode_packets(packets),
+        lambda: fio.sample_decode_video(packets, [0]),
+    ):
         with pytest.raises(TypeError, match="consumed"):
             use()
     keep = frames.clone()
     fio.convert_frames(frames)
     assert frames.consumed
-    for use in (frames.clone, lambda: len(frames), frames.get_timestamps, lambda: frames[0],
-                lambda: fio.convert_frames(frames), lambda: fio.convert_frames([keep.clone(), frames])):
+    for use in (
+        frames.clone,
+        lambda: len(frames),
+        frames.get_timestamps,
+        lambda: frames[0],
+        lambda: fio.convert_frames(frames),
+        lambda: fio.convert_frames([keep.clone(), frames]),
+    ):
         with pytest.raises(TypeError, match="consumed"):
             use()
     assert len(keep) == 13  # the clone is independent
@@ -515,9 +545,18 @@ def test_packets_len_timestamps_and_repr(media):
     packets = fio.demux_video(path, timestamp=(0.5, 1.0))
     assert len(packets) == 12 and packets.num_packets == 30  # from the key frame at 0
     r = repr(packets)
-    for part in ['VideoPackets<src="', "h264_444.mp4", "num_packets=12", "pts=[0.520, 0.960]",
-                 "timestamp=(0.500, 1.000)", 'codec="h264"', 'pix_fmt="yuv444p"', "frame_rate=25/1",
-                 "width=320", "height=240"]:
+    for part in [
+        'VideoPackets<src="',
+        "h264_444.mp4",
+        "num_packets=12",
+        "pts=[0.520, 0.960]",
+        "timestamp=(0.500, 1.000)",
+        'codec="h264"',
+        'pix_fmt="yuv444p"',
+        "frame_rate=25/1",
+        "width=320",
+        "height=240",
+    ]:
         assert part in r, (part, r)
     audio = fio.demux_audio(media / "av.mp4", timestamp=(0.5, 1.0))
     r = repr(audio)
@@ -558,8 +597,14 @@ def test_video_frames_indexing(media, rgb):
     # Indexing makes references: the source stays usable.
     assert len(frames) == 12
     r = repr(frames)
-    for part in ["VideoFrames<num_frames=12", 'pixel_format="rgb24"', "num_planes=1", "width=320", "height=240",
-                 "timestamp=[0.520, 0.960]"]:
+    for part in [
+        "VideoFrames<num_frames=12",
+        'pixel_format="rgb24"',
+        "num_planes=1",
+        "width=320",
+        "height=240",
+        "timestamp=[0.520, 0.960]",
+    ]:
         assert part in r, (part, r)
 
 
@@ -601,8 +646,9 @@ def test_native_format_keeps_the_decoders_pixels(media, ffmpeg):
 def test_num_frames_limits_decoding(media, rgb):
     path = media / "h264_444.mp4"
     np.testing.assert_array_equal(arr(fio.load_video(path, num_frames=5)), rgb("h264_444.mp4")[:5])
-    np.testing.assert_array_equal(arr(fio.load_video(path, timestamp=(0.5, 2), num_frames=4)),
-                                  rgb("h264_444.mp4")[13:17])
+    np.testing.assert_array_equal(
+        arr(fio.load_video(path, timestamp=(0.5, 2), num_frames=4)), rgb("h264_444.mp4")[13:17]
+    )
     frames = fio.decode_packets(fio.demux_video(path, timestamp=(1.0, 2.0)), num_frames=3)
     assert frames.get_timestamps() == pytest.approx([1.0, 1.04, 1.08])
 
@@ -686,8 +732,7 @@ def test_decoder_without_filter_and_for_audio(media, ffmpeg):
 # --- sample_decode_video --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["h264_444.mp4", "h264_420.mp4", "hevc.mp4", "vp9.webm", "mpeg2.mkv",
-                                  "mjpeg.avi"])
+@pytest.mark.parametrize("name", ["h264_444.mp4", "h264_420.mp4", "hevc.mp4", "vp9.webm", "mpeg2.mkv", "mjpeg.avi"])
 def test_sample_decode_equals_the_full_decode(media, rgb, name):
     indices = [0, 1, 12, 24, 25, 26, 37, 48, 49]
     frames = fio.sample_decode_video(fio.demux_video(media / name), indices)
@@ -701,8 +746,15 @@ def test_sample_decode_equals_the_full_decode(media, rgb, name):
 
 def test_sample_decode_validation(media):
     path = media / "h264_444.mp4"
-    cases = [([], ValueError), ([50], IndexError), ([-1], IndexError), ([0, 50], IndexError),
-             ([3, 2], ValueError), ([2, 2], ValueError), ([1, 5, 5], ValueError)]
+    cases = [
+        ([], ValueError),
+        ([50], IndexError),
+        ([-1], IndexError),
+        ([0, 50], IndexError),
+        ([3, 2], ValueError),
+        ([2, 2], ValueError),
+        ([1, 5, 5], ValueError),
+    ]
     for indices, error in cases:
         packets = fio.demux_video(path)
         with pytest.raises(error):
@@ -715,8 +767,9 @@ def test_sample_decode_with_a_window_is_relative_to_it(media, rgb):
     assert len(packets) == 25
     frames = fio.sample_decode_video(packets, [0, 1, 11, 12, 20, 24])
     assert [f.pts for f in frames] == pytest.approx([0.52, 0.56, 0.96, 1.0, 1.32, 1.48])
-    np.testing.assert_array_equal(np.stack([arr(fio.convert_frames(f)) for f in frames]),
-                                  rgb("h264_444.mp4")[[13, 14, 24, 25, 33, 37]])
+    np.testing.assert_array_equal(
+        np.stack([arr(fio.convert_frames(f)) for f in frames]), rgb("h264_444.mp4")[[13, 14, 24, 25, 33, 37]]
+    )
     with pytest.raises(IndexError):
         fio.sample_decode_video(fio.demux_video(path, timestamp=(0.5, 1.5)), [25])
 
@@ -729,8 +782,9 @@ def test_sample_decode_with_a_window_and_a_filter(media, ffmpeg):
     frames = fio.sample_decode_video(packets, list(range(0, 15, 2)), filter_desc=desc)
     assert [f.pts for f in frames] == pytest.approx([0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0])
     assert all((f.width, f.height, f.pix_fmt) == (64, 48, "rgb24") for f in frames)
-    want = np.frombuffer(ffmpeg.raw(media / "ten.mp4", extra=["-vf", "scale=w=64:h=48:flags=bicubic"]),
-                         np.uint8).reshape(-1, 48, 64, 3)
+    want = np.frombuffer(
+        ffmpeg.raw(media / "ten.mp4", extra=["-vf", "scale=w=64:h=48:flags=bicubic"]), np.uint8
+    ).reshape(-1, 48, 64, 3)
     np.testing.assert_array_equal(arr(fio.convert_frames(frames)), want[6:21:2])
     native = fio.sample_decode_video(fio.demux_video(media / "ten.mp4"), [3], filter_desc=None)
     assert native[0].pix_fmt == "yuv420p"
@@ -824,8 +878,12 @@ def test_good_options_are_taken(media, rgb):
 
 def test_missing_file_is_an_io_error(media):
     missing = media / "missing.mp4"
-    for call in (lambda: fio.load_video(missing), lambda: fio.Demuxer(missing),
-                 lambda: fio.demux_video(str(missing)), lambda: fio.load_video(missing, filter_desc=None)):
+    for call in (
+        lambda: fio.load_video(missing),
+        lambda: fio.Demuxer(missing),
+        lambda: fio.demux_video(str(missing)),
+        lambda: fio.load_video(missing, filter_desc=None),
+    ):
         with pytest.raises(feedline.IoError, match="missing.mp4"):
             call()
     assert issubclass(feedline.IoError, RuntimeError)
@@ -892,8 +950,14 @@ def test_native_video_pipeline_decodes_while_python_holds_the_gil(media):
             info = tarfile.TarInfo(f"clip{i}.mp4")
             info.size = len(clip)
             tar.addfile(info, io.BytesIO(clip))
-    p = (PipelineBuilder().add_source([buf.getvalue()]).pipe(fio.ops.tar_members())
-         .pipe(fio.ops.load_video(), concurrency=2).add_sink(n + 2).build(num_threads=2))
+    p = (
+        PipelineBuilder()
+        .add_source([buf.getvalue()])
+        .pipe(fio.ops.tar_members())
+        .pipe(fio.ops.load_video(), concurrency=2)
+        .add_sink(n + 2)
+        .build(num_threads=2)
+    )
 
     def stage(stats, name):
         return next(s for s in stats.stages if name in s.name)
@@ -958,13 +1022,16 @@ def test_native_clip_pipeline_loads_each_requests_window(media, rgb):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize(("request_", "error"), [
-    ("not a tuple", ValueError),
-    (("x.mp4", 1.0, 0.5), ValueError),
-    (("x.mp4", -1, 1), ValueError),
-    (("x.mp4", [0], 1), ValueError),
-    (("x.mp4", "abc", 1), ValueError),
-])
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        ("not a tuple", ValueError),
+        (("x.mp4", 1.0, 0.5), ValueError),
+        (("x.mp4", -1, 1), ValueError),
+        (("x.mp4", [0], 1), ValueError),
+        (("x.mp4", "abc", 1), ValueError),
+    ],
+)
 def test_native_clip_requests_are_checked(request_, error):
     p = PipelineBuilder().add_source([request_]).pipe(ops.load_video_clips()).add_sink(1)
     p = p.build(num_threads=1, max_failures=0)

@@ -46,8 +46,12 @@ def test_count_budget_fails_after_the_drained_items():
 
 
 def test_pipeline_failure_is_an_exception_group_naming_the_stage():
-    p = PipelineBuilder().add_source(range(10)).pipe(fail_on_odd, name="check").add_sink(3).build(
-        num_threads=1, max_failures=0
+    p = (
+        PipelineBuilder()
+        .add_source(range(10))
+        .pipe(fail_on_odd, name="check")
+        .add_sink(3)
+        .build(num_threads=1, max_failures=0)
     )
     with p.auto_stop():
         _, failure = read_until_failure(p)
@@ -142,14 +146,22 @@ def test_rate_budget_is_checked_after_probation():
             raise ValueError(x)
         return x
 
-    p = PipelineBuilder().add_source(range(500)).pipe(fail_one_in_five).add_sink(3).build(
-        num_threads=1, max_failures=Fraction(1, 4)
+    p = (
+        PipelineBuilder()
+        .add_source(range(500))
+        .pipe(fail_one_in_five)
+        .add_sink(3)
+        .build(num_threads=1, max_failures=Fraction(1, 4))
     )
     with p.auto_stop():
         assert len(list(p)) == 400
     # ... and over Fraction(1, 10) it trips, but only after 100 calls.
-    p = PipelineBuilder().add_source(range(500)).pipe(fail_one_in_five).add_sink(3).build(
-        num_threads=1, max_failures=Fraction(1, 10)
+    p = (
+        PipelineBuilder()
+        .add_source(range(500))
+        .pipe(fail_one_in_five)
+        .add_sink(3)
+        .build(num_threads=1, max_failures=Fraction(1, 10))
     )
     with p.auto_stop():
         got, failure = read_until_failure(p)

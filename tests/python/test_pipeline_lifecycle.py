@@ -271,9 +271,7 @@ EXIT_SCRIPT = textwrap.dedent(
 
 
 def test_pipelines_alive_at_exit_do_not_hang_the_interpreter():
-    r = subprocess.run(
-        [sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60
-    )
+    r = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = r.stdout.split()
     assert out[2:] == ["PipelineFailure", "exiting"] and all(x.isdigit() for x in out[:2]), r.stdout

@@ -93,7 +93,9 @@ def test_python_values_without_a_converter_fail_at_build_naming_both():
     from feedline.io import ops
 
     b = PipelineBuilder().add_source(range(3)).pipe(lambda x: [x], name="wrap").pipe(ops.stack(), name="stack")
-    with pytest.raises(ValueError, match=r"stage 'stack' \(takes list\) cannot follow stage 'wrap' \(produces object\)"):
+    with pytest.raises(
+        ValueError, match=r"stage 'stack' \(takes list\) cannot follow stage 'wrap' \(produces object\)"
+    ):
         b.add_sink(3).build(num_threads=1)
     # A native batch fits.
     PipelineBuilder().add_source(range(3)).aggregate(3).pipe(ops.stack()).add_sink(3).build(num_threads=1)
@@ -104,8 +106,12 @@ def test_python_values_that_do_not_convert_are_counted_failures():
     with p.auto_stop():
         assert list(p) == [2, 4]
     assert p.stats().stages[1].failures == 1
-    p = PipelineBuilder().add_source(["x"]).pipe(testing.add(1), name="inc").add_sink(3).build(
-        num_threads=1, max_failures=0
+    p = (
+        PipelineBuilder()
+        .add_source(["x"])
+        .pipe(testing.add(1), name="inc")
+        .add_sink(3)
+        .build(num_threads=1, max_failures=0)
     )
     with p.auto_stop(), pytest.raises(PipelineFailure) as info:
         list(p)
@@ -130,8 +136,12 @@ def test_an_op_that_takes_any_item_leaves_python_values_untouched():
 
 
 def test_native_failures_carry_the_feedline_error():
-    p = PipelineBuilder().add_source(range(1, 10)).pipe(testing.fail_on_multiple(3)).add_sink(3).build(
-        num_threads=1, max_failures=1
+    p = (
+        PipelineBuilder()
+        .add_source(range(1, 10))
+        .pipe(testing.fail_on_multiple(3))
+        .add_sink(3)
+        .build(num_threads=1, max_failures=1)
     )
     with p.auto_stop(), pytest.raises(PipelineFailure) as info:
         list(p)

@@ -68,8 +68,12 @@ def test_task_stats_hook_gets_the_stage_totals_at_the_end():
             raise ValueError(x)
         return x
 
-    p = PipelineBuilder().add_source(range(100)).pipe(fail_sometimes, concurrency=2).add_sink(3).build(
-        num_threads=2, task_hook_factory=factory, stage_id=5
+    p = (
+        PipelineBuilder()
+        .add_source(range(100))
+        .pipe(fail_sometimes, concurrency=2)
+        .add_sink(3)
+        .build(num_threads=2, task_hook_factory=factory, stage_id=5)
     )
     with p.auto_stop():
         assert len(list(p)) == 90
@@ -209,8 +213,12 @@ def test_custom_task_hooks_wrap_every_python_call():
             raise ValueError("two")
         return x
 
-    p = PipelineBuilder().add_source(range(4)).pipe(op, name="op").add_sink(3).build(
-        num_threads=1, task_hook_factory=lambda info: [Trace(info)] if info.stage_name == "op" else []
+    p = (
+        PipelineBuilder()
+        .add_source(range(4))
+        .pipe(op, name="op")
+        .add_sink(3)
+        .build(num_threads=1, task_hook_factory=lambda info: [Trace(info)] if info.stage_name == "op" else [])
     )
     with p.auto_stop():
         assert list(p) == [0, 1, 3]
@@ -231,8 +239,12 @@ def test_task_hooks_wrap_async_calls_on_the_loop():
     async def op(x):
         return x
 
-    p = PipelineBuilder().add_source(range(3)).pipe(op).add_sink(3).build(
-        num_threads=1, task_hook_factory=lambda info: [Trace()] if info.stage_id == 1 else []
+    p = (
+        PipelineBuilder()
+        .add_source(range(3))
+        .pipe(op)
+        .add_sink(3)
+        .build(num_threads=1, task_hook_factory=lambda info: [Trace()] if info.stage_id == 1 else [])
     )
     with p.auto_stop():
         assert sorted(p) == [0, 1, 2]

@@ -65,8 +65,9 @@ def decode_image(data, /, *, name: str | None = None, **options) -> Buffer:
     return _io.decode_image(data, image_options(**options), name or f"<{len(data)} bytes>")
 
 
-def load_image(src, /, *, demux_config=None, decode_config=None, filter_desc=_av.FILTER_DESC_DEFAULT,
-               **options) -> Buffer:
+def load_image(
+    src, /, *, demux_config=None, decode_config=None, filter_desc=_av.FILTER_DESC_DEFAULT, **options
+) -> Buffer:
     """Reads and decodes the image at path ``src`` (options as
     :func:`decode_image`).
 
@@ -87,17 +88,19 @@ def load_image(src, /, *, demux_config=None, decode_config=None, filter_desc=_av
         extra = set(options) - {"width", "height", "scale_mode", "pix_fmt"}
         if extra:
             raise ValueError(f"options {sorted(extra)} apply to JPEG and PNG only; give a filter_desc instead")
-        pix_fmt = {"rgb": "rgb24", "bgr": "bgr24", "gray": "gray"}.get(options.get("pix_fmt", "rgb24"),
-                                                                       options.get("pix_fmt", "rgb24"))
+        pix_fmt = {"rgb": "rgb24", "bgr": "bgr24", "gray": "gray"}.get(
+            options.get("pix_fmt", "rgb24"), options.get("pix_fmt", "rgb24")
+        )
         if "width" in options or "height" in options:
-            filter_desc = _av.get_video_filter_desc(scale_width=options.get("width"),
-                                                    scale_height=options.get("height"),
-                                                    scale_mode=options.get("scale_mode", "pad"), pix_fmt=pix_fmt)
+            filter_desc = _av.get_video_filter_desc(
+                scale_width=options.get("width"),
+                scale_height=options.get("height"),
+                scale_mode=options.get("scale_mode", "pad"),
+                pix_fmt=pix_fmt,
+            )
         else:
-            return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config,
-                                         pix_fmt=pix_fmt)
-    return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config,
-                                 filter_desc=filter_desc)
+            return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, pix_fmt=pix_fmt)
+    return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, filter_desc=filter_desc)
 
 
 def load_image_batch(

@@ -9,9 +9,17 @@ from ._arrays import _source
 __all__ = ["load_audio"]
 
 
-def load_audio(src, timestamp: tuple[float, float] | None = None, *, sample_rate: int | None = None,
-               num_channels: int | None = None, demux_config=None, decode_config=None,
-               filter_desc=_av.FILTER_DESC_DEFAULT, name: str | None = None):
+def load_audio(
+    src,
+    timestamp: tuple[float, float] | None = None,
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=_av.FILTER_DESC_DEFAULT,
+    name: str | None = None,
+):
     """Decodes the best audio stream of ``src`` (a path or bytes-like) to a
     :class:`Buffer` of float32 samples, shape ``(channels, samples)`` (SPDL's
     default planar layout).
@@ -33,8 +41,9 @@ def load_audio(src, timestamp: tuple[float, float] | None = None, *, sample_rate
     """
     if demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT:
         if filter_desc is _av.FILTER_DESC_DEFAULT:
-            filter_desc = _av.get_audio_filter_desc(sample_rate=sample_rate, num_channels=num_channels,
-                                                    timestamp=timestamp)
+            filter_desc = _av.get_audio_filter_desc(
+                sample_rate=sample_rate, num_channels=num_channels, timestamp=timestamp
+            )
         elif sample_rate is not None or num_channels is not None:
             raise ValueError("give sample_rate and num_channels in filter_desc when you pass one")
         with _av.Demuxer(src, demux_config=demux_config, name=name) as d:

@@ -75,8 +75,7 @@ Frames = _io.Frames
 AudioFrames = _io.AudioFrames
 VideoFrames = _io.VideoFrames
 ImageFrames = _io.ImageFrames
-for _cls in (Codec, Packets, AudioPackets, VideoPackets, ImagePackets, Frames, AudioFrames, VideoFrames,
-             ImageFrames):
+for _cls in (Codec, Packets, AudioPackets, VideoPackets, ImagePackets, Frames, AudioFrames, VideoFrames, ImageFrames):
     _cls.__module__ = "feedline.io"
 
 
@@ -92,8 +91,13 @@ FILTER_DESC_DEFAULT = _Default()
 # --- configs ----------------------------------------------------------------
 
 
-def demux_config(*, format: str | None = None, format_options: dict[str, str] | None = None,
-                 buffer_size: int = 65536, find_stream_info: bool | None = None) -> _io.DemuxConfig:
+def demux_config(
+    *,
+    format: str | None = None,
+    format_options: dict[str, str] | None = None,
+    buffer_size: int = 65536,
+    find_stream_info: bool | None = None,
+) -> _io.DemuxConfig:
     """How to open a source: a forced ``format`` ("rawvideo", "s16le", ...),
     ``format_options`` for the demuxer (every one must be used, or
     ``ValueError`` is raised), the AVIO ``buffer_size``
@@ -112,8 +116,9 @@ def demux_config(*, format: str | None = None, format_options: dict[str, str] | 
     return cfg
 
 
-def decode_config(*, decoder: str | None = None, decoder_options: dict[str, str] | None = None,
-                  threads: int | None = None) -> _io.DecodeConfig:
+def decode_config(
+    *, decoder: str | None = None, decoder_options: dict[str, str] | None = None, threads: int | None = None
+) -> _io.DecodeConfig:
     """How to decode: a ``decoder`` by name (default: FFmpeg's for the
     codec), ``decoder_options`` (every one must be used), and ``threads``
     (default 1, as SPDL: a data loader decodes many files at once; 0 lets
@@ -325,9 +330,15 @@ def _trim_args(timestamp) -> str:
     return ":".join(args)
 
 
-def get_audio_filter_desc(*, sample_rate: int | None = None, num_channels: int | None = None,
-                          sample_fmt: str | None = "fltp", timestamp=None, num_frames: int | None = None,
-                          filter_desc: str | None = None) -> str | None:
+def get_audio_filter_desc(
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+    sample_fmt: str | None = "fltp",
+    timestamp=None,
+    num_frames: int | None = None,
+    filter_desc: str | None = None,
+) -> str | None:
     """The audio filter chain, in SPDL's order: channel layout, resample,
     ``atrim`` to the window, pad or cut to ``num_frames`` samples, the
     user's ``filter_desc``, then ``aformat=sample_fmts=...``. None when
@@ -351,12 +362,21 @@ def get_audio_filter_desc(*, sample_rate: int | None = None, num_channels: int |
     return ",".join(parts) if parts else None
 
 
-def get_video_filter_desc(*, frame_rate=None, timestamp=None, scale_width: int | None = None,
-                          scale_height: int | None = None, scale_algo: str = "bicubic",
-                          scale_mode: str | None = "pad", crop_width: int | None = None,
-                          crop_height: int | None = None, pix_fmt: str | None = "rgb24",
-                          num_frames: int | None = None, pad_mode: str | None = None,
-                          filter_desc: str | None = None) -> str | None:
+def get_video_filter_desc(
+    *,
+    frame_rate=None,
+    timestamp=None,
+    scale_width: int | None = None,
+    scale_height: int | None = None,
+    scale_algo: str = "bicubic",
+    scale_mode: str | None = "pad",
+    crop_width: int | None = None,
+    crop_height: int | None = None,
+    pix_fmt: str | None = "rgb24",
+    num_frames: int | None = None,
+    pad_mode: str | None = None,
+    filter_desc: str | None = None,
+) -> str | None:
     """The video filter chain, in SPDL's order: ``fps``, ``trim`` to the
     window, scale (``scale_mode`` None: stretch, "pad": fit and pad, "crop":
     fill and crop), a centre crop, padding to ``num_frames`` frames (by
@@ -465,8 +485,9 @@ class FilterGraph:
 # --- decoding ---------------------------------------------------------------
 
 
-def decode_packets(packets: Packets, filter_desc=FILTER_DESC_DEFAULT, decode_config=None, *,
-                   num_frames: int | None = None) -> Frames:
+def decode_packets(
+    packets: Packets, filter_desc=FILTER_DESC_DEFAULT, decode_config=None, *, num_frames: int | None = None
+) -> Frames:
     """Decodes ``packets`` (consumed) to frames. ``filter_desc``: the default
     chain (audio float planar trimmed to the window; video and images
     rgb24), None for the decoder's own format, or a chain of your own.
@@ -519,8 +540,9 @@ def Decoder(codec: Codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None
     return _StreamingDecoder(codec, filter_desc, decode_config)
 
 
-def sample_decode_video(packets: VideoPackets, indices: Sequence[int], *, decode_config=None,
-                        filter_desc=FILTER_DESC_DEFAULT) -> list[ImageFrames]:
+def sample_decode_video(
+    packets: VideoPackets, indices: Sequence[int], *, decode_config=None, filter_desc=FILTER_DESC_DEFAULT
+) -> list[ImageFrames]:
     """Decodes only the frames at ``indices`` (in the packets' window, in
     presentation order): the packets are split at key frames, splits without
     a wanted frame are not decoded, and within a split frames nothing refers
@@ -626,8 +648,18 @@ for _name in ("width", "height", "pix_fmt"):
 # --- one-call loaders ---------------------------------------------------------
 
 
-def load_video(src, timestamp=None, *, demux_config=None, decode_config=None, filter_desc=FILTER_DESC_DEFAULT,
-               pix_fmt: str = "rgb24", num_frames: int | None = None, name: str | None = None, **kwargs):
+def load_video(
+    src,
+    timestamp=None,
+    *,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=FILTER_DESC_DEFAULT,
+    pix_fmt: str = "rgb24",
+    num_frames: int | None = None,
+    name: str | None = None,
+    **kwargs,
+):
     """Decodes the best video stream of ``src`` (a path, URL or bytes-like)
     to a uint8 :class:`Buffer` of shape ``(N, H, W, 3)``, limited to the
     half-open window ``timestamp=(start, end)`` seconds when given.
@@ -648,13 +680,21 @@ def load_video(src, timestamp=None, *, demux_config=None, decode_config=None, fi
         frames = decode_packets(packets, None, decode_config, num_frames=num_frames)
         return convert_frames(frames)
     fd = None if filter_desc is FILTER_DESC_DEFAULT else filter_desc
-    options = _io.VideoOptions(window, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt,
-                               _limit(num_frames))
+    options = _io.VideoOptions(
+        window, _demux_cfg(demux_config), _decode_cfg(decode_config), fd, pix_fmt, _limit(num_frames)
+    )
     return _io.load_video(_src(src), options, name or "", False)
 
 
-def load_image_ffmpeg(src, *, demux_config=None, decode_config=None, filter_desc=FILTER_DESC_DEFAULT,
-                      pix_fmt: str = "rgb24", name: str | None = None):
+def load_image_ffmpeg(
+    src,
+    *,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=FILTER_DESC_DEFAULT,
+    pix_fmt: str = "rgb24",
+    name: str | None = None,
+):
     """Decodes an image (any format FFmpeg reads: PNG, JPEG, BMP, TIFF,
     WebP, GIF's first frame, ...) to ``(H, W, 3)`` uint8 through FFmpeg."""
     if filter_desc is None:
@@ -666,8 +706,15 @@ def load_image_ffmpeg(src, *, demux_config=None, decode_config=None, filter_desc
     return _io.load_video(_src(src), options, name or "", True)
 
 
-def streaming_load_video(src, num_frames: int, *, demux_config=None, decode_config=None,
-                         filter_desc=FILTER_DESC_DEFAULT, name: str | None = None) -> Iterator:
+def streaming_load_video(
+    src,
+    num_frames: int,
+    *,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=FILTER_DESC_DEFAULT,
+    name: str | None = None,
+) -> Iterator:
     """Iterates over a long video in :class:`Buffer` chunks of
     ``num_frames`` frames ``(n, H, W, 3)`` (the last may be shorter), holding
     only one chunk's frames at a time."""

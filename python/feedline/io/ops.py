@@ -31,7 +31,17 @@ from .._feedline_ext import io as _io
 from . import _av
 from ._options import image_options
 
-__all__ = ["load_audio", "decode_batch", "decode_image", "load_npy", "load_wav", "read_file", "stack", "tar_members", "zip_members"]
+__all__ = [
+    "load_audio",
+    "decode_batch",
+    "decode_image",
+    "load_npy",
+    "load_wav",
+    "read_file",
+    "stack",
+    "tar_members",
+    "zip_members",
+]
 
 
 def read_file():
@@ -98,26 +108,42 @@ def load_audio(*, sample_rate: int | None = None, num_channels: int | None = Non
     return _io.load_audio_op(sample_rate or 0, num_channels or 0)
 
 
-def load_video(*, timestamp=None, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24",
-               num_frames: int | None = None):
+def load_video(
+    *,
+    timestamp=None,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=None,
+    pix_fmt: str = "rgb24",
+    num_frames: int | None = None,
+):
     """Native op: encoded video bytes (from :func:`read_file`) -> a uint8
     Buffer ``(N, H, W, 3)`` of the whole clip, or of the window
     ``timestamp=(start, end)``; the fast path of
     :func:`feedline.io.load_video` (``filter_desc``: an FFmpeg chain
     instead)."""
-    return _io.load_video_op(_io.VideoOptions(_av._window(timestamp), _av._demux_cfg(demux_config),
-                                              _av._decode_cfg(decode_config), filter_desc, pix_fmt,
-                                              _av._limit(num_frames)))
+    return _io.load_video_op(
+        _io.VideoOptions(
+            _av._window(timestamp),
+            _av._demux_cfg(demux_config),
+            _av._decode_cfg(decode_config),
+            filter_desc,
+            pix_fmt,
+            _av._limit(num_frames),
+        )
+    )
 
 
-def load_video_clips(*, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24",
-                     num_frames: int | None = None):
+def load_video_clips(
+    *, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24", num_frames: int | None = None
+):
     """Native op: a clip request ``(src, start, end)`` or ``(src, None)`` --
     ``src`` a path (memory-mapped, not read) or bytes -- -> the uint8 Buffer
     ``(N, H, W, 3)`` of that window. Lets a pipeline sample a different
     window per item without the GIL."""
-    options = _io.VideoOptions(None, _av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc,
-                               pix_fmt, _av._limit(num_frames))
+    options = _io.VideoOptions(
+        None, _av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc, pix_fmt, _av._limit(num_frames)
+    )
     return _io.load_video_clips_op(options)
 
 
@@ -142,8 +168,9 @@ def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, n
     (by default the standard chain for the packets' media; None keeps the
     decoder's format)."""
     default = filter_desc is _av.FILTER_DESC_DEFAULT
-    return _io.decode_packets_op(None if default else filter_desc, default, _av._decode_cfg(decode_config),
-                                 _av._limit(num_frames))
+    return _io.decode_packets_op(
+        None if default else filter_desc, default, _av._decode_cfg(decode_config), _av._limit(num_frames)
+    )
 
 
 def convert_frames():

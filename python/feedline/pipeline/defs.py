@@ -111,9 +111,7 @@ class PipeConfig:
 
     def __repr__(self):
         op = repr(self.op) if isinstance(self.op, NativeOp) else _locate(self.op)
-        return (
-            f"{self.name}(concurrency={self.concurrency}, output_order={self.output_order!r}, op={op})"
-        )
+        return f"{self.name}(concurrency={self.concurrency}, output_order={self.output_order!r}, op={op})"
 
 
 def _op_name(op) -> str:
