@@ -37,13 +37,13 @@ media::Source memory_source(const Buffer& bytes) {
 }
 
 OpPtr load_audio(const media::AudioOptions& options) {
-  return make_map_op<EncodedFile>([options](EncodedFile f) {
+  return make_map_op<EncodedFile>([options](const EncodedFile& f) {
     return media::load_audio(f.span(), options, f.name);
   });
 }
 
 OpPtr load_video(const media::VideoOptions& options) {
-  return make_map_op<EncodedFile>([options](EncodedFile f) {
+  return make_map_op<EncodedFile>([options](const EncodedFile& f) {
     return media::load_video(memory_source(f.bytes), options, f.name);
   });
 }
@@ -64,10 +64,11 @@ OpPtr load_video_clips(const media::VideoOptions& options) {
 OpPtr demux(media::Media media, std::optional<media::Window> window,
             const media::DemuxConfig& config) {
   if (media == media::Media::kImage) window.reset();
-  return make_map_op<EncodedFile>([media, window, config](EncodedFile f) {
-    media::Demuxer d(memory_source(f.bytes), config, f.name);
-    return PacketsItem(d.demux(media, window));
-  });
+  return make_map_op<EncodedFile>(
+      [media, window, config](const EncodedFile& f) {
+        media::Demuxer d(memory_source(f.bytes), config, f.name);
+        return PacketsItem(d.demux(media, window));
+      });
 }
 
 OpPtr decode_packets(const DecodeOptions& options) {

@@ -189,7 +189,7 @@ OpPtr read_file() {
 
 OpPtr decode_image(const media::ImageOptions& options) {
   media::check_image_options(options);
-  return make_map_op<EncodedFile>([options](EncodedFile f) {
+  return make_map_op<EncodedFile>([options](const EncodedFile& f) {
     return media::decode_image(f.span(), options, f.name);
   });
 }
@@ -207,12 +207,12 @@ OpPtr stack() { return std::make_shared<StackOp>(); }
 
 OpPtr load_npy() {
   return make_map_op<EncodedFile>(
-      [](EncodedFile f) { return feedline::load_npy(f.bytes, f.name); });
+      [](const EncodedFile& f) { return feedline::load_npy(f.bytes, f.name); });
 }
 
 OpPtr load_wav() {
   return make_map_op<EncodedFile>(
-      [](EncodedFile f) { return feedline::load_wav(f.bytes, f.name); });
+      [](const EncodedFile& f) { return feedline::load_wav(f.bytes, f.name); });
 }
 
 OpPtr tar_members() {

@@ -191,8 +191,8 @@ void PipelineImpl::run_stop() noexcept {
   // fires, so that calls that give up on it find their stage cancelled (and
   // their failures are not reported as errors).
   if (started) {
-    for (auto it = runners.rbegin(); it != runners.rend(); ++it)
-      (*it)->cancel();
+    // An index loop: clang 14 cannot use libstdc++ 12's views::reverse.
+    for (std::size_t i = runners.size(); i-- > 0;) runners[i]->cancel();
   }
   stop_source_.request_stop();
   {

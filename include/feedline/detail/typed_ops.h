@@ -28,11 +28,11 @@ struct IsOptional<std::optional<X>> : std::true_type {};
 // The item type a map callable produces: U for U(T) and std::optional<U>(T).
 template <typename R>
 struct MapResult {
-  using type = R;
+  using type = R;  // NOLINT(readability-identifier-naming): a trait's name
 };
 template <typename X>
 struct MapResult<std::optional<X>> {
-  using type = X;
+  using type = X;  // NOLINT(readability-identifier-naming): a trait's name
 };
 
 template <typename R>

@@ -222,7 +222,10 @@ class TypedPipeline {
 
   class Iterator {
    public:
+    // The names std::input_iterator requires.
+    // NOLINTNEXTLINE(readability-identifier-naming)
     using value_type = T;
+    // NOLINTNEXTLINE(readability-identifier-naming)
     using difference_type = std::ptrdiff_t;
     explicit Iterator(TypedPipeline* owner) : owner_(owner) { advance(); }
     Iterator() = default;
