@@ -12,7 +12,7 @@
 #include <cxxabi.h>
 
 #include "feedline/base/error.h"
-#include "feedline/concurrency/mutex.h"
+#include "feedline/base/mutex.h"
 
 namespace feedline {
 namespace {
