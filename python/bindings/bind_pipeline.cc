@@ -134,11 +134,10 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   bool stopping() const { return pipeline_.stopping(); }
   bool consumer_waiting() const { return waiting_.load() > 0; }
 
-  PipelineStats stats() {
-    nb::gil_scoped_release release;
-    return pipeline_.stats();
-  }
-  PipelineStats stats_holding_gil() const { return pipeline_.stats(); }
+  // Keeps the GIL: a snapshot takes stage mutexes only briefly, and no engine
+  // thread waits for the GIL while holding one (py_ref.h), so this cannot
+  // deadlock; a caller may poll it while holding the GIL.
+  PipelineStats stats() const { return pipeline_.stats(); }
 
   // Once stopped: the failure as a Python feedline.PipelineFailure (None if
   // no stage failed), handed over once. Python then holds the exception
@@ -245,9 +244,6 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("stopping", &NativePipeline::stopping)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
-      .def("_stats_holding_gil", &NativePipeline::stats_holding_gil,
-           "stats() without releasing the GIL: lets a test hold the GIL "
-           "while it watches native stages progress.")
       .def("take_failure", &NativePipeline::take_failure);
 
   m.def(
