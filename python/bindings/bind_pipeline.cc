@@ -87,32 +87,32 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       explicit Waiting(std::atomic<int>& count) : n(count) { ++n; }
       ~Waiting() { --n; }
     } waiting(waiting_);
-    for (;;) {
-      Pipeline::Deadline slice = steady_clock::now() + kSignalCheckInterval;
-      if (deadline) slice = std::min(slice, *deadline);
-      NextStatus status;
-      {
-        nb::gil_scoped_release release;
-        status = pipeline_.wait_next(out, slice);
-      }
-      if (status != NextStatus::kTimeout) return status;
-      if (PyErr_CheckSignals() != 0) {
-        // Ctrl-C in the consumer stops the pipeline: nobody is left to read
-        // it, and its threads must not outlive the interrupted program. The
-        // interrupt is raised now; the stop goes on in the background.
-        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
-          consumer.unlock();
-          nb::python_error interrupt;
-          stop(0.0);
-          throw interrupt;
-        }
-        throw nb::python_error();
-      }
-      if (deadline && steady_clock::now() >= *deadline) {
-        throw Timeout("the next item is not available after " +
-                      std::to_string(*timeout) + " s");
-      }
+    // Pending signals are handled between slices of the wait, with the GIL.
+    auto signalled = [] {
+      nb::gil_scoped_acquire acquire;
+      return PyErr_CheckSignals() != 0;  // leaves the error set
+    };
+    NextStatus status;
+    {
+      nb::gil_scoped_release release;
+      status =
+          pipeline_.wait_next(out, deadline, signalled, kSignalCheckInterval);
     }
+    if (status == NextStatus::kTimeout) {
+      throw Timeout("the next item is not available after " +
+                    std::to_string(*timeout) + " s");
+    }
+    if (status != NextStatus::kInterrupted) return status;
+    // Ctrl-C in the consumer stops the pipeline: nobody is left to read it,
+    // and its threads must not outlive the interrupted program. The interrupt
+    // is raised now; the stop goes on in the background.
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
+      consumer.unlock();
+      nb::python_error interrupt;
+      stop(0.0);
+      throw interrupt;
+    }
+    throw nb::python_error();
   }
 
   // Stops the pipeline; waits at most `timeout` seconds (None: until done).
