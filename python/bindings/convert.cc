@@ -72,6 +72,11 @@ nb::object make_exception(const char* feedline_class,
   return cls(message);
 }
 
+// A function of feedline/_errors.py, which builds the exceptions of failures.
+nb::object errors_helper(const char* name) {
+  return nb::module_::import_("feedline._errors").attr(name);
+}
+
 nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
   return nb::handle(cls)(message);
 }
@@ -195,26 +200,17 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     if (e.exception() == nullptr) return make_exception("Error", e.what());
     return nb::borrow(e.exception());
   } catch (const PipelineFailure& e) {
-    // An ExceptionGroup of each failed stage's exception, noted with the
-    // stage's name; the class is defined in Python (feedline/_errors.py) so
-    // that except* and split() keep it.
-    nb::list causes;
-    for (const StageError& stage : e.errors()) {
-      nb::object exc = to_python_exception(stage.error);
-      if (nb::hasattr(exc, "add_note"))
-        exc.attr("add_note")("Pipeline stage: " + stage.stage);
-      causes.append(exc);
-    }
-    nb::object cls =
-        nb::module_::import_("feedline._errors").attr("PipelineFailure");
-    return cls(e.what(), causes);
+    // Python (feedline/_errors.py) builds the exception from each failed
+    // stage's name and exception.
+    nb::list stages;
+    for (const StageError& stage : e.errors())
+      stages.append(
+          nb::make_tuple(stage.stage, to_python_exception(stage.error)));
+    return errors_helper("_pipeline_failure")(e.what(), stages);
   } catch (const TooManyFailures& e) {
-    nb::object exc = make_exception("TooManyFailures", e.what());
-    if (e.last_error()) {
-      nb::object cause = to_python_exception(e.last_error());
-      PyException_SetCause(exc.ptr(), cause.release().ptr());
-    }
-    return exc;
+    nb::object cause =
+        e.last_error() ? to_python_exception(e.last_error()) : nb::none();
+    return errors_helper("_too_many_failures")(e.what(), cause);
   } catch (const Error& e) {
     return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {
