@@ -32,39 +32,6 @@ Registry& registry() {
   return *r;
 }
 
-// "file.py:12 in fn" for the innermost frame of `exc`'s traceback, or "".
-std::string innermost_location(nb::handle exc) {
-  try {
-    nb::object tb = nb::borrow(PyException_GetTraceback(exc.ptr()));
-    if (!tb.is_valid() || tb.is_none()) return "";
-    // PyException_GetTraceback returns a new reference; borrow() added one.
-    Py_DECREF(tb.ptr());
-    while (!tb.attr("tb_next").is_none()) tb = tb.attr("tb_next");
-    nb::object code = tb.attr("tb_frame").attr("f_code");
-    return nb::cast<std::string>(code.attr("co_filename")) + ":" +
-           std::to_string(nb::cast<long>(tb.attr("tb_lineno"))) + " in " +
-           nb::cast<std::string>(code.attr("co_name"));
-  } catch (...) {
-    PyErr_Clear();
-    return "";
-  }
-}
-
-std::string describe_python_exception(nb::handle exc) {
-  std::string what =
-      nb::cast<std::string>(nb::handle(Py_TYPE(exc.ptr())).attr("__name__"));
-  nb::object text = nb::steal(PyObject_Str(exc.ptr()));
-  if (text.is_valid()) {
-    std::string message = nb::cast<std::string>(text);
-    if (!message.empty()) what += ": " + message;
-  } else {
-    PyErr_Clear();
-  }
-  std::string where = innermost_location(exc);
-  if (!where.empty()) what += " (at " + where + ")";
-  return what;
-}
-
 nb::object make_exception(const char* feedline_class,
                           const std::string& message) {
   nb::object cls =
@@ -75,6 +42,17 @@ nb::object make_exception(const char* feedline_class,
 // A function of feedline/_errors.py, which builds the exceptions of failures.
 nb::object errors_helper(const char* name) {
   return nb::module_::import_("feedline._errors").attr(name);
+}
+
+// "Type: message (at file.py:12 in fn)" for `exc` (feedline/_errors.py); its
+// type's name alone if that fails. Requires: the GIL.
+std::string describe_python_exception(nb::handle exc) {
+  try {
+    return nb::cast<std::string>(errors_helper("_describe")(exc));
+  } catch (const std::exception&) {
+    PyErr_Clear();
+    return Py_TYPE(exc.ptr())->tp_name;
+  }
 }
 
 nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
