@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Publishes the ExtensionApi table (extension_api.h) as the capsule
-// feedline._feedline_ext._extension_api.
+// Publishes the ExtensionApi table (feedline/pipeline/extension_api.h) as the
+// capsule feedline._feedline_ext._extension_api.
 
 #include <exception>
 #include <memory>
@@ -13,7 +13,7 @@
 
 #include "bindings.h"
 #include "convert.h"
-#include "extension_api.h"
+#include "feedline/pipeline/extension_api.h"
 
 namespace nb = nanobind;
 

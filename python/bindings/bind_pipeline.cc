@@ -87,32 +87,32 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       explicit Waiting(std::atomic<int>& count) : n(count) { ++n; }
       ~Waiting() { --n; }
     } waiting(waiting_);
-    for (;;) {
-      Pipeline::Deadline slice = steady_clock::now() + kSignalCheckInterval;
-      if (deadline) slice = std::min(slice, *deadline);
-      NextStatus status;
-      {
-        nb::gil_scoped_release release;
-        status = pipeline_.wait_next(out, slice);
-      }
-      if (status != NextStatus::kTimeout) return status;
-      if (PyErr_CheckSignals() != 0) {
-        // Ctrl-C in the consumer stops the pipeline: nobody is left to read
-        // it, and its threads must not outlive the interrupted program. The
-        // interrupt is raised now; the stop goes on in the background.
-        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
-          consumer.unlock();
-          nb::python_error interrupt;
-          stop(0.0);
-          throw interrupt;
-        }
-        throw nb::python_error();
-      }
-      if (deadline && steady_clock::now() >= *deadline) {
-        throw Timeout("the next item is not available after " +
-                      std::to_string(*timeout) + " s");
-      }
+    // Pending signals are handled between slices of the wait, with the GIL.
+    auto signalled = [] {
+      nb::gil_scoped_acquire acquire;
+      return PyErr_CheckSignals() != 0;  // leaves the error set
+    };
+    NextStatus status;
+    {
+      nb::gil_scoped_release release;
+      status =
+          pipeline_.wait_next(out, deadline, signalled, kSignalCheckInterval);
     }
+    if (status == NextStatus::kTimeout) {
+      throw Timeout("the next item is not available after " +
+                    std::to_string(*timeout) + " s");
+    }
+    if (status != NextStatus::kInterrupted) return status;
+    // Ctrl-C in the consumer stops the pipeline: nobody is left to read it,
+    // and its threads must not outlive the interrupted program. The interrupt
+    // is raised now; the stop goes on in the background.
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
+      consumer.unlock();
+      nb::python_error interrupt;
+      stop(0.0);
+      throw interrupt;
+    }
+    throw nb::python_error();
   }
 
   // Stops the pipeline; waits at most `timeout` seconds (None: until done).
@@ -134,11 +134,10 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   bool stopping() const { return pipeline_.stopping(); }
   bool consumer_waiting() const { return waiting_.load() > 0; }
 
-  PipelineStats stats() {
-    nb::gil_scoped_release release;
-    return pipeline_.stats();
-  }
-  PipelineStats stats_holding_gil() const { return pipeline_.stats(); }
+  // Keeps the GIL: a snapshot takes stage mutexes only briefly, and no engine
+  // thread waits for the GIL while holding one (py_ref.h), so this cannot
+  // deadlock; a caller may poll it while holding the GIL.
+  PipelineStats stats() const { return pipeline_.stats(); }
 
   // Once stopped: the failure as a Python feedline.PipelineFailure (None if
   // no stage failed), handed over once. Python then holds the exception
@@ -245,9 +244,6 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("stopping", &NativePipeline::stopping)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
-      .def("_stats_holding_gil", &NativePipeline::stats_holding_gil,
-           "stats() without releasing the GIL: lets a test hold the GIL "
-           "while it watches native stages progress.")
       .def("take_failure", &NativePipeline::take_failure);
 
   m.def(

@@ -64,7 +64,8 @@ Buffer bytes_from_python(nanobind::handle obj);
 void bind_errors(nanobind::module_& m);
 
 // Adds the capsule `_extension_api` through which other extension modules
-// hand native ops and sources to feedline (extension_api.h).
+// hand native ops and sources to feedline
+// (feedline/pipeline/extension_api.h).
 void bind_extension_api(nanobind::module_& m);
 
 // Adds the statistics snapshot classes (PipelineStats, StageStats, ...).

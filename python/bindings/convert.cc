@@ -32,44 +32,27 @@ Registry& registry() {
   return *r;
 }
 
-// "file.py:12 in fn" for the innermost frame of `exc`'s traceback, or "".
-std::string innermost_location(nb::handle exc) {
-  try {
-    nb::object tb = nb::borrow(PyException_GetTraceback(exc.ptr()));
-    if (!tb.is_valid() || tb.is_none()) return "";
-    // PyException_GetTraceback returns a new reference; borrow() added one.
-    Py_DECREF(tb.ptr());
-    while (!tb.attr("tb_next").is_none()) tb = tb.attr("tb_next");
-    nb::object code = tb.attr("tb_frame").attr("f_code");
-    return nb::cast<std::string>(code.attr("co_filename")) + ":" +
-           std::to_string(nb::cast<long>(tb.attr("tb_lineno"))) + " in " +
-           nb::cast<std::string>(code.attr("co_name"));
-  } catch (...) {
-    PyErr_Clear();
-    return "";
-  }
-}
-
-std::string describe_python_exception(nb::handle exc) {
-  std::string what =
-      nb::cast<std::string>(nb::handle(Py_TYPE(exc.ptr())).attr("__name__"));
-  nb::object text = nb::steal(PyObject_Str(exc.ptr()));
-  if (text.is_valid()) {
-    std::string message = nb::cast<std::string>(text);
-    if (!message.empty()) what += ": " + message;
-  } else {
-    PyErr_Clear();
-  }
-  std::string where = innermost_location(exc);
-  if (!where.empty()) what += " (at " + where + ")";
-  return what;
-}
-
 nb::object make_exception(const char* feedline_class,
                           const std::string& message) {
   nb::object cls =
       nb::module_::import_("feedline._feedline_ext").attr(feedline_class);
   return cls(message);
+}
+
+// A function of feedline/_errors.py, which builds the exceptions of failures.
+nb::object errors_helper(const char* name) {
+  return nb::module_::import_("feedline._errors").attr(name);
+}
+
+// "Type: message (at file.py:12 in fn)" for `exc` (feedline/_errors.py); its
+// type's name alone if that fails. Requires: the GIL.
+std::string describe_python_exception(nb::handle exc) {
+  try {
+    return nb::cast<std::string>(errors_helper("_describe")(exc));
+  } catch (const std::exception&) {
+    PyErr_Clear();
+    return Py_TYPE(exc.ptr())->tp_name;
+  }
 }
 
 nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
@@ -195,26 +178,17 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     if (e.exception() == nullptr) return make_exception("Error", e.what());
     return nb::borrow(e.exception());
   } catch (const PipelineFailure& e) {
-    // An ExceptionGroup of each failed stage's exception, noted with the
-    // stage's name; the class is defined in Python (feedline/_errors.py) so
-    // that except* and split() keep it.
-    nb::list causes;
-    for (const StageError& stage : e.errors()) {
-      nb::object exc = to_python_exception(stage.error);
-      if (nb::hasattr(exc, "add_note"))
-        exc.attr("add_note")("Pipeline stage: " + stage.stage);
-      causes.append(exc);
-    }
-    nb::object cls =
-        nb::module_::import_("feedline._errors").attr("PipelineFailure");
-    return cls(e.what(), causes);
+    // Python (feedline/_errors.py) builds the exception from each failed
+    // stage's name and exception.
+    nb::list stages;
+    for (const StageError& stage : e.errors())
+      stages.append(
+          nb::make_tuple(stage.stage, to_python_exception(stage.error)));
+    return errors_helper("_pipeline_failure")(e.what(), stages);
   } catch (const TooManyFailures& e) {
-    nb::object exc = make_exception("TooManyFailures", e.what());
-    if (e.last_error()) {
-      nb::object cause = to_python_exception(e.last_error());
-      PyException_SetCause(exc.ptr(), cause.release().ptr());
-    }
-    return exc;
+    nb::object cause =
+        e.last_error() ? to_python_exception(e.last_error()) : nb::none();
+    return errors_helper("_too_many_failures")(e.what(), cause);
   } catch (const Error& e) {
     return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {

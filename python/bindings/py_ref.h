@@ -5,8 +5,9 @@
 //
 // Rules every binding follows (docs/python.md explains why):
 //   1. Engine code never holds the GIL: a binding releases it before calling
-//      into the engine (next(), stop(), stats(), a Completion), and takes it
-//      only around Python calls, never while holding an engine lock.
+//      into the engine (next(), stop(), a Completion; stats() alone keeps it,
+//      as it only takes stage mutexes briefly), and takes it only around
+//      Python calls, never while holding an engine lock.
 //   2. Native threads (the worker pool, the stats reporter) take the GIL
 //      through GilScope, which keeps one Python thread state per native thread
 //      for the thread's whole life, so `threading.local` in user ops works and

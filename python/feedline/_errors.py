@@ -2,7 +2,7 @@
 
 import sys
 
-from ._feedline_ext import Error
+from ._feedline_ext import Error, TooManyFailures
 
 __all__ = ["PipelineFailure"]
 
@@ -60,3 +60,44 @@ else:
 
 
 PipelineFailure.__module__ = "feedline"
+
+
+# Called by the extension to convert the engine's failures.
+
+
+def _describe(exc):
+    """``"Type: message (at file.py:12 in fn)"`` for an exception a Python op
+    raised, the place being the innermost frame of its traceback."""
+    what = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    if text:
+        what += f": {text}"
+    tb = exc.__traceback__
+    if tb is not None:
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code
+        what += f" (at {code.co_filename}:{tb.tb_lineno} in {code.co_name})"
+    return what
+
+
+def _pipeline_failure(message, stages):
+    """The PipelineFailure of a pipeline whose stages failed: ``stages`` holds
+    the (stage name, exception) of each, in stage order. Each exception gets
+    the note ``"Pipeline stage: <name>"`` where notes exist (Python 3.11+)."""
+    for stage, exc in stages:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"Pipeline stage: {stage}")
+    return PipelineFailure(message, [exc for _, exc in stages])
+
+
+def _too_many_failures(message, cause):
+    """A TooManyFailures whose ``__cause__`` is ``cause``, the error that
+    exceeded the budget (None: unknown)."""
+    exc = TooManyFailures(message)
+    if cause is not None:
+        exc.__cause__ = cause
+    return exc

@@ -32,6 +32,21 @@ NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline) {
   return impl_->wait_next(out, deadline);
 }
 
+NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline,
+                               const std::function<bool()>& interrupt,
+                               std::chrono::nanoseconds interval) {
+  for (;;) {
+    Deadline slice = detail::deadline_after(interval);
+    if (deadline && *deadline < slice) slice = *deadline;
+    NextStatus status = impl_->wait_next(out, slice);
+    if (status != NextStatus::kTimeout) return status;
+    if (interrupt()) return NextStatus::kInterrupted;
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      return NextStatus::kTimeout;
+    }
+  }
+}
+
 NextStatus Pipeline::next(Item* out,
                           std::optional<std::chrono::nanoseconds> timeout) {
   std::optional<Deadline> deadline;

@@ -933,8 +933,9 @@ def test_native_op_past_the_end_of_the_clip_fails(media):
 def test_native_video_pipeline_decodes_while_python_holds_the_gil(media):
     # One Python item, a TAR of n clips, enters the pipeline; native stages
     # split it and decode the clips. The test then holds the GIL (no switch
-    # interval, no call that releases it) until the decode stage has finished
-    # every clip: possible only if the native ops never need the GIL.
+    # interval, no call that releases it: stats() keeps the GIL) while it polls
+    # until the decode stage has finished every clip: possible only if the
+    # native ops never need the GIL.
     import io
     import sys
     import tarfile
@@ -966,12 +967,11 @@ def test_native_video_pipeline_decodes_while_python_holds_the_gil(media):
     with p.auto_stop():
         while stage(p.stats(), "load_video").items_in < 1:
             assert time.monotonic() < deadline
-        native = p._native
         old = sys.getswitchinterval()
         sys.setswitchinterval(1000.0)
         try:
-            before = stage(native._stats_holding_gil(), "load_video").items_out
-            while stage(native._stats_holding_gil(), "load_video").items_out < n:
+            before = stage(p.stats(), "load_video").items_out
+            while stage(p.stats(), "load_video").items_out < n:
                 assert time.monotonic() < deadline, "decoding stopped while Python held the GIL"
         finally:
             sys.setswitchinterval(old)

@@ -140,6 +140,6 @@ def test_installed_package_has_no_test_hooks():
 
 
 def test_extension_api_capsule_is_published():
-    # Other extensions import it with PyCapsule_Import (extension_api.h).
+    # Other extensions import it with PyCapsule_Import (feedline/pipeline/extension_api.h).
     assert type(_feedline_ext._extension_api).__name__ == "PyCapsule"
     assert "feedline._feedline_ext._extension_api" in repr(_feedline_ext._extension_api)

@@ -245,7 +245,9 @@ def test_failure_log_is_rate_limited(caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "feedline"]
     # The first 5 in full, then summaries: a handful of lines, not 2000.
     assert 5 <= len(lines) <= 10, lines
-    assert "bad item 0" in lines[0] and "always_fail" in lines[0]
+    # The op's exception, described with the innermost frame of its traceback.
+    assert "ValueError: bad item 0 (at " in lines[0]
+    assert "test_pipeline_failures.py:" in lines[0] and " in always_fail)" in lines[0]
     assert any("2000" in line or "suppressed" in line for line in lines[5:])
 
 

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -48,10 +49,11 @@ class PipelineImpl;
 }  // namespace detail
 
 enum class NextStatus {
-  kItem,      // an item was stored
-  kEpochEnd,  // a continuous source finished a pass; read again
-  kEnd,       // the pipeline ended (or was stopped); stays ended
-  kTimeout,   // wait_next(): the deadline passed first; nothing was lost
+  kItem,         // an item was stored
+  kEpochEnd,     // a continuous source finished a pass; read again
+  kEnd,          // the pipeline ended (or was stopped); stays ended
+  kTimeout,      // wait_next(): the deadline passed first; nothing was lost
+  kInterrupted,  // wait_next() with an interrupt: it asked to stop waiting
 };
 
 class Pipeline {
@@ -74,6 +76,16 @@ class Pipeline {
   // Throws: PipelineFailure once the items that made it through are drained,
   // if a stage failed (and on every later call until stop()).
   NextStatus wait_next(Item* out, std::optional<Deadline> deadline = {});
+
+  // wait_next() that calls `interrupt` (on this thread) each time it has
+  // waited `interval` without an entry, and when the deadline passes, and
+  // returns kInterrupted as soon as that returns true; nothing is lost, a
+  // later wait returns what was next. `interrupt` runs with no engine lock
+  // held. Lets a consumer handle outside events (e.g. signals) while it waits.
+  // Throws: what `interrupt` throws; as wait_next().
+  NextStatus wait_next(Item* out, std::optional<Deadline> deadline,
+                       const std::function<bool()>& interrupt,
+                       std::chrono::nanoseconds interval);
 
   // wait_next() with a timeout instead of a deadline.
   // Throws: Timeout when the timeout passes first; as wait_next().

@@ -221,11 +221,6 @@ class _NativePipeline:
 
     def stats(self) -> PipelineStats: ...
 
-    def _stats_holding_gil(self) -> PipelineStats:
-        """
-        stats() without releasing the GIL: lets a test hold the GIL while it watches native stages progress.
-        """
-
     def take_failure(self) -> object: ...
 
 def _set_log_handler(handler: object | None) -> None:

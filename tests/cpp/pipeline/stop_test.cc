@@ -2,12 +2,14 @@
 //
 // Stopping: stop with a deadline while an op is stuck, repeated and
 // concurrent stops, stops from the pipeline's own pool threads, destruction
-// during a stop, wait_next()'s timeout status, and what survives the stop
+// during a stop, wait_next()'s timeout and interrupt statuses, and what
+// survives the stop
 // (final statistics, the failure) and what does not (the ops).
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -184,6 +186,62 @@ TEST(StopTest, WaitNextReturnsTimeoutAndLosesNothing) {
                 &item, std::chrono::steady_clock::now() + milliseconds(10)),
             NextStatus::kTimeout);
   EXPECT_THROW(p.untyped().next(&item, milliseconds(1)), Timeout);
+  held.release->open();
+  EXPECT_EQ(drain(p), iota(3));
+}
+
+TEST(StopTest, WaitNextWithAnInterruptReturnsInterruptedAndLosesNothing) {
+  HeldOp held;
+  auto p = held.build();
+  Item item;
+  int calls = 0;
+  // Called once per slice while the op is stuck; the third call stops it.
+  auto interrupt = [&] {
+    held.entered->wait();  // the wait is certainly for the held item
+    return ++calls == 3;
+  };
+  EXPECT_EQ(
+      p.untyped().wait_next(&item, std::nullopt, interrupt, milliseconds(1)),
+      NextStatus::kInterrupted);
+  EXPECT_EQ(calls, 3);
+  held.release->open();
+  EXPECT_EQ(drain(p), iota(3));
+}
+
+TEST(StopTest, WaitNextKeepsWaitingWhileTheInterruptDeclines) {
+  HeldOp held;
+  auto p = held.build();
+  Item item;
+  int calls = 0;
+  // Declines, and on its first call lets the stuck op go: the wait then
+  // returns the item it was waiting for.
+  auto interrupt = [&] {
+    if (++calls == 1) held.release->open();
+    return false;
+  };
+  ASSERT_EQ(
+      p.untyped().wait_next(&item, std::nullopt, interrupt, milliseconds(1)),
+      NextStatus::kItem);
+  EXPECT_EQ(item.as<int>(), 0);
+  EXPECT_GE(calls, 1);
+  EXPECT_EQ(drain(p), (std::vector<int>{1, 2}));
+}
+
+TEST(StopTest, WaitNextWithAnInterruptStillTimesOutAndPassesOnItsErrors) {
+  HeldOp held;
+  auto p = held.build();
+  Item item;
+  int calls = 0;
+  auto decline = [&] { return ++calls < 0; };
+  // A deadline in the past: one slice, one call of the interrupt.
+  EXPECT_EQ(p.untyped().wait_next(&item, std::chrono::steady_clock::now(),
+                                  decline, std::chrono::hours(1)),
+            NextStatus::kTimeout);
+  EXPECT_EQ(calls, 1);
+  auto fail = []() -> bool { throw std::runtime_error("interrupt failed"); };
+  EXPECT_THROW(
+      p.untyped().wait_next(&item, std::nullopt, fail, milliseconds(1)),
+      std::runtime_error);
   held.release->open();
   EXPECT_EQ(drain(p), iota(3));
 }

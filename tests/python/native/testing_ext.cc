@@ -5,8 +5,8 @@
 // stages), and a hook that throws each C++ error class. Not installed.
 //
 // The ops are handed to feedline through its ExtensionApi capsule
-// (python/bindings/extension_api.h), so they run inside pipelines of
-// feedline._feedline_ext and are converted by its converter registry.
+// (include/feedline/pipeline/extension_api.h), so they run inside pipelines
+// of feedline._feedline_ext and are converted by its converter registry.
 
 #include <cstdint>
 #include <exception>
@@ -22,9 +22,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
-#include "extension_api.h"
 #include "feedline/base/error.h"
 #include "feedline/pipeline/builder.h"
+#include "feedline/pipeline/extension_api.h"
 
 namespace nb = nanobind;
 
