@@ -194,9 +194,9 @@ Buffer py_load_image(const std::string& path, const ImageOptions& options) {
   return decode_image(span_of(bytes), options, path);
 }
 
-// Decodes every source (a path or bytes) into one batch. Returns the batch
-// (of the images that decoded) and the (index, message) of each failure.
-std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
+// Decodes every source (a path or bytes) into one batch: the batch (of the
+// images that decoded) and why each of the others failed.
+std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
     nb::list srcs, const ImageOptions& options) {
   std::vector<ops::ImageSource> sources;
   for (nb::handle s : srcs) {
@@ -208,17 +208,10 @@ std::pair<Buffer, std::vector<std::pair<int, std::string>>> py_load_image_batch(
                            bytes_from_python(s)});
     }
   }
-  std::vector<ImageFailure> failures;
-  Buffer batch;
-  {
-    nb::gil_scoped_release release;
-    batch = ops::load_image_batch(std::move(sources), options, &failures);
-  }
-  std::vector<std::pair<int, std::string>> out;
-  out.reserve(failures.size());
-  for (ImageFailure& f : failures)
-    out.emplace_back(static_cast<int>(f.index), std::move(f.message));
-  return {batch, out};
+  std::pair<Buffer, std::vector<ImageFailure>> out;
+  nb::gil_scoped_release release;
+  out.first = ops::load_image_batch(std::move(sources), options, &out.second);
+  return out;
 }
 
 }  // namespace
@@ -302,6 +295,10 @@ void bind_io(nb::module_& parent) {
         on_bytes<const ImageOptions&, const std::string&>(&decode_image),
         nb::arg("data"), nb::arg("options"), nb::arg("name"));
   m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
+  nb::class_<ImageFailure>(m, "ImageFailure",
+                           "Why one image of a batch was left out.")
+      .def_ro("index", &ImageFailure::index, "The source's position.")
+      .def_ro("message", &ImageFailure::message);
   m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
         nb::arg("options"));
   m.def("probe_image", [](nb::handle data, const std::string& name) {

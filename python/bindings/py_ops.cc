@@ -37,12 +37,9 @@ PyObject* call1(PyObject* fn, PyObject* arg) {
 }
 
 // A result as an Item: None is the empty Item (skip).
-Item result_item(PyObject* r) {
-  if (r == Py_None) {
-    Py_DECREF(r);
-    return Item();
-  }
-  return Item(PyObj::steal(r));
+Item result_item(nb::object r) {
+  if (r.is_none()) return Item();
+  return Item(own(std::move(r)));
 }
 
 // Runs `f`, which calls Python, and turns a nanobind python_error into a
@@ -67,6 +64,13 @@ class PyOp : public Base {
   const std::type_info* output_type() const override { return &typeid(PyObj); }
 
  protected:
+  // fn_(input), or fn_.<method>(input). Requires: the GIL.
+  nb::object call_fn(Item input, const char* method = nullptr) {
+    nb::object arg = to_python(std::move(input));
+    if (method != nullptr) return nb::handle(fn_.get()).attr(method)(arg);
+    return nb::steal(call1(fn_.get(), arg.ptr()));
+  }
+
   PyObj fn_;
 };
 
@@ -75,10 +79,7 @@ class PyMapOp final : public PyOp<MapOp> {
   using PyOp::PyOp;
   Item call(Item input) override {
     GilScope gil;
-    return python_call([&] {
-      nb::object arg = to_python(std::move(input));
-      return result_item(call1(fn_.get(), arg.ptr()));
-    });
+    return python_call([&] { return result_item(call_fn(std::move(input))); });
   }
 };
 
@@ -94,7 +95,7 @@ class PyIter final : public Base {
     if (r == nullptr && PyErr_Occurred() != nullptr) throw_python_error();
     if (r == nullptr) return false;
     *out = std::is_same_v<Base, ItemSource> ? Item(PyObj::steal(r))
-                                            : result_item(r);
+                                            : result_item(nb::steal(r));
     return true;
   }
 
@@ -115,11 +116,8 @@ class PyGeneratorOp final : public PyOp<GeneratorOp> {
   using PyOp::PyOp;
   std::unique_ptr<ItemGenerator> start(Item input) override {
     GilScope gil;
-    return python_call([&] {
-      nb::object arg = to_python(std::move(input));
-      nb::object gen = nb::steal(call1(fn_.get(), arg.ptr()));
-      return iterate(gen.ptr());
-    });
+    return python_call(
+        [&] { return iterate(call_fn(std::move(input)).ptr()); });
   }
 };
 
@@ -202,18 +200,14 @@ class PyAggregatorOp final : public PyOp<MapOp> {
   bool stateful() const override { return true; }
   Item call(Item input) override {
     GilScope gil;
-    return python_call([&] {
-      nb::object arg = to_python(std::move(input));
-      nb::object r = nb::handle(fn_.get()).attr("accumulate")(arg);
-      return result_item(r.release().ptr());
-    });
+    return python_call(
+        [&] { return result_item(call_fn(std::move(input), "accumulate")); });
   }
   Item flush(FlushReason /*reason*/) override {
     GilScope gil;
     return python_call([&] {
       nb::object r = nb::handle(fn_.get()).attr("flush")();
-      if (drop_last_) return Item();
-      return result_item(r.release().ptr());
+      return drop_last_ ? Item() : result_item(std::move(r));
     });
   }
 

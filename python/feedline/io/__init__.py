@@ -130,11 +130,11 @@ def load_image_batch(
         raise ValueError("load_image_batch needs at least one source")
     opts = image_options(width=width, height=height, scale_mode=scale_mode, pix_fmt=pix_fmt, **options)
     batch, failures = _io.load_image_batch(srcs, opts)
-    for index, message in failures:
-        _LG.error("load_image_batch: image %d failed: %s", index, message)
+    for failure in failures:
+        _LG.error("load_image_batch: image %d failed: %s", failure.index, failure.message)
     if failures and (strict or len(failures) == len(srcs)):
         kind = "all the images" if len(failures) == len(srcs) else "some images"
-        detail = "; ".join(message for _, message in failures[:3])
+        detail = "; ".join(failure.message for failure in failures[:3])
         raise DecodeError(f"Failed to load {kind} ({len(failures)} of {len(srcs)}): {detail}")
     return batch
 
