@@ -6,7 +6,7 @@
 //
 // GIL: demuxing, decoding, filtering and converting run with it released;
 // property reads hold it (they are cheap). A consumed Packets or Frames
-// raises TypeError, as in SPDL.
+// throws media::ObjectConsumed, which becomes TypeError (bind_errors.cc).
 
 #include <cmath>
 #include <cstdint>
@@ -47,30 +47,11 @@ using ops::ClipRequest;
 using ops::FramesItem;
 using ops::PacketsItem;
 
-template <typename T>
-T& live(T& obj) {
-  if (obj.consumed()) {
-    throw nb::type_error(
-        (std::string(media::media_name(obj.media())) +
-         " object was consumed (decoded, converted or filtered); clone() it "
-         "first to use it twice")
-            .c_str());
-  }
-  return obj;
-}
-
-// Calls const member M of a live (not consumed) object, for properties.
-template <typename T, auto M>
-auto checked(T& obj) {
-  return (live(obj).*M)();
-}
-
 // f(obj, args...) with the GIL released, for a function f that consumes
-// `obj` (a Packets or Frames), which must be live.
+// `obj` (a Packets or Frames).
 template <typename T, typename... Args, typename F>
 auto consuming(F f) {
   return [f](T& obj, Args... args) {
-    live(obj);
     nb::gil_scoped_release release;
     return f(std::move(obj), args...);
   };
@@ -157,8 +138,7 @@ Item unique_from_python(nb::handle obj) {
                           nb::type_name(nb::type<T>()).c_str() + ", got " +
                           nb::type_name(obj.type()).c_str());
   }
-  T& value = live(nb::cast<T&>(obj));
-  return Item(value.take());
+  return Item(nb::cast<T&>(obj).take());
 }
 
 }  // namespace
@@ -227,28 +207,26 @@ void bind_av(nb::module_& m) {
 
   nb::class_<Packets>(m, "Packets", "Encoded packets of one stream.")
       .def_prop_ro("media", &Packets::media)
-      .def_prop_ro("src", &checked<Packets, &Packets::src>)
-      .def_prop_ro("stream_index", &checked<Packets, &Packets::stream_index>)
+      .def_prop_ro("src", &Packets::src)
+      .def_prop_ro("stream_index", &Packets::stream_index)
+      .def_prop_ro("time_base",
+                   [](Packets& p) { return rational_tuple(p.time_base()); })
       .def_prop_ro(
-          "time_base",
-          [](Packets& p) { return rational_tuple(live(p).time_base()); })
-      .def_prop_ro(
-          "timestamp",
-          [](Packets& p) { return window_to_python(live(p).window()); },
+          "timestamp", [](Packets& p) { return window_to_python(p.window()); },
           "The window (start, end) in seconds, or None.")
-      .def_prop_ro("codec", &checked<Packets, &Packets::codec>,
+      .def_prop_ro("codec", &Packets::codec,
                    "The stream's Codec, or None for streamed packets.")
-      .def_prop_ro("num_packets", &checked<Packets, &Packets::num_packets>,
+      .def_prop_ro("num_packets", &Packets::num_packets,
                    "All packets held, including those before the window.")
       .def_prop_ro("consumed", &Packets::consumed)
-      .def("__len__", &checked<Packets, &Packets::size>)
+      .def("__len__", &Packets::size)
       .def(
           "get_timestamps",
-          [](Packets& p, bool raw) { return live(p).timestamps(raw); },
-          nb::kw_only(), nb::arg("raw") = false,
+          [](Packets& p, bool raw) { return p.timestamps(raw); }, nb::kw_only(),
+          nb::arg("raw") = false,
           "Presentation times (s) of the packets in the window, sorted; "
           "with raw=True all of them, in stored order.")
-      .def("clone", &checked<Packets, &Packets::clone>,
+      .def("clone", &Packets::clone,
            "A copy sharing every payload (no data is copied).")
       .def("__repr__", &Packets::to_string);
   nb::class_<media::AudioPackets, Packets>(m, "AudioPackets");
@@ -257,32 +235,29 @@ void bind_av(nb::module_& m) {
 
   nb::class_<Frames>(m, "Frames", "Decoded frames.")
       .def_prop_ro("media", &Frames::media)
-      .def_prop_ro("num_frames", &checked<Frames, &Frames::num_frames>)
-      .def("__len__", &checked<Frames, &Frames::num_frames>)
-      .def_prop_ro("format", &checked<Frames, &Frames::format>)
-      .def_prop_ro("width", &checked<Frames, &Frames::width>)
-      .def_prop_ro("height", &checked<Frames, &Frames::height>)
-      .def_prop_ro("num_planes", &checked<Frames, &Frames::num_planes>)
-      .def_prop_ro("sample_rate", &checked<Frames, &Frames::sample_rate>)
-      .def_prop_ro("num_channels", &checked<Frames, &Frames::num_channels>)
-      .def_prop_ro(
-          "time_base",
-          [](Frames& f) { return rational_tuple(live(f).time_base()); })
-      .def_prop_ro("metadata", &checked<Frames, &Frames::metadata>)
+      .def_prop_ro("num_frames", &Frames::num_frames)
+      .def("__len__", &Frames::num_frames)
+      .def_prop_ro("format", &Frames::format)
+      .def_prop_ro("width", &Frames::width)
+      .def_prop_ro("height", &Frames::height)
+      .def_prop_ro("num_planes", &Frames::num_planes)
+      .def_prop_ro("sample_rate", &Frames::sample_rate)
+      .def_prop_ro("num_channels", &Frames::num_channels)
+      .def_prop_ro("time_base",
+                   [](Frames& f) { return rational_tuple(f.time_base()); })
+      .def_prop_ro("metadata", &Frames::metadata)
       .def_prop_ro("consumed", &Frames::consumed)
-      .def("get_pts", &checked<Frames, &Frames::pts>)
-      .def("get_timestamps", &checked<Frames, &Frames::timestamps>)
-      .def("clone", &checked<Frames, &Frames::clone>,
+      .def("get_pts", &Frames::pts)
+      .def("get_timestamps", &Frames::timestamps)
+      .def("clone", &Frames::clone,
            "A copy sharing every frame's data (no data is copied).")
       .def("_select",
            [](Frames& f, const std::vector<int64_t>& indices) {
-             return live(f).select(indices);
+             return f.select(indices);
            })
-      .def("_image", [](Frames& f, int64_t i) { return live(f).image(i); })
+      .def("_image", [](Frames& f, int64_t i) { return f.image(i); })
       .def("_extend",
-           [](Frames& f, Frames& other) {
-             live(f).extend(std::move(live(other)));
-           })
+           [](Frames& f, Frames& other) { f.extend(std::move(other)); })
       .def("__repr__", &Frames::to_string);
   nb::class_<media::AudioFrames, Frames>(m, "AudioFrames");
   nb::class_<media::VideoFrames, Frames>(m, "VideoFrames");
@@ -322,7 +297,6 @@ void bind_av(nb::module_& m) {
           "decode",
           [](media::Decoder& d, Packets& packets,
              std::optional<int64_t> max_frames) {
-            live(packets);
             nb::gil_scoped_release release;
             return d.decode(std::move(packets), max_frames);
           },
@@ -337,7 +311,6 @@ void bind_av(nb::module_& m) {
       .def(
           "add_frames",
           [](media::FilterGraph& g, Frames& frames, const std::string& key) {
-            live(frames);
             nb::gil_scoped_release release;
             g.add_frames(std::move(frames), key);
           },
@@ -368,7 +341,6 @@ void bind_av(nb::module_& m) {
   m.def(
       "convert_frames",
       [](const std::vector<Frames*>& frames) {
-        for (Frames* f : frames) live(*f);
         nb::gil_scoped_release release;
         return media::convert_frames(frames);
       },

@@ -6,7 +6,8 @@
 // Python subclass of it; Timeout is also a TimeoutError, so callers can catch
 // it either way. InvalidArgument and OutOfRange derive from
 // std::invalid_argument and std::out_of_range, which nanobind already
-// translates to ValueError and IndexError, so they need nothing here.
+// translates to ValueError and IndexError, so they need nothing here; but
+// media::ObjectConsumed (a consumed Packets or Frames) is a TypeError.
 
 #include <exception>
 
@@ -15,6 +16,7 @@
 #include "bindings.h"
 #include "convert.h"
 #include "feedline/base/error.h"
+#include "feedline/media/av.h"
 
 namespace nb = nanobind;
 
@@ -41,6 +43,8 @@ void bind_errors(nb::module_& m) {
           std::rethrow_exception(p);
         } catch (const PipelineFailure&) {
           set_python_error(p);
+        } catch (const media::ObjectConsumed& e) {
+          PyErr_SetString(PyExc_TypeError, e.what());
         }
       });
 }

@@ -19,14 +19,14 @@
 //
 // Ownership: Packets and Frames own their FFmpeg objects. Functions that
 // consume them take an rvalue and leave the source "consumed" (empty, and
-// every accessor throws InvalidArgument); clone() shares the payloads by
-// reference count without copying.
+// every accessor but media() and consumed() throws ObjectConsumed); clone()
+// shares the payloads by reference count without copying.
 //
 // Errors: DecodeError (naming the source) for input that is not media, is
 // truncated, has no such stream or an unknown codec, or yields no frame;
 // InvalidArgument for bad options, unknown or unconsumed FFmpeg options, bad
-// filter descriptions and consumed objects; IoError when a path cannot be
-// opened.
+// filter descriptions; ObjectConsumed (an InvalidArgument) for consumed
+// objects; IoError when a path cannot be opened.
 //
 // Thread safety: distinct objects may be used from distinct threads at
 // once; one object must not be used from two threads at the same time.
@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "feedline/base/buffer.h"
+#include "feedline/base/error.h"
 
 struct AVCodecParameters;
 struct AVFrame;
@@ -129,6 +130,12 @@ class Codec {
   Rational frame_rate_;
 };
 
+// A Packets or Frames used after it was consumed. Python: TypeError.
+class ObjectConsumed : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
 // Encoded packets of one stream.
 class Packets {
  public:
@@ -139,24 +146,24 @@ class Packets {
   Packets& operator=(const Packets&) = delete;
 
   Media media() const { return media_; }
-  const std::string& src() const { return src_; }
-  int stream_index() const { return stream_index_; }
-  Rational time_base() const { return time_base_; }
-  const std::optional<Window>& window() const { return window_; }
-  const std::optional<Codec>& codec() const { return codec_; }
+  const std::string& src() const;
+  int stream_index() const;
+  Rational time_base() const;
+  const std::optional<Window>& window() const;
+  const std::optional<Codec>& codec() const;
   // Throws InvalidArgument when there is none (streamed packets).
   const Codec& require_codec() const;
 
   // Number of packets whose pts lies in the window (all without one).
   std::size_t size() const;
-  std::size_t num_packets() const { return packets_.size(); }
+  std::size_t num_packets() const;
   // Presentation times in seconds, sorted; only those in the window unless
   // `raw` (then all, in stored order, NaN where a packet has none: some
   // containers leave B-frames' times to the decoder). Without a window,
   // size() counts every packet; with one, only packets with a time in it.
   std::vector<double> timestamps(bool raw = false) const;
   bool consumed() const { return consumed_; }
-  // Throws InvalidArgument("<kind> was consumed ...") if consumed.
+  // Throws ObjectConsumed if consumed.
   void check() const;
 
   // A new Packets sharing every payload (no copy).
@@ -212,7 +219,7 @@ class Frames {
   Frames& operator=(const Frames&) = delete;
 
   Media media() const { return media_; }
-  Rational time_base() const { return time_base_; }
+  Rational time_base() const;
   // Video and image: frames; audio: samples (summed over frames).
   int64_t num_frames() const;
   std::size_t num_av_frames() const { return frames_.size(); }

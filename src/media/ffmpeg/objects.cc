@@ -116,11 +116,37 @@ Packets::~Packets() {
 
 void Packets::check() const {
   if (consumed_) {
-    throw InvalidArgument(std::string(media_name(media_)) + " packets of " +
-                          src_ +
-                          " were consumed (decoded or converted); clone() "
-                          "them first to use them twice");
+    throw ObjectConsumed(std::string(media_name(media_)) + " packets of " +
+                         src_ +
+                         " were consumed (decoded or converted); clone() "
+                         "them first to use them twice");
   }
+}
+
+// The accessors of a live object.
+const std::string& Packets::src() const {
+  check();
+  return src_;
+}
+int Packets::stream_index() const {
+  check();
+  return stream_index_;
+}
+Rational Packets::time_base() const {
+  check();
+  return time_base_;
+}
+const std::optional<Window>& Packets::window() const {
+  check();
+  return window_;
+}
+const std::optional<Codec>& Packets::codec() const {
+  check();
+  return codec_;
+}
+std::size_t Packets::num_packets() const {
+  check();
+  return packets_.size();
 }
 
 const Codec& Packets::require_codec() const {
@@ -240,11 +266,16 @@ Frames::~Frames() {
   for (AVFrame* f : frames_) av_frame_free(&f);
 }
 
+Rational Frames::time_base() const {
+  check();
+  return time_base_;
+}
+
 void Frames::check() const {
   if (consumed_) {
-    throw InvalidArgument(std::string(media_name(media_)) +
-                          " frames were consumed (converted or filtered); "
-                          "clone() them first to use them twice");
+    throw ObjectConsumed(std::string(media_name(media_)) +
+                         " frames were consumed (converted or filtered); "
+                         "clone() them first to use them twice");
   }
 }
 

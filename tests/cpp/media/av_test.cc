@@ -158,6 +158,29 @@ TEST_F(AvTest, PacketsAreConsumedByDecodingAndClonesShareThem) {
   EXPECT_EQ(yuv.shape(), (std::vector<int64_t>{25, 1, 96, 96}));
 }
 
+TEST_F(AvTest, EveryAccessorOfAConsumedObjectThrowsObjectConsumed) {
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  auto packets = d.demux(Media::kVideo, Window{Rational{1, 1}, Rational{2, 1}});
+  auto frames = decode_packets(std::move(*packets), std::nullopt, {});
+  EXPECT_EQ(packets->media(), Media::kVideo);  // the kind stays readable
+  EXPECT_THROW(packets->src(), ObjectConsumed);
+  EXPECT_THROW(packets->stream_index(), ObjectConsumed);
+  EXPECT_THROW(packets->time_base(), ObjectConsumed);
+  EXPECT_THROW(packets->window(), ObjectConsumed);
+  EXPECT_THROW(packets->codec(), ObjectConsumed);
+  EXPECT_THROW(packets->num_packets(), ObjectConsumed);
+  EXPECT_THROW(packets->size(), ObjectConsumed);
+  EXPECT_THROW(packets->clone(), ObjectConsumed);
+  EXPECT_NE(packets->to_string().find("consumed"), std::string::npos);
+  EXPECT_EQ(convert_frames(std::move(*frames)).shape()[0], 25);
+  EXPECT_EQ(frames->media(), Media::kVideo);
+  EXPECT_THROW(frames->time_base(), ObjectConsumed);
+  EXPECT_THROW(frames->num_frames(), ObjectConsumed);
+  EXPECT_THROW(frames->pts(), ObjectConsumed);
+  EXPECT_THROW(frames->clone(), ObjectConsumed);
+  EXPECT_THROW(convert_frames(std::move(*frames)), ObjectConsumed);
+}
+
 TEST_F(AvTest, SampleDecodeEqualsFullDecode) {
   Demuxer d(file("clip.mp4"), DemuxConfig{});
   auto packets = d.demux(Media::kVideo, std::nullopt);
