@@ -230,6 +230,25 @@ Buffer convert_frames(std::vector<Frames*> batch) {
 
 namespace {
 
+// A frame's colour space and range, as ints within their enums: a decoder
+// copies these from the bitstream, so a hostile stream can leave values no
+// enumerator has, and loading such a value through the enum type is
+// undefined behaviour. The bytes are read as an int instead, and a value out
+// of range counts as unspecified (the same as the scale filter's default).
+static_assert(sizeof(AVColorSpace) == sizeof(int) &&
+              sizeof(AVColorRange) == sizeof(int));
+int enum_value(const void* field, int count, int unspecified) {
+  int v = 0;
+  std::memcpy(&v, field, sizeof(v));
+  return v >= 0 && v < count ? v : unspecified;
+}
+int colorspace_of(const AVFrame* f) {
+  return enum_value(&f->colorspace, AVCOL_SPC_NB, AVCOL_SPC_UNSPECIFIED);
+}
+int range_of(const AVFrame* f) {
+  return enum_value(&f->color_range, AVCOL_RANGE_NB, AVCOL_RANGE_UNSPECIFIED);
+}
+
 // Writes decoded frames, converted with libswscale, straight into a growing
 // (N, H, W, C) buffer.
 class FrameWriter {
@@ -292,8 +311,10 @@ class FrameWriter {
   // The converter, with the colour matrix and range FFmpeg's scale filter
   // takes from the frame.
   void setup(const AVFrame* f) {
-    if (sws_ && f->format == src_format_ && f->colorspace == colorspace_ &&
-        f->color_range == range_) {
+    const int colorspace = colorspace_of(f);
+    const int range = range_of(f);
+    if (sws_ && f->format == src_format_ && colorspace == colorspace_ &&
+        range == range_) {
       return;
     }
     sws_.reset(sws_getContext(
@@ -314,15 +335,15 @@ class FrameWriter {
     if (sws_getColorspaceDetails(sws_.get(), &inv_table, &src_range, &table,
                                  &dst_range, &brightness, &contrast,
                                  &saturation) >= 0) {
-      const int* coefficients = sws_getCoefficients(f->colorspace);
-      if (f->color_range != AVCOL_RANGE_UNSPECIFIED)
-        src_range = f->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
+      const int* coefficients = sws_getCoefficients(colorspace);
+      if (range != AVCOL_RANGE_UNSPECIFIED)
+        src_range = range == AVCOL_RANGE_JPEG ? 1 : 0;
       sws_setColorspaceDetails(sws_.get(), coefficients, src_range, table,
                                dst_range, brightness, contrast, saturation);
     }
     src_format_ = f->format;
-    colorspace_ = f->colorspace;
-    range_ = f->color_range;
+    colorspace_ = colorspace;
+    range_ = range;
   }
 
   AVPixelFormat format_;
@@ -337,8 +358,8 @@ class FrameWriter {
   Buffer out_;
   SwsPtr sws_;
   int src_format_ = -1;
-  AVColorSpace colorspace_ = AVCOL_SPC_UNSPECIFIED;
-  AVColorRange range_ = AVCOL_RANGE_UNSPECIFIED;
+  int colorspace_ = AVCOL_SPC_UNSPECIFIED;
+  int range_ = AVCOL_RANGE_UNSPECIFIED;
 };
 
 AVPixelFormat fast_format(const std::string& pix_fmt) {
