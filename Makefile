@@ -85,7 +85,8 @@ asan:
 	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure \
 	  --no-tests=error -j$(JOBS)
 
-# FUZZ_SECONDS=N sets the mutation time per fuzzer (default 10).
+# FUZZ_SCALE=N multiplies each fuzzer's fixed number of mutations (default 1,
+# about 10 s each).
 fuzz-smoke:
 	test -f $(ASAN_DIR)/CMakeCache.txt || cmake --preset asan
 	cmake --build --preset asan -j$(JOBS)

@@ -311,7 +311,9 @@ PipelineStats PipelineImpl::live_stats_locked() const {
 }
 
 void PipelineImpl::report_final_stats() {
-  if (final_reported_.exchange(true)) return;
+  MutexLock report_lock(report_mu_);
+  if (final_reported_) return;
+  final_reported_ = true;
   StatsHook hook;  // a copy: the stop may release the member meanwhile
   {
     MutexLock lock(state_mu_);
@@ -331,6 +333,8 @@ void PipelineImpl::run_reporter(const std::stop_token& stop) {
     cv.wait_for(lock.native(), stop, options_.report_interval,
                 [] { return false; });
     if (stop.stop_requested()) break;
+    MutexLock report_lock(report_mu_);
+    if (final_reported_) break;  // nothing may follow the final report
     StatsHook hook;
     {
       MutexLock hook_lock(state_mu_);

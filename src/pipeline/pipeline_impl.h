@@ -126,7 +126,11 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   StopPhase phase_ GUARDED_BY(stop_mu_) = StopPhase::kRunning;
   bool joining_ GUARDED_BY(stop_mu_) = false;  // a waiter joins stopper_
   std::thread stopper_ GUARDED_BY(stop_mu_);
-  std::atomic<bool> final_reported_{false};
+  // Serialises the stats reports (periodic and final) and the hook calls,
+  // so that the final report is the last one the hook sees. Held while the
+  // hook runs: a hook must not wait for the pipeline (see docs/threading.md).
+  Mutex report_mu_;
+  bool final_reported_ GUARDED_BY(report_mu_) = false;
 
   // Runners outlive the pool (declared first, destroyed last); the stop
   // releases them, after keeping their final statistics.
