@@ -19,6 +19,8 @@
 #include <chrono>
 #include <thread>
 
+#include "feedline/base/mutex.h"
+
 namespace feedline {
 
 // How long a thread polls for work before it sleeps.
@@ -37,11 +39,7 @@ bool spin_wait(Ready&& ready,
       std::this_thread::yield();
       if (std::chrono::steady_clock::now() >= end) return ready();
     } else {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
+      cpu_pause();
     }
     if (ready()) return true;
   }
