@@ -114,6 +114,7 @@ std::optional<std::string> path_from(nb::handle obj) {
 
 namespace {
 
+nb::bytes raw(const std::string& s) { return nb::bytes(s.data(), s.size()); }
 std::span<const uint8_t> span_of(const Buffer& b) {
   return {b.data_as<const uint8_t>(), b.nbytes()};
 }
@@ -245,8 +246,7 @@ void bind_io(nb::module_& parent) {
             return dlpack_capsule(b);
           },
           "A DLPack capsule of the buffer (CPU; stream and version requests "
-          "are "
-          "accepted and ignored).")
+          "are accepted and ignored).")
       .def("__dlpack_device__",
            [](const Buffer&) { return nb::make_tuple(1, 0); })
       .def("__len__",
@@ -307,12 +307,12 @@ void bind_io(nb::module_& parent) {
     return nb::make_tuple(info.width, info.height, info.format);
   });
 
-  // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
-  // place) and runs with the GIL released.
+  // Arrays, audio and archives: bytes-like data (read in place), the GIL
+  // released; member names are the archive's bytes (Python decodes them).
   m.def("load_npy", on_bytes<const std::string&>(&load_npy), nb::arg("data"),
         nb::arg("name"));
   nb::class_<ZipEntry>(m, "ZipEntry", "One member of a ZIP archive.")
-      .def_ro("name", &ZipEntry::name)
+      .def_prop_ro("name", [](const ZipEntry& e) { return raw(e.name); })
       .def_ro("data_offset", &ZipEntry::data_offset)
       .def_ro("compressed_size", &ZipEntry::compressed_size)
       .def_ro("size", &ZipEntry::size, "Uncompressed size in bytes.")
@@ -340,7 +340,7 @@ void bind_io(nb::module_& parent) {
   m.def("parse_wav", on_bytes<const std::string&>(&parse_wav), nb::arg("data"),
         nb::arg("name"));
   nb::class_<TarMember>(m, "TarMember", "One regular file of a tar archive.")
-      .def_ro("name", &TarMember::name)
+      .def_prop_ro("name", [](const TarMember& t) { return raw(t.name); })
       .def_ro("offset", &TarMember::offset, "Of the member's data.")
       .def_ro("size", &TarMember::size);
   m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),

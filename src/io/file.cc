@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "feedline/base/error.h"
+#include "io/reader.h"
 
 namespace feedline {
 namespace {
@@ -22,6 +23,15 @@ namespace {
   // std::generic_category().message(): strerror's text, thread-safe.
   throw IoError(path + ": " + what + ": " +
                 std::generic_category().message(err));
+}
+
+// open() takes a C string: a NUL inside `path` would cut it there and open
+// another file, so such a path is refused before it reaches the system.
+int open_path(const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    throw InvalidArgument("path " + io::quoted(path) + " contains a NUL byte");
+  }
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
 struct Fd {
@@ -34,7 +44,7 @@ struct Fd {
 }  // namespace
 
 Buffer read_file(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  Fd f{open_path(path)};
   if (f.fd < 0) fail(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);
@@ -57,7 +67,7 @@ Buffer read_file(const std::string& path) {
 }
 
 Buffer map_file(const std::string& path) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  Fd f{open_path(path)};
   if (f.fd < 0) fail(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);

@@ -17,13 +17,16 @@
 namespace feedline {
 namespace {
 
+// numpy.lib.format's default max_header_size.
+constexpr uint64_t kMaxHeaderSize = 10000;
+
 struct Descr {
   DType dtype = DType::kUint8;
   bool big_endian = false;
 };
 
 Descr parse_descr(const std::string& d, const io::Reader& r, uint64_t at) {
-  if (d.size() < 3) r.fail(at, "unsupported dtype '" + d + "'");
+  if (d.size() < 3 || d[2] == '0') r.fail(at, "unsupported dtype '" + d + "'");
   char order = d[0];
   char kind = d[1];
   int size = 0;
@@ -62,54 +65,153 @@ Descr parse_descr(const std::string& d, const io::Reader& r, uint64_t at) {
   r.fail(at, "unsupported dtype '" + d + "' (numeric dtypes only)");
 }
 
-// The value after 'key': in the header dict, as raw text up to the next
-// top-level comma or closing brace.
-std::string field(const std::string& header, const std::string& key,
-                  const io::Reader& r, uint64_t at) {
-  std::size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos) r.fail(at, "NPY header has no '" + key + "'");
-  std::size_t colon = header.find(':', k);
-  if (colon == std::string::npos) r.fail(at, "malformed NPY header");
-  std::size_t i = colon + 1;
-  while (i < header.size() && header[i] == ' ') ++i;
-  if (i < header.size() && header[i] == '(') {
-    std::size_t close = header.find(')', i);
-    if (close == std::string::npos) r.fail(at, "malformed shape in NPY header");
-    return header.substr(i, close - i + 1);
-  }
-  if (i < header.size() && (header[i] == '\'' || header[i] == '"')) {
-    std::size_t close = header.find(header[i], i + 1);
-    if (close == std::string::npos) r.fail(at, "malformed NPY header");
-    return header.substr(i + 1, close - i - 1);
-  }
-  std::size_t end = header.find_first_of(",}", i);
-  if (end == std::string::npos) r.fail(at, "malformed NPY header");
-  return header.substr(i, end - i);
-}
-
-std::vector<int64_t> parse_shape(const std::string& text, const io::Reader& r,
-                                 uint64_t at) {
+// The header dict, parsed strictly: numpy.load reads it with
+// ast.literal_eval, so anything that is not exactly a Python literal is
+// refused there, and a lenient parser here would read arrays numpy refuses
+// (or read them differently). This accepts a subset of what literal_eval
+// takes, the subset every NPY writer produces: ASCII; blanks (space, tab,
+// newline) between tokens; quoted strings without escapes; True and False;
+// tuples of decimal integers without sign, underscores or leading zeros. The
+// keys must be 'descr' (a string), 'fortran_order' (a bool) and 'shape' (a
+// tuple), each exactly once: numpy refuses other and missing keys; it takes
+// the last of duplicated keys, which are refused here as no writer makes
+// them. Trailing blanks (the padding) are allowed; anything else after the
+// dict is not.
+struct Header {
+  std::string descr;
+  bool fortran_order = false;
   std::vector<int64_t> shape;
-  std::size_t i = 1;  // after '('
-  while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == ',')) ++i;
-    if (i >= text.size() || text[i] == ')') break;
-    if (text[i] == '-') r.fail(at, "negative dimension in NPY shape " + text);
-    if (text[i] < '0' || text[i] > '9')
-      r.fail(at, "malformed NPY shape " + text);
-    int64_t v = 0;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-      if (v > (std::numeric_limits<int64_t>::max() - 9) / 10) {
-        r.fail(at, "NPY dimension overflows in shape " + text);
+};
+
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const io::Reader& r, uint64_t at)
+      : text_(text), r_(r), at_(at) {}
+
+  Header parse() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t'))
+      ++pos_;
+    expect('{');
+    Header h;
+    bool seen[3] = {false, false, false};
+    blanks();
+    while (peek() != '}') {
+      const std::size_t key_at = pos_;
+      std::string key = string();
+      blanks();
+      expect(':');
+      blanks();
+      if (key == "descr" && !seen[0]) {
+        h.descr = string();
+        seen[0] = true;
+      } else if (key == "fortran_order" && !seen[1]) {
+        h.fortran_order = boolean();
+        seen[1] = true;
+      } else if (key == "shape" && !seen[2]) {
+        h.shape = tuple();
+        seen[2] = true;
+      } else if (key == "descr" || key == "fortran_order" || key == "shape") {
+        fail(key_at, "NPY header repeats the key '" + key + "'");
+      } else {
+        fail(key_at,
+             "NPY header has a key other than 'descr', "
+             "'fortran_order' and 'shape'");
       }
-      v = v * 10 + (text[i] - '0');
-      ++i;
+      blanks();
+      if (peek() != ',') break;
+      ++pos_;
+      blanks();
     }
-    shape.push_back(v);
-    if (shape.size() > 64) r.fail(at, "NPY shape has too many dimensions");
+    expect('}');
+    blanks();
+    if (pos_ != text_.size()) fail(pos_, "NPY header has more after its dict");
+    static constexpr const char* kKeys[] = {"descr", "fortran_order", "shape"};
+    for (int i = 0; i < 3; ++i) {
+      if (!seen[i])
+        fail(0, std::string("NPY header has no '") + kKeys[i] + "'");
+    }
+    return h;
   }
-  return shape;
-}
+
+ private:
+  [[noreturn]] void fail(std::size_t pos, const std::string& what) const {
+    r_.fail(at_ + pos, what);
+  }
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  void expect(char c) {
+    if (peek() != c) {
+      fail(pos_, std::string("malformed NPY header: expected '") + c +
+                     "' at header byte " + std::to_string(pos_));
+    }
+    ++pos_;
+  }
+  void blanks() {
+    while (peek() == ' ' || peek() == '\t' || peek() == '\n') ++pos_;
+  }
+  std::string string() {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"')
+      fail(pos_, "malformed NPY header: expected a quoted string");
+    const std::size_t begin = ++pos_;
+    while (peek() != quote) {
+      const char c = peek();
+      if (c < 0x20 || c > 0x7e || c == '\\')
+        fail(pos_, "malformed NPY header: unsupported character in a string");
+      ++pos_;
+    }
+    ++pos_;
+    return std::string(text_.substr(begin, pos_ - 1 - begin));
+  }
+  bool boolean() {
+    for (std::string_view word : {"True", "False"}) {
+      if (text_.substr(pos_, word.size()) == word) {
+        pos_ += word.size();
+        return word == "True";
+      }
+    }
+    fail(pos_, "malformed NPY header: 'fortran_order' must be True or False");
+  }
+  std::vector<int64_t> tuple() {
+    expect('(');
+    std::vector<int64_t> shape;
+    blanks();
+    bool comma = false;  // (n) is an int, not a tuple: one element needs ','
+    while (peek() != ')') {
+      shape.push_back(integer());
+      if (shape.size() > 64) fail(pos_, "NPY shape has too many dimensions");
+      blanks();
+      comma = peek() == ',';
+      if (!comma) break;
+      ++pos_;
+      blanks();
+    }
+    if (shape.size() == 1 && !comma)
+      fail(pos_, "malformed NPY header: 'shape' is not a tuple");
+    expect(')');
+    return shape;
+  }
+  int64_t integer() {
+    const std::size_t begin = pos_;
+    if (peek() == '-') fail(pos_, "negative dimension in NPY shape");
+    if (peek() < '0' || peek() > '9')
+      fail(pos_, "malformed NPY shape: expected a non-negative integer");
+    int64_t v = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      if (v > (std::numeric_limits<int64_t>::max() - 9) / 10)
+        fail(begin, "NPY dimension overflows");
+      v = v * 10 + (peek() - '0');
+      ++pos_;
+    }
+    if (text_[begin] == '0' && pos_ - begin > 1)
+      fail(begin, "malformed NPY shape: an integer with a leading zero");
+    return v;
+  }
+
+  std::string_view text_;
+  const io::Reader& r_;
+  uint64_t at_;
+  std::size_t pos_ = 0;
+};
 
 void byteswap(uint8_t* p, std::size_t count, std::size_t itemsize,
               bool complex) {
@@ -127,25 +229,37 @@ Buffer load_npy(const Buffer& bytes, std::string_view name) {
   static constexpr uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (std::memcmp(r.bytes(0, 6).data(), kMagic, 6) != 0)
     r.fail(0, "not an NPY file (bad magic)");
-  uint8_t major = r.u8(6);
+  const uint8_t major = r.u8(6);
+  const uint8_t minor = r.u8(7);
   uint64_t header_len = 0;
   uint64_t header_at = 0;
+  // numpy reads (1, 0), (2, 0) and (3, 0) only.
+  if (minor != 0 || major < 1 || major > 3) {
+    r.fail(6, "unsupported NPY format version " + std::to_string(major) + "." +
+                  std::to_string(minor));
+  }
   if (major == 1) {
     header_len = r.u16(8);
     header_at = 10;
-  } else if (major == 2 || major == 3) {
+  } else {
     header_len = r.u32(8);
     header_at = 12;
-  } else {
-    r.fail(6, "unsupported NPY format version " + std::to_string(major));
+  }
+  // numpy.load refuses longer headers (its max_header_size) as unsafe.
+  if (header_len > kMaxHeaderSize) {
+    r.fail(8, "NPY header of " + std::to_string(header_len) +
+                  " bytes is over numpy's limit of " +
+                  std::to_string(kMaxHeaderSize));
   }
   std::span<const uint8_t> raw = r.bytes(header_at, header_len);
-  std::string header(raw.begin(), raw.end());
-  Descr descr = parse_descr(field(header, "descr", r, header_at), r, header_at);
-  std::string fortran = field(header, "fortran_order", r, header_at);
-  bool fortran_order = fortran.find("True") != std::string::npos;
-  std::vector<int64_t> shape =
-      parse_shape(field(header, "shape", r, header_at), r, header_at);
+  const Header header =
+      HeaderParser(std::string_view(reinterpret_cast<const char*>(raw.data()),
+                                    raw.size()),
+                   r, header_at)
+          .parse();
+  const Descr descr = parse_descr(header.descr, r, header_at);
+  const bool fortran_order = header.fortran_order;
+  const std::vector<int64_t>& shape = header.shape;
 
   const std::size_t itemsize = dtype_size(descr.dtype);
   uint64_t count = 1;

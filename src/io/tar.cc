@@ -4,8 +4,16 @@
 // a zero block at the end. A member's name is ustar's prefix + "/" + name,
 // or the name a preceding GNU 'L' record or pax 'x' record ("path=") gives;
 // a pax "size=" record overrides the size of the next member (files over
-// 8 GiB). Sizes may be octal or GNU base-256. Every header's checksum is
-// verified.
+// 8 GiB). Names are kept as the archive's bytes.
+//
+// Where Python's tarfile would stop or refuse, this parser raises instead of
+// ending early, so a member is never lost without an error: every numeric
+// field tarfile reads must parse (octal, or GNU base-256) and every header's
+// checksum must match (unsigned or, as some old tars wrote it, signed). The
+// archive ends at a zero block, or where the input ends exactly after a
+// member's padding (tarfile accepts both); a header cut short, a member's
+// data or padding cut short, and a long-name or pax header with no member
+// after it are errors.
 
 #include <string>
 #include <vector>
@@ -25,37 +33,96 @@ std::string field(std::span<const uint8_t> b, std::size_t at, std::size_t len) {
   return std::string(reinterpret_cast<const char*>(&b[at]), n);
 }
 
-uint64_t number(std::span<const uint8_t> b, std::size_t at, std::size_t len,
-                const io::Reader& r, uint64_t where) {
-  if (b[at] & 0x80) {  // GNU base-256
-    uint64_t v = b[at] & 0x7F;
-    for (std::size_t i = 1; i < len; ++i) {
-      if (v >> 55) r.fail(where, "numeric field overflows");
-      v = (v << 8) | b[at + i];
-    }
-    return v;
-  }
-  uint64_t v = 0;
-  std::size_t i = 0;
-  while (i < len && (b[at + i] == ' ' || b[at + i] == 0)) ++i;
-  for (; i < len && b[at + i] >= '0' && b[at + i] <= '7'; ++i) {
-    if (v >> 60) r.fail(where, "numeric field overflows");
-    v = v * 8 + (b[at + i] - '0');
-  }
-  return v;
+bool is_space(uint8_t c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+         c == '\f';
 }
 
-bool zero_block(std::span<const uint8_t> b) {
+// A numeric header field as tarfile reads it: 0x80 then big-endian base-256
+// (GNU), 0xFF then a negative base-256 number, or octal digits up to the
+// first NUL with blanks around them (empty reads as 0). Anything else is a
+// damaged header. A negative value is refused unless `signed_ok`.
+int64_t number(std::span<const uint8_t> b, std::size_t at, std::size_t len,
+               const char* what, const io::Reader& r, uint64_t header,
+               bool signed_ok = true) {
+  auto bad = [&](const std::string& why) {
+    r.fail(header + at,
+           std::string("bad tar header: ") + what + " field " + why);
+  };
+  const uint8_t first = b[at];
+  if (first == 0x80 || first == 0xFF) {
+    if (first == 0xFF && !signed_ok) bad("is negative");
+    uint64_t v = 0;
+    for (std::size_t i = 1; i < len; ++i) {
+      const uint8_t byte = first == 0xFF ? ~b[at + i] & 0xFF : b[at + i];
+      if (v >> 55) bad("overflows");
+      v = (v << 8) | byte;
+    }
+    // 0xFF: two's complement over the field, so -(v + 1).
+    return first == 0xFF ? -static_cast<int64_t>(v) - 1
+                         : static_cast<int64_t>(v);
+  }
+  std::size_t end = 0;
+  while (end < len && b[at + end] != 0) ++end;
+  std::size_t i = 0;
+  while (i < end && is_space(b[at + i])) ++i;
+  while (end > i && is_space(b[at + end - 1])) --end;
+  uint64_t v = 0;
+  for (; i < end; ++i) {
+    const uint8_t c = b[at + i];
+    if (c < '0' || c > '7') bad("is not an octal number");
+    if (v >> 60) bad("overflows");
+    v = v * 8 + (c - '0');
+  }
+  return static_cast<int64_t>(v);
+}
+
+bool all_zero(std::span<const uint8_t> b) {
   for (uint8_t c : b) {
     if (c != 0) return false;
   }
   return true;
 }
 
+// Verifies the checksum and that every numeric field tarfile reads parses;
+// returns the member's size.
+uint64_t check_header(std::span<const uint8_t> h, const io::Reader& r,
+                      uint64_t at) {
+  const int64_t stored = number(h, 148, 8, "checksum", r, at);
+  int64_t sum = 0;
+  int64_t signed_sum = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    const uint8_t c = (i >= 148 && i < 156) ? ' ' : h[i];
+    sum += c;
+    signed_sum += static_cast<int8_t>(c);
+  }
+  if (stored != sum && stored != signed_sum) {
+    r.fail(at, "bad tar header checksum (the header says " +
+                   std::to_string(stored) + ", its bytes sum to " +
+                   std::to_string(sum) + ")");
+  }
+  number(h, 100, 8, "mode", r, at);
+  number(h, 108, 8, "uid", r, at);
+  number(h, 116, 8, "gid", r, at);
+  number(h, 136, 12, "mtime", r, at);
+  number(h, 329, 8, "devmajor", r, at);
+  number(h, 337, 8, "devminor", r, at);
+  return static_cast<uint64_t>(
+      number(h, 124, 12, "size", r, at, /*signed_ok=*/false));
+}
+
+struct Pending {
+  std::string name;  // from a GNU 'L' or pax "path" record
+  uint64_t size = 0;
+  bool has_size = false;
+  bool sparse = false;  // pax GNU.sparse.* records: a layout not supported
+  uint64_t header = 0;  // where the 'L' or 'x' header was
+  bool any = false;
+};
+
 // Applies the "path" and "size" records of a pax header.
 void read_pax(std::span<const uint8_t> data, const io::Reader& r,
-              uint64_t where, std::string* path, uint64_t* size,
-              bool* has_size) {
+              uint64_t where, Pending* next) {
   std::size_t i = 0;
   while (i < data.size()) {
     std::size_t len = 0;
@@ -77,7 +144,8 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r,
     if (eq != std::string::npos) {
       std::string key = record.substr(0, eq);
       std::string value = record.substr(eq + 1);
-      if (key == "path") *path = value;
+      if (key == "path") next->name = value;
+      if (key.rfind("GNU.sparse.", 0) == 0) next->sparse = true;
       if (key == "size") {
         uint64_t v = 0;
         for (char c : value) {
@@ -85,8 +153,8 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r,
             r.fail(where, "malformed pax size");
           v = v * 10 + static_cast<uint64_t>(c - '0');
         }
-        *size = v;
-        *has_size = true;
+        next->size = v;
+        next->has_size = true;
       }
     }
     i += len;
@@ -98,50 +166,76 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r,
 std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                                 std::string_view name) {
   io::Reader r(data, name);
+  if (data.empty()) r.fail(0, "empty input: not a tar archive");
   std::vector<TarMember> members;
-  std::string next_name;
-  uint64_t next_size = 0;
-  bool has_next_size = false;
+  Pending next;
   uint64_t at = 0;
-  while (r.has(at, kBlock)) {
+  while (at < r.size()) {
+    if (!r.has(at, kBlock)) {
+      // A partial block of zeros after the last member loses nothing.
+      if (at > 0 && all_zero(r.bytes(at, r.size() - at))) break;
+      r.fail(at, "truncated tar header: " + std::to_string(r.size() - at) +
+                     " of its 512 bytes");
+    }
     std::span<const uint8_t> h = r.bytes(at, kBlock);
-    if (zero_block(h)) break;
-    uint64_t stored = number(h, 148, 8, r, at + 148);
-    uint64_t sum = 0;
-    for (std::size_t i = 0; i < kBlock; ++i)
-      sum += (i >= 148 && i < 156) ? ' ' : h[i];
-    if (sum != stored) r.fail(at, "bad tar header checksum");
+    if (all_zero(h)) break;
+    uint64_t size = check_header(h, r, at);
     char type = static_cast<char>(h[156]);
-    uint64_t size = number(h, 124, 12, r, at + 124);
-    if (has_next_size && type != 'x' && type != 'L') size = next_size;
+    if (next.has_size && type != 'x' && type != 'L') size = next.size;
+    // Links, devices, directories and FIFOs have no data, whatever their
+    // size field says (POSIX; tarfile reads the next header right after).
+    if (type >= '1' && type <= '6') size = 0;
     const uint64_t body = at + kBlock;
-    if (!r.has(body, size)) r.fail(body, "member data overruns the archive");
+    if (!r.has(body, size)) {
+      r.fail(body, "member data overruns the archive (" + std::to_string(size) +
+                       " bytes at byte " + std::to_string(body) +
+                       ", the input has " + std::to_string(r.size()) + ")");
+    }
     std::span<const uint8_t> content = r.bytes(body, size);
     if (type == 'L') {
-      next_name = field(content, 0, content.size());
+      next.name = field(content, 0, content.size());
+      next.header = at;
+      next.any = true;
     } else if (type == 'x') {
-      read_pax(content, r, body, &next_name, &next_size, &has_next_size);
+      read_pax(content, r, body, &next);
+      next.header = at;
+      next.any = true;
     } else if (type == 'g') {
       // Global pax records: nothing feedline uses.
     } else {
-      if (type == '0' || type == '\0' || type == '7') {
-        std::string member = next_name;
-        if (member.empty()) {
-          member = field(h, 0, 100);
-          if (std::string(reinterpret_cast<const char*>(&h[257]), 5) ==
-              "ustar") {
-            std::string prefix = field(h, 345, 155);
-            if (!prefix.empty()) member = prefix.append("/").append(member);
-          }
+      std::string member = next.name;
+      if (member.empty()) {
+        member = field(h, 0, 100);
+        if (std::string(reinterpret_cast<const char*>(&h[257]), 5) == "ustar") {
+          std::string prefix = field(h, 345, 155);
+          if (!prefix.empty()) member = prefix.append("/").append(member);
         }
-        members.push_back({std::move(member), body, size});
       }
-      next_name.clear();
-      has_next_size = false;
+      // A V7 directory is a regular-file header whose name ends in '/'.
+      const bool v7_dir =
+          type == '\0' && !member.empty() && member.back() == '/';
+      if (type == 'S' || ((type == '0' || type == '\0') && next.sparse)) {
+        r.fail(at, "sparse member (" + std::to_string(size) +
+                       " bytes): sparse files are not supported");
+      }
+      if ((type == '0' || type == '\0' || type == '7') && !v7_dir)
+        members.push_back({std::move(member), body, size});
+      next = Pending{};
     }
-    uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
+    const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
     if (padded < size) r.fail(body, "member size overflows");
+    if (!r.has(body, padded)) {
+      r.fail(body + size,
+             "truncated: the member's padding to 512 bytes is "
+             "cut short (the input ends at byte " +
+                 std::to_string(r.size()) + ")");
+    }
     at = body + padded;
+  }
+  if (next.any) {
+    r.fail(next.header,
+           "a long-name or pax header with no member after it (the archive "
+           "is cut short)");
   }
   return members;
 }

@@ -4,9 +4,11 @@
 // the zip64 one when a field overflows), then one record per member, then
 // each member's local header for where its data starts. Deflated members are
 // inflated with zlib into a buffer of their declared size, which bounds the
-// work a zip bomb can cause.
+// work a zip bomb can cause. Every member read is checked against the CRC-32
+// of its central record.
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -77,6 +79,20 @@ void apply_zip64(const io::Reader& r, uint64_t extra, uint64_t extra_len,
   }
 }
 
+// Throws unless `bytes` has the CRC-32 the central directory gives.
+void check_crc(const io::Reader& r, const ZipEntry& e, const std::string& who,
+               std::span<const uint8_t> bytes) {
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32_z(crc32_z(0, nullptr, 0), bytes.data(), bytes.size()));
+  if (crc != e.crc32) {
+    char found[64];
+    std::snprintf(found, sizeof found, "0x%08x, the directory says 0x%08x", crc,
+                  e.crc32);
+    r.fail(e.data_offset, who + ": CRC-32 mismatch (the data has " + found +
+                              "): the member is damaged");
+  }
+}
+
 }  // namespace
 
 std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
@@ -89,6 +105,7 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
     if (r.u32(at) != kCentral) r.fail(at, "bad central directory record");
     ZipEntry e;
     e.method = r.u16(at + 10);
+    e.crc32 = r.u32(at + 16);
     e.compressed_size = r.u32(at + 20);
     e.size = r.u32(at + 24);
     uint64_t name_len = r.u16(at + 28);
@@ -99,10 +116,11 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
     e.name.assign(raw.begin(), raw.end());
     apply_zip64(r, at + 46 + name_len, extra_len, &e, &local);
     if (r.u32(local) != kLocal)
-      r.fail(local, "bad local header of '" + e.name + "'");
+      r.fail(local, "bad local header of " + io::quoted(e.name));
     e.data_offset = local + 30 + r.u16(local + 26) + r.u16(local + 28);
     if (!r.has(e.data_offset, e.compressed_size)) {
-      r.fail(e.data_offset, "member '" + e.name + "' overruns the archive");
+      r.fail(e.data_offset,
+             "member " + io::quoted(e.name) + " overruns the archive");
     }
     entries.push_back(std::move(e));
     at += 46 + name_len + extra_len + comment_len;
@@ -116,10 +134,11 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
                                         archive.nbytes()),
                name);
   std::span<const uint8_t> src = r.bytes(e.data_offset, e.compressed_size);
-  std::string who = "member '" + e.name + "'";
+  const std::string who = "member " + io::quoted(e.name);
   if (e.method == 0) {
     if (e.size != e.compressed_size)
       r.fail(e.data_offset, who + ": stored sizes disagree");
+    check_crc(r, e, who, src);
     return Buffer::view(archive.owner(), const_cast<uint8_t*>(src.data()),
                         DType::kUint8, {static_cast<int64_t>(src.size())}, {},
                         archive.writable());
@@ -175,6 +194,7 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
   }
   if (out_left != 0)
     r.fail(e.data_offset, who + " inflates to fewer bytes than declared");
+  check_crc(r, e, who, {dst, static_cast<std::size_t>(e.size)});
   return out;
 }
 

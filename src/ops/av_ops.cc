@@ -53,8 +53,9 @@ OpPtr load_video_clips(const media::VideoOptions& options) {
     media::VideoOptions o = options;
     o.window = r.window;
     if (!r.source.in_memory()) {
-      // Memory-mapped: no read() copy of the file.
-      return media::load_video(memory_source(map_file(r.source.url)), o,
+      // Read, not mapped: a mapping of a file that another process
+      // truncates faults (SIGBUS) when the decoder touches the lost pages.
+      return media::load_video(memory_source(read_file(r.source.url)), o,
                                r.name);
     }
     return media::load_video(std::move(r.source), o, r.name);

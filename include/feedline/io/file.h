@@ -10,16 +10,23 @@
 
 namespace feedline {
 
-// Returns the bytes of the file at `path` as a 1-D uint8 Buffer.
-// Throws: IoError naming the path and the reason (missing, a directory,
-// unreadable, short read).
+// Returns the bytes of the file at `path` as a 1-D uint8 Buffer: a copy, so
+// the result does not change (and reading it cannot fault) when the file is
+// changed or truncated afterwards.
+// Throws: InvalidArgument when `path` contains a NUL byte (the path, quoted
+// with escapes, in the message); IoError naming the path and the reason
+// (missing, a directory, unreadable, short read).
 Buffer read_file(const std::string& path);
 
 // Returns the file at `path` memory-mapped read-only as a 1-D uint8 Buffer:
 // no copy, pages loaded as they are read; the mapping lives as long as any
-// view of it. The file must not shrink while mapped (reading a page past its
-// new end raises SIGBUS, as with any mapping). An empty file gives an empty
-// Buffer. Throws: IoError naming the path.
+// view of it. Opt-in only (every loader reads paths with read_file() unless
+// asked to map): the file must not shrink while mapped, since touching a
+// page past its new end raises SIGBUS and kills the process, as with any
+// mapping, and changes to the file show through. An empty file gives an
+// empty Buffer.
+// Throws: InvalidArgument for a path with a NUL byte; IoError naming the
+// path.
 Buffer map_file(const std::string& path);
 
 }  // namespace feedline

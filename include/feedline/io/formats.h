@@ -44,6 +44,7 @@ struct ZipEntry {
   uint64_t compressed_size = 0;
   uint64_t size = 0;    // uncompressed
   uint16_t method = 0;  // 0 stored, 8 deflate
+  uint32_t crc32 = 0;   // of the uncompressed bytes (zlib's crc32)
 };
 
 // Lists the members of a ZIP archive (zip64 included) from its central
@@ -55,7 +56,10 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
 inline constexpr uint64_t kDefaultMaxMemberSize = uint64_t{1} << 32;
 
 // Returns a member's bytes: a view of `archive` when stored, an inflated copy
-// when deflated. Throws FormatError for other methods, corrupt data, or a
+// when deflated. The bytes are checked against the member's CRC-32 and
+// uncompressed size from the central directory (as zipfile and numpy do), so
+// a damaged member is never returned as data. Throws FormatError naming
+// `name` for other methods, corrupt data, a CRC-32 or size mismatch, or a
 // member larger than `max_size`.
 Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry,
                       std::string_view name,

@@ -1,9 +1,10 @@
 """NPY/NPZ, WAV, TAR and ZIP without FFmpeg: zero-copy views of the bytes.
 
 The parsing runs in C++ with the GIL released; results are NumPy arrays that
-view the input bytes (or the memory-mapped file) and keep them alive. A copy
-happens only when it must: a deflated member is inflated, big-endian data is
-swapped, 24-bit audio is widened to int32.
+view the input bytes and keep them alive. A path is read into memory, or,
+with ``mmap_mode="r"``, memory-mapped. Beyond that, a copy happens only when
+it must: a deflated member is inflated, big-endian data is swapped, 24-bit
+audio is widened to int32.
 """
 
 from __future__ import annotations
@@ -18,28 +19,47 @@ from .._feedline_ext import io as _io
 __all__ = ["NpzFile", "ZipArchive", "iter_tarfile", "load_npy", "load_npz", "load_wav", "open_zip"]
 
 
-def _source(src, what):
+def _source(src, what, mmap_mode=None):
     """(bytes-like or Buffer, name) for a path or bytes-like ``src``. A path
-    is memory-mapped: results view the file's pages, and a large archive is
-    never read whole."""
+    is read into memory; with ``mmap_mode="r"`` it is memory-mapped read-only
+    instead (results view the file's pages)."""
+    if mmap_mode not in (None, "r"):
+        raise ValueError(f"mmap_mode must be None or 'r' (a read-only mapping), got {mmap_mode!r}")
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
-        return _io.map_file(path), path
+        return (_io.map_file(path) if mmap_mode == "r" else _io.read_file(path)), path
     return src, f"<{what} of {len(memoryview(src).cast('B')) if not isinstance(src, _io.Buffer) else src.nbytes} bytes>"
 
 
-def load_npy(data, *, copy: bool = False) -> np.ndarray:
+def load_npy(data, *, copy: bool = False, mmap_mode: str | None = None) -> np.ndarray:
     """Loads an NPY file held in ``data`` (bytes-like) or at a path.
 
     Returns a NumPy array viewing the bytes (``copy=False``): a ``bytes``
     object is kept alive by the array; changes to a ``bytearray`` show
     through. Fortran order and big-endian data are honoured (the latter with
-    one copy). Raises :class:`feedline.FormatError` naming the offset of the
-    problem.
+    one copy). The header is read as strictly as ``numpy.load`` reads it.
+    Raises :class:`feedline.FormatError` naming the offset of the problem.
+
+    ``mmap_mode=None`` (the default) reads a path into memory, so the
+    result never changes and never faults if the file is changed or
+    truncated later. ``mmap_mode="r"`` maps the file read-only instead, as
+    ``numpy.load(mmap_mode="r")`` does: nothing is read up front and results
+    view the file's pages, but the file must not shrink while any result is
+    alive (touching a page past its new end kills the process with SIGBUS)
+    and changes to it show through. Ignored for bytes-like ``data``.
     """
-    src, name = _source(data, "npy")
+    src, name = _source(data, "npy", mmap_mode)
     array = np.asarray(_io.load_npy(src, name))
     return array.copy() if copy else array
+
+
+def _zip_name(raw: bytes) -> str:
+    """A ZIP member name: UTF-8, or else CP437 (the ZIP default that zipfile
+    also uses for names without the UTF-8 flag)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("cp437")
 
 
 class NpzFile(Mapping):
@@ -52,7 +72,7 @@ class NpzFile(Mapping):
 
     def __init__(self, archive, entries, name, max_size):
         self._archive = archive
-        self._entries = {e.name: e for e in entries}
+        self._entries = {_zip_name(e.name): e for e in entries}
         self._name = name
         self._max_size = max_size
         self.files = [k[:-4] if k.endswith(".npy") else k for k in self._entries]
@@ -65,7 +85,7 @@ class NpzFile(Mapping):
 
     def __getitem__(self, key) -> np.ndarray:
         entry = self._entry(key)
-        member = f"{self._name}:{entry.name}"
+        member = f"{self._name}:{_zip_name(entry.name)}"
         raw = _io.read_zip_entry(self._archive, entry, member, self._max_size)
         return np.asarray(_io.load_npy(raw, member))
 
@@ -82,11 +102,16 @@ class NpzFile(Mapping):
         return f"NpzFile object with {len(self)} entries."
 
 
-def load_npz(data, *, max_member_size: int = 1 << 32) -> NpzFile:
+def load_npz(data, *, max_member_size: int = 1 << 32, mmap_mode: str | None = None) -> NpzFile:
     """Opens an NPZ archive (stored or deflate-compressed, zip64 included)
     held in ``data`` or at a path. ``max_member_size`` bounds what one member
-    may inflate to (a zip-bomb guard)."""
-    src, name = _source(data, "npz")
+    may inflate to (a zip-bomb guard). Each member is checked against its
+    CRC-32 when read: a damaged one raises :class:`feedline.FormatError`.
+
+    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
+    :func:`load_npy`.
+    """
+    src, name = _source(data, "npz", mmap_mode)
     return NpzFile(src, _io.list_zip(src, name), name, max_member_size)
 
 
@@ -96,7 +121,7 @@ class ZipArchive(Mapping):
 
     def __init__(self, archive, entries, name, max_size):
         self._archive = archive
-        self._entries = {e.name: e for e in entries}
+        self._entries = {_zip_name(e.name): e for e in entries}
         self._name = name
         self._max_size = max_size
 
@@ -116,18 +141,34 @@ class ZipArchive(Mapping):
         return {k: e.size for k, e in self._entries.items()}
 
 
-def open_zip(data, *, max_member_size: int = 1 << 32) -> ZipArchive:
-    """Opens a ZIP archive held in ``data`` or at a path."""
-    src, name = _source(data, "zip")
+def open_zip(data, *, max_member_size: int = 1 << 32, mmap_mode: str | None = None) -> ZipArchive:
+    """Opens a ZIP archive held in ``data`` or at a path. Members are checked
+    against their CRC-32 and size when read; names are decoded as UTF-8, or
+    CP437 when they are not UTF-8.
+
+    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
+    :func:`load_npy`.
+    """
+    src, name = _source(data, "zip", mmap_mode)
     return ZipArchive(src, _io.list_zip(src, name), name, max_member_size)
 
 
-def load_wav(data, time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> np.ndarray:
+def load_wav(
+    data,
+    time_offset_seconds: float | None = None,
+    duration_seconds: float | None = None,
+    *,
+    mmap_mode: str | None = None,
+) -> np.ndarray:
     """Loads the samples of a WAV file as ``(frames, channels)``: uint8,
     int16, int32 (24-bit widened, 32-bit PCM), float32 or float64, a view of
     the bytes (24-bit: a copy). Odd chunk layouts and WAVE_FORMAT_EXTENSIBLE
-    are handled. With a window, only those frames."""
-    src, name = _source(data, "wav")
+    are handled. With a window, only those frames.
+
+    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
+    :func:`load_npy`.
+    """
+    src, name = _source(data, "wav", mmap_mode)
     start, frames = 0, None
     if time_offset_seconds is not None or duration_seconds is not None:
         rate = _io.parse_wav(src, name).sample_rate
@@ -142,10 +183,11 @@ def load_wav(data, time_offset_seconds: float | None = None, duration_seconds: f
     return np.asarray(_io.load_wav(src, name, start, frames))
 
 
-def parse_wav(data) -> dict:
+def parse_wav(data, *, mmap_mode: str | None = None) -> dict:
     """The WAV header: audio_format, num_channels, sample_rate,
-    bits_per_sample, block_align, num_frames, data_offset."""
-    src, name = _source(data, "wav")
+    bits_per_sample, block_align, num_frames, data_offset. A path is read
+    (or, with ``mmap_mode="r"``, mapped) as in :func:`load_wav`."""
+    src, name = _source(data, "wav", mmap_mode)
     info = _io.parse_wav(src, name)
     keys = (
         "audio_format",
@@ -159,14 +201,27 @@ def parse_wav(data) -> dict:
     return {key: getattr(info, key) for key in keys}
 
 
-def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
+def iter_tarfile(src, *, mmap_mode: str | None = None) -> Iterator[tuple[str, memoryview | bytes]]:
     """Yields ``(name, data)`` for each regular file of a tar archive.
 
     ``src`` is bytes-like or a path (data: zero-copy memoryviews of the
-    archive), or a file-like object with ``read()`` (read whole once; data:
-    bytes). ustar, GNU long names and pax path/size records are handled;
-    directories and links are skipped. A damaged archive raises
-    :class:`feedline.FormatError` with the offset.
+    archive, or of the file read into memory), or a file-like object with
+    ``read()`` (read whole once; data: bytes). ustar, GNU long names and pax
+    path/size records are handled; directories and links are skipped. Names
+    are decoded as ``tarfile`` decodes them: UTF-8, with bytes that are not
+    UTF-8 (a Latin-1 name, say) kept as lone surrogates
+    (``errors="surrogateescape"``; ``os.fsencode(name)`` gives the bytes
+    back).
+
+    The whole archive is checked before the first member is yielded: a
+    damaged archive (a bad checksum, a numeric field that is not a number, a
+    header, member or padding cut short) raises
+    :class:`feedline.FormatError` naming the archive and the byte offset,
+    where ``tarfile`` would often stop early without an error. The archive
+    ends at a zero block, or where the input ends right after a member.
+
+    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
+    :func:`load_npy`.
     """
     from_file = hasattr(src, "read") and not isinstance(src, (bytes, bytearray, memoryview))
     if from_file:
@@ -174,10 +229,10 @@ def iter_tarfile(src) -> Iterator[tuple[str, memoryview | bytes]]:
         if not isinstance(name, str):
             name = "<tar stream>"
     else:
-        data, name = _source(src, "tar")
+        data, name = _source(src, "tar", mmap_mode)
     members = _io.list_tar(data, name)
     array = np.asarray(data) if isinstance(data, _io.Buffer) else np.frombuffer(data, np.uint8)
     view = array.data.cast("B")
     for member in members:
         chunk = view[member.offset : member.offset + member.size]
-        yield member.name, (bytes(chunk) if from_file else chunk)
+        yield member.name.decode("utf-8", "surrogateescape"), (bytes(chunk) if from_file else chunk)

@@ -138,7 +138,7 @@ def load_video_clips(
     *, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24", num_frames: int | None = None
 ):
     """Native op: a clip request ``(src, start, end)`` or ``(src, None)`` --
-    ``src`` a path (memory-mapped, not read) or bytes -- -> the uint8 Buffer
+    ``src`` a path (read into memory) or bytes -- -> the uint8 Buffer
     ``(N, H, W, 3)`` of that window. Lets a pipeline sample a different
     window per item without the GIL."""
     options = _io.VideoOptions(

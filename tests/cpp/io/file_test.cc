@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// read_file and map_file: what a path may hold, and what a read copy
+// guarantees once the file changes.
+
+#include "feedline/io/file.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "feedline/base/error.h"
+#include "io/io_testing.h"
+
+namespace feedline::io {
+namespace {
+
+using testing::Bytes;
+using testing::bytes_of;
+using testing::error_of;
+using testing::TempDir;
+using testing::write_file;
+
+// A NUL cuts a C string: "a.bin\0.txt" would open "a.bin". Both entry
+// points refuse such a path, even when the file before the NUL exists, and
+// show the NUL in the message.
+TEST(FileTest, PathWithANulIsRefusedNotCut) {
+  TempDir dir("nul");
+  write_file(dir / "a.bin", {1, 2, 3});
+  const std::string path = dir / "a.bin" + std::string("\0.txt", 5);
+  for (auto* read : {&read_file, &map_file}) {
+    const std::string message =
+        error_of<InvalidArgument>([&] { (*read)(path); });
+    EXPECT_NE(message.find("a.bin\\x00.txt'"), std::string::npos) << message;
+    EXPECT_NE(message.find("NUL"), std::string::npos) << message;
+  }
+}
+
+TEST(FileTest, OtherBytesOfAPathAreEscapedInTheMessage) {
+  const std::string path = std::string("caf\xc3\xa9-\xe9\n'\0", 10);
+  const std::string message =
+      error_of<InvalidArgument>([&] { read_file(path); });
+  // Valid UTF-8 stays, a stray Latin-1 byte and a newline are escaped.
+  EXPECT_NE(message.find("'caf\xc3\xa9-\\xe9\\x0a\\'\\x00'"), std::string::npos)
+      << message;
+}
+
+// read_file() copies: truncating or rewriting the file afterwards changes
+// nothing in the Buffer and cannot fault.
+TEST(FileTest, ReadCopyOutlivesTruncation) {
+  TempDir dir("truncate");
+  const std::string path = dir / "a.bin";
+  Bytes data(3 * 4096 + 17);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 7);
+  write_file(path, data);
+  Buffer b = read_file(path);
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  EXPECT_EQ(bytes_of(b), data);
+  write_file(path, {9, 9});
+  EXPECT_EQ(bytes_of(b), data);
+  EXPECT_TRUE(b.writable());
+}
+
+TEST(FileTest, MissingFileAndDirectoryNameThePath) {
+  TempDir dir("missing");
+  for (auto* read : {&read_file, &map_file}) {
+    EXPECT_NE(error_of<IoError>([&] { (*read)(dir / "nope"); }).find("nope"),
+              std::string::npos);
+    EXPECT_NE(error_of<IoError>([&] {
+                (*read)(dir / "");
+              }).find("not a regular file"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace feedline::io

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// list_tar on archives built here block by block: where the archive may
+// end, what a damaged header raises, and names kept as bytes.
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "feedline/base/error.h"
+#include "feedline/io/formats.h"
+#include "io/io_testing.h"
+
+namespace feedline::io {
+namespace {
+
+using testing::Bytes;
+using testing::error_of;
+
+constexpr std::size_t kBlock = 512;
+
+// Writes `v` as zero-padded octal into the `len`-byte field at `at`, with a
+// NUL at the end, as ustar does.
+void octal(Bytes& b, std::size_t at, std::size_t len, uint64_t v) {
+  std::string s(len - 1, '0');
+  for (std::size_t i = len - 1; i-- > 0 && v > 0; v /= 8)
+    s[i] = static_cast<char>('0' + v % 8);
+  std::memcpy(&b[at], s.data(), s.size());
+  b[at + len - 1] = 0;
+}
+
+// Recomputes the checksum of the header block at `at`.
+void seal(Bytes& b, std::size_t at) {
+  std::memset(&b[at + 148], ' ', 8);
+  uint64_t sum = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) sum += b[at + i];
+  octal(b, at + 148, 7, sum);
+  b[at + 155] = ' ';
+}
+
+// A tar archive built member by member.
+class Tar {
+ public:
+  // Appends a header and `data` padded to a block; returns the header's
+  // offset.
+  std::size_t add(const std::string& name, const std::string& data,
+                  char type = '0') {
+    const std::size_t at = out_.size();
+    out_.resize(at + kBlock);
+    std::memcpy(&out_[at], name.data(),
+                std::min<std::size_t>(name.size(), 100));
+    octal(out_, at + 100, 8, 0644);
+    octal(out_, at + 108, 8, 1000);
+    octal(out_, at + 116, 8, 1000);
+    octal(out_, at + 124, 12, data.size());
+    octal(out_, at + 136, 12, 1700000000);
+    out_[at + 156] = static_cast<uint8_t>(type);
+    std::memcpy(&out_[at + 257],
+                "ustar\0"
+                "00",
+                8);
+    seal(out_, at);
+    out_.insert(out_.end(), data.begin(), data.end());
+    out_.resize(out_.size() + (kBlock - data.size() % kBlock) % kBlock);
+    return at;
+  }
+  // A pax header giving the next member `records` ("<key>=<value>" each).
+  void pax(const std::vector<std::string>& records) {
+    std::string body;
+    for (const std::string& r : records) {
+      std::size_t len = r.size() + 3;  // " ", "\n" and at least one digit
+      while (std::to_string(len).size() + r.size() + 2 != len) ++len;
+      body += std::to_string(len) + " " + r + "\n";
+    }
+    add("././@PaxHeader", body, 'x');
+  }
+  Tar& end() {
+    out_.resize(out_.size() + 2 * kBlock);
+    return *this;
+  }
+  Bytes& bytes() { return out_; }
+
+ private:
+  Bytes out_;
+};
+
+std::vector<TarMember> list(const Bytes& b) { return list_tar(b, "t.tar"); }
+
+std::string names(const std::vector<TarMember>& members) {
+  std::string out;
+  for (const TarMember& m : members) out += m.name + ";";
+  return out;
+}
+
+TEST(TarTest, ListsRegularFilesAndEndsAtAZeroBlock) {
+  Tar t;
+  t.add("a.txt", "hello");
+  t.add("dir/", "", '5');
+  t.add("b.bin", std::string(600, 'x'));
+  t.add("link", "", '2');
+  t.end();
+  std::vector<TarMember> m = list(t.bytes());
+  ASSERT_EQ(names(m), "a.txt;b.bin;");
+  EXPECT_EQ(m[0].offset, kBlock);
+  EXPECT_EQ(m[0].size, 5u);
+  EXPECT_EQ(m[1].size, 600u);
+  // After the zero block nothing is read, as with tarfile.
+  t.bytes().push_back(0x55);
+  EXPECT_EQ(names(list(t.bytes())), "a.txt;b.bin;");
+}
+
+// tarfile accepts an archive whose input ends right after a member's
+// padding, with no zero blocks; so does list_tar.
+TEST(TarTest, InputMayEndAtAMemberBoundary) {
+  Tar t;
+  t.add("a", "1");
+  t.add("b", "22");
+  EXPECT_EQ(names(list(t.bytes())), "a;b;");
+  // A partial block of zeros (the end blocks cut short) loses nothing.
+  t.bytes().resize(t.bytes().size() + 100);
+  EXPECT_EQ(names(list(t.bytes())), "a;b;");
+}
+
+TEST(TarTest, EmptyInputIsNotAnArchive) {
+  EXPECT_NE(error_of<FormatError>([] { list({}); }).find("empty"),
+            std::string::npos);
+  Tar t;
+  EXPECT_EQ(list(t.end().bytes()).size(), 0u);  // zero blocks only: empty
+}
+
+// Each cut used to end the listing early without an error.
+TEST(TarTest, CutsInsideAHeaderDataOrPaddingAreErrors) {
+  Tar t;
+  t.add("a", "1");
+  const std::size_t second = t.add("b", std::string(700, 'y'));
+  t.end();
+  const Bytes full = t.bytes();
+  struct Cut {
+    std::size_t size;
+    std::string says;
+    std::size_t at;
+  };
+  for (const Cut& c : {
+           Cut{second + 100, "truncated tar header", second},
+           Cut{second + kBlock + 10, "overruns", second + kBlock},
+           Cut{second + kBlock + 800, "padding", second + kBlock + 700},
+       }) {
+    Bytes cut(full.begin(), full.begin() + static_cast<long>(c.size));
+    const std::string message = error_of<FormatError>([&] { list(cut); });
+    EXPECT_NE(message.find("t.tar"), std::string::npos) << message;
+    EXPECT_NE(message.find(c.says), std::string::npos) << message;
+    EXPECT_NE(message.find("(at byte " + std::to_string(c.at) + ")"),
+              std::string::npos)
+        << message;
+  }
+  // A partial header that is not all zeros, even with its checksum intact.
+  Bytes cut(full.begin(), full.begin() + static_cast<long>(second + 511));
+  EXPECT_THROW(list(cut), FormatError);
+}
+
+// A field tarfile cannot parse as a number: the header is damaged, even when
+// its checksum was recomputed over the damage.
+TEST(TarTest, GarbageNumericFieldsAreErrors) {
+  struct Field {
+    std::size_t at;
+    std::size_t len;
+    const char* name;
+  };
+  for (const Field& f :
+       {Field{124, 12, "size"}, Field{100, 8, "mode"}, Field{136, 12, "mtime"},
+        Field{108, 8, "uid"}, Field{329, 8, "devmajor"}}) {
+    Tar t;
+    t.add("a", "1");
+    const std::size_t at = t.add("b", "2");
+    t.end();
+    Bytes& b = t.bytes();
+    std::memcpy(&b[at + f.at], "00x1", 4);
+    seal(b, at);
+    const std::string message = error_of<FormatError>([&] { list(b); });
+    EXPECT_NE(message.find(std::string(f.name) + " field is not an octal"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("(at byte " + std::to_string(at + f.at) + ")"),
+              std::string::npos)
+        << message;
+  }
+  // A checksum field that is not a number.
+  Tar t;
+  t.add("a", "1");
+  t.end();
+  std::memcpy(&t.bytes()[148], "zz", 2);
+  EXPECT_NE(error_of<FormatError>([&] { list(t.bytes()); }).find("checksum"),
+            std::string::npos);
+}
+
+// Numbers as tarfile reads them: blanks around the digits, an empty field
+// as zero, GNU base-256; a negative size is refused.
+TEST(TarTest, NumericFieldEncodings) {
+  Tar t;
+  const std::size_t at = t.add("a", std::string(9, 'z'));
+  t.end();
+  Bytes& b = t.bytes();
+  std::memcpy(&b[at + 124], "  11 \0\0\0\0\0\0\0", 12);  // octal 11 = 9
+  std::memset(&b[at + 100], 0, 8);                       // an empty mode
+  seal(b, at);
+  ASSERT_EQ(list(b).at(0).size, 9u);
+  std::memset(&b[at + 124], 0, 12);
+  b[at + 124] = 0x80;  // base-256
+  b[at + 135] = 9;
+  seal(b, at);
+  EXPECT_EQ(list(b).at(0).size, 9u);
+  std::memset(&b[at + 124], 0xFF, 12);  // base-256, negative
+  seal(b, at);
+  EXPECT_NE(error_of<FormatError>([&] { list(b); }).find("negative"),
+            std::string::npos);
+}
+
+TEST(TarTest, ChecksumIsVerifiedSignedOrUnsigned) {
+  Tar t;
+  const std::size_t at = t.add("caf\xe9", "1");
+  t.end();
+  Bytes& b = t.bytes();
+  // Some old tars summed the header as signed chars.
+  int64_t sum = 0;
+  std::memset(&b[at + 148], ' ', 8);
+  for (std::size_t i = 0; i < kBlock; ++i)
+    sum += static_cast<int8_t>(b[at + i]);
+  octal(b, at + 148, 7, static_cast<uint64_t>(sum));
+  EXPECT_EQ(list(b).size(), 1u);
+  b[at + 148] = '7';
+  EXPECT_NE(error_of<FormatError>([&] { list(b); })
+                .find("bad tar header "
+                      "checksum"),
+            std::string::npos);
+}
+
+// A Latin-1 name (not UTF-8) is kept byte for byte, as are long names.
+TEST(TarTest, NamesAreKeptAsBytes) {
+  Tar t;
+  t.add("caf\xe9.txt", "1");
+  const std::string long_name = std::string(150, 'n') + "\xff.bin";
+  t.add("././@LongLink", long_name + std::string(1, '\0'), 'L');
+  t.add("short", "2");
+  t.pax({"path=pax/\xe9t\xe9.bin"});
+  t.add("ignored", "3");
+  t.end();
+  std::vector<TarMember> m = list(t.bytes());
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0].name, "caf\xe9.txt");
+  EXPECT_EQ(m[1].name, long_name);
+  EXPECT_EQ(m[2].name, "pax/\xe9t\xe9.bin");
+}
+
+TEST(TarTest, PaxSizeOverridesTheNextHeader) {
+  Tar t;
+  t.pax({"size=5"});
+  const std::size_t at = t.add("big", "12345");
+  t.end();
+  octal(t.bytes(), at + 124, 12, 0);  // the header's own size is ignored
+  seal(t.bytes(), at);
+  EXPECT_EQ(list(t.bytes()).at(0).size, 5u);
+}
+
+// A long-name or pax header whose member was cut off loses that member.
+TEST(TarTest, ExtendedHeaderWithoutAMemberIsAnError) {
+  Tar t;
+  t.add("a", "1");
+  t.pax({"path=lost.bin"});
+  EXPECT_NE(
+      error_of<FormatError>([&] { list(t.bytes()); }).find("no member after"),
+      std::string::npos);
+  t.end();
+  EXPECT_THROW(list(t.bytes()), FormatError);
+}
+
+// Links, directories and devices carry no data whatever their size says
+// (tarfile reads the next header right after them).
+TEST(TarTest, NonFileTypesHaveNoData) {
+  Tar t;
+  const std::size_t dir = t.add("d/", "", '5');
+  t.add("a", "1");
+  t.end();
+  octal(t.bytes(), dir + 124, 12, 4096);
+  seal(t.bytes(), dir);
+  EXPECT_EQ(names(list(t.bytes())), "a;");
+  // A V7 directory: a regular-file header ('\0') whose name ends in '/'.
+  Tar v7;
+  v7.add("old/", "", '\0');
+  v7.add("old/a", "1", '\0');
+  EXPECT_EQ(names(list(v7.end().bytes())), "old/a;");
+}
+
+TEST(TarTest, SparseMembersAreRefusedNotMisread) {
+  Tar t;
+  t.add("s", "1", 'S');
+  EXPECT_NE(
+      error_of<FormatError>([&] { list(t.end().bytes()); }).find("sparse"),
+      std::string::npos);
+  Tar pax;
+  pax.pax({"GNU.sparse.major=1", "GNU.sparse.minor=0"});
+  pax.add("s", "1");
+  EXPECT_THROW(list(pax.end().bytes()), FormatError);
+}
+
+}  // namespace
+}  // namespace feedline::io

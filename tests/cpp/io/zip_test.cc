@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// read_zip_entry on archives built here: a member whose bytes do not match
+// its CRC-32 or its size is an error, never data.
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include "feedline/base/error.h"
+#include "feedline/io/formats.h"
+#include "io/io_testing.h"
+
+namespace feedline::io {
+namespace {
+
+using testing::buffer_of;
+using testing::Bytes;
+using testing::bytes_of;
+using testing::error_of;
+
+void put16(Bytes& b, uint32_t v) {
+  b.push_back(static_cast<uint8_t>(v));
+  b.push_back(static_cast<uint8_t>(v >> 8));
+}
+void put32(Bytes& b, uint32_t v) {
+  put16(b, v & 0xFFFF);
+  put16(b, v >> 16);
+}
+
+Bytes deflate_raw(const std::string& data) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  Bytes out(deflateBound(&z, data.size()));
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = out.data();
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+struct Member {
+  std::string name;
+  std::string data;
+  bool deflated = false;
+};
+
+// A ZIP archive of `members`, with the CRC-32 and sizes of their data.
+Bytes zip(const std::vector<Member>& members) {
+  Bytes out;
+  Bytes central;
+  for (const Member& m : members) {
+    const Bytes stored =
+        m.deflated ? deflate_raw(m.data) : Bytes(m.data.begin(), m.data.end());
+    const auto crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(m.data.data()),
+              static_cast<uInt>(m.data.size())));
+    const auto offset = static_cast<uint32_t>(out.size());
+    const auto method = m.deflated ? 8u : 0u;
+    for (Bytes* b : {&out, &central}) {
+      const bool local = b == &out;
+      put32(*b, local ? 0x04034b50 : 0x02014b50);
+      if (!local) put16(*b, 20);  // made by
+      put16(*b, 20);              // version needed
+      put16(*b, 0);               // flags
+      put16(*b, method);
+      put32(*b, 0);  // time, date
+      put32(*b, crc);
+      put32(*b, static_cast<uint32_t>(stored.size()));
+      put32(*b, static_cast<uint32_t>(m.data.size()));
+      put16(*b, static_cast<uint32_t>(m.name.size()));
+      put16(*b, 0);  // extra
+      if (!local) {
+        put16(*b, 0);  // comment
+        put32(*b, 0);  // disk, internal attributes
+        put32(*b, 0);  // external attributes
+        put32(*b, offset);
+      }
+      b->insert(b->end(), m.name.begin(), m.name.end());
+    }
+    out.insert(out.end(), stored.begin(), stored.end());
+  }
+  const auto dir = static_cast<uint32_t>(out.size());
+  out.insert(out.end(), central.begin(), central.end());
+  put32(out, 0x06054b50);
+  put32(out, 0);
+  put16(out, static_cast<uint32_t>(members.size()));
+  put16(out, static_cast<uint32_t>(members.size()));
+  put32(out, static_cast<uint32_t>(central.size()));
+  put32(out, dir);
+  put16(out, 0);
+  return out;
+}
+
+std::string read(const Bytes& archive, std::size_t i) {
+  Buffer b = buffer_of(archive);
+  std::vector<ZipEntry> e = list_zip(bytes_of(b), "a.zip");
+  Bytes out = bytes_of(read_zip_entry(b, e.at(i), "a.zip"));
+  return std::string(out.begin(), out.end());
+}
+
+const std::string kText =
+    "The quick brown fox jumps over the lazy dog, again and again and again.";
+
+TEST(ZipTest, ReadsStoredAndDeflatedMembersWithTheirCrc) {
+  const Bytes a = zip({{"s.txt", kText}, {"d.txt", kText, true}});
+  Buffer b = buffer_of(a);
+  std::vector<ZipEntry> e = list_zip(bytes_of(b), "a.zip");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].crc32, crc32(0, reinterpret_cast<const Bytef*>(kText.data()),
+                              static_cast<uInt>(kText.size())));
+  EXPECT_EQ(read(a, 0), kText);
+  EXPECT_EQ(read(a, 1), kText);
+}
+
+// A flipped byte in a member's data used to come back as data.
+TEST(ZipTest, FlippedByteIsACrcError) {
+  for (bool deflated : {false, true}) {
+    Bytes a = zip({{"ok", "fine"}, {"dam\xe9ged.npy", kText, deflated}});
+    Buffer b = buffer_of(a);
+    const ZipEntry e = list_zip(bytes_of(b), "a.zip").at(1);
+    // Stored: flip a data byte. Deflated: flip a bit of the last byte, which
+    // still inflates (a changed literal or distance) in this stream.
+    a[e.data_offset + (deflated ? e.compressed_size - 2 : 5)] ^= 0x04;
+    const std::string message = error_of<FormatError>([&] { read(a, 1); });
+    EXPECT_NE(message.find("a.zip"), std::string::npos) << message;
+    EXPECT_TRUE(message.find("CRC-32 mismatch") != std::string::npos ||
+                message.find("corrupt deflate") != std::string::npos ||
+                message.find("inflates") != std::string::npos)
+        << message;
+    // The member is named, its Latin-1 byte escaped.
+    EXPECT_NE(message.find("'dam\\xe9ged.npy'"), std::string::npos) << message;
+    EXPECT_EQ(read(a, 0), "fine");
+  }
+}
+
+TEST(ZipTest, WrongCrcInTheDirectoryIsAnError) {
+  Bytes a = zip({{"x", kText, true}});
+  Buffer b = buffer_of(a);
+  ZipEntry e = list_zip(bytes_of(b), "a.zip").at(0);
+  e.crc32 ^= 1;
+  const std::string message =
+      error_of<FormatError>([&] { read_zip_entry(b, e, "a.zip"); });
+  EXPECT_NE(message.find("CRC-32 mismatch"), std::string::npos) << message;
+  EXPECT_NE(message.find("(at byte " + std::to_string(e.data_offset) + ")"),
+            std::string::npos)
+      << message;
+}
+
+// The uncompressed size of the directory is checked both ways.
+TEST(ZipTest, SizeMismatchIsAnError) {
+  Bytes a = zip({{"x", kText, true}});
+  Buffer b = buffer_of(a);
+  ZipEntry e = list_zip(bytes_of(b), "a.zip").at(0);
+  for (int delta : {-1, 1}) {
+    ZipEntry wrong = e;
+    wrong.size = e.size + static_cast<uint64_t>(delta);
+    EXPECT_NE(error_of<FormatError>([&] {
+                read_zip_entry(b, wrong, "a.zip");
+              }).find("inflates"),
+              std::string::npos);
+  }
+  Bytes s = zip({{"x", kText}});
+  Buffer sb = buffer_of(s);
+  ZipEntry stored = list_zip(bytes_of(sb), "a.zip").at(0);
+  stored.size -= 1;
+  EXPECT_NE(error_of<FormatError>([&] {
+              read_zip_entry(sb, stored, "a.zip");
+            }).find("sizes disagree"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace feedline::io
