@@ -12,54 +12,15 @@
 #include <string_view>
 
 #include "feedline/base/error.h"
+#include "feedline/io/formats.h"
 
 namespace feedline::io {
 
 // `text` in single quotes, as Python's repr() shows a str: printable ASCII
 // and valid UTF-8 as they are, a backslash or quote escaped, and any other
 // byte (a NUL, a control character, a byte of a Latin-1 name) as \xNN, so a
-// message naming a path or member is always valid UTF-8 and shows what was
-// there.
-inline std::string quoted(std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  auto cont = [&](std::size_t i, uint8_t lo = 0x80, uint8_t hi = 0xBF) {
-    return i < text.size() && static_cast<uint8_t>(text[i]) >= lo &&
-           static_cast<uint8_t>(text[i]) <= hi;
-  };
-  std::string out = "'";
-  for (std::size_t i = 0; i < text.size();) {
-    const auto b = static_cast<uint8_t>(text[i]);
-    std::size_t n = 0;  // length of a valid multi-byte sequence at i
-    if (b >= 0xC2 && b <= 0xDF && cont(i + 1)) {
-      n = 2;
-    } else if (b >= 0xE0 && b <= 0xEF &&
-               cont(i + 1, b == 0xE0 ? 0xA0 : 0x80, b == 0xED ? 0x9F : 0xBF) &&
-               cont(i + 2)) {
-      n = 3;
-    } else if (b >= 0xF0 && b <= 0xF4 &&
-               cont(i + 1, b == 0xF0 ? 0x90 : 0x80, b == 0xF4 ? 0x8F : 0xBF) &&
-               cont(i + 2) && cont(i + 3)) {
-      n = 4;
-    }
-    if (n > 0) {
-      out.append(text.substr(i, n));
-      i += n;
-      continue;
-    }
-    if (b == '\\' || b == '\'') {
-      out += '\\';
-      out += static_cast<char>(b);
-    } else if (b >= 0x20 && b < 0x7f) {
-      out += static_cast<char>(b);
-    } else {
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 0xf];
-    }
-    ++i;
-  }
-  return out + "'";
-}
+// message naming a path or member is valid UTF-8 and shows what was there.
+std::string quoted(std::string_view text);
 
 class Reader {
  public:
@@ -102,9 +63,10 @@ class Reader {
                std::string_view(four, 4);
   }
 
-  // Throws FormatError("<name>: <what> (at byte <offset>)").
+  // Throws FormatError("<name>: <what> (at byte <offset>)"), with the
+  // bytes of <name> that are not UTF-8 escaped (display_name()).
   [[noreturn]] void fail(uint64_t offset, const std::string& what) const {
-    throw FormatError(std::string(name_) + ": " + what + " (at byte " +
+    throw FormatError(display_name(name_) + ": " + what + " (at byte " +
                       std::to_string(offset) + ")");
   }
 

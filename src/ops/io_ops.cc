@@ -142,7 +142,9 @@ class ArchiveMembersOp final : public GeneratorOp {
     bool next(Item* out) override {
       if (next_ == members_.size()) return false;
       const Member& m = members_[next_++];
-      *out = Item(EncodedFile{m.name, read_(archive_, m)});
+      // The name is for messages, which reach Python as UTF-8 text: a
+      // member name that is not UTF-8 (Latin-1, say) is shown escaped.
+      *out = Item(EncodedFile{display_name(m.name), read_(archive_, m)});
       return true;
     }
 
@@ -175,7 +177,8 @@ std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
   return entries;
 }
 Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
-  return read_zip_entry(archive.bytes, e, archive.name + ":" + e.name);
+  return read_zip_entry(archive.bytes, e,
+                        archive.name + ":" + display_name(e.name));
 }
 
 }  // namespace

@@ -316,11 +316,12 @@ def test_native_ops_read_npz_members(tmp_path, compressed):
     np.testing.assert_array_equal(got[1], arrays["b"])
 
 
-def test_paths_are_memory_mapped_not_copied(tmp_path):
+def test_paths_are_memory_mapped_on_request(tmp_path):
     a = sample("f4", (64, 64))
     path = tmp_path / "a.npy"
     np.save(path, a)
-    got = fio.load_npy(path)
+    assert fio.load_npy(path).flags.writeable  # by default, read: a copy
+    got = fio.load_npy(path, mmap_mode="r")
     np.testing.assert_array_equal(got, a)
     assert not got.flags.writeable  # a read-only mapping underneath
     # The array's memory is the file's mapping: it lies in a mapped region of
@@ -344,7 +345,7 @@ def test_zip_entries_are_a_native_class():
     entries = native.list_zip(data, "t.zip")
     assert [type(e).__name__ for e in entries] == ["ZipEntry", "ZipEntry"]
     a = entries[0]
-    assert (a.name, a.size, a.method) == ("a.txt", 500, 8) and a.compressed_size < 500
+    assert (a.name, a.size, a.method) == (b"a.txt", 500, 8) and a.compressed_size < 500
     assert bytes(np.asarray(native.read_zip_entry(data, a, "t.zip:a.txt", 1 << 20))) == b"hello" * 100
     with pytest.raises(feedline.FormatError, match="t.zip:a.txt"):
         native.read_zip_entry(data, a, "t.zip:a.txt", 10)

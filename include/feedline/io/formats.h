@@ -29,6 +29,12 @@
 
 namespace feedline {
 
+// Returns `name` (a path, an archive member) fit to show in a message: bytes
+// that are not part of valid UTF-8, and ASCII control characters, become
+// \xNN; the rest is kept. Names in archives need not be UTF-8 (a Latin-1 tar
+// member), but messages travel to Python as UTF-8 text.
+std::string display_name(std::string_view name);
+
 // --- NPY -------------------------------------------------------------------
 
 // Parses an NPY file (format versions 1, 2 and 3; C or Fortran order; bool,

@@ -33,7 +33,7 @@ struct EncodedFile {
   }
 };
 
-// One clip for load_video_clips(): a file (a path, memory-mapped when
+// One clip for load_video_clips(): a file (a path, read into memory when
 // loaded, or bytes in memory) and the window to keep (none: all of it).
 struct ClipRequest {
   std::string name;

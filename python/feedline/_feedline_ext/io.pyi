@@ -172,7 +172,7 @@ class ZipEntry:
     """One member of a ZIP archive."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> bytes: ...
 
     @property
     def data_offset(self) -> int: ...
@@ -224,7 +224,7 @@ class TarMember:
     """One regular file of a tar archive."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> bytes: ...
 
     @property
     def offset(self) -> int:
