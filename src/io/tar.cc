@@ -200,6 +200,10 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
       read_pax(content, r, body, &next);
       next.header = at;
       next.any = true;
+    } else if (type == 'K') {
+      // A GNU long link name: it belongs to the next (link) header.
+      next.header = at;
+      next.any = true;
     } else if (type == 'g') {
       // Global pax records: nothing feedline uses.
     } else {

@@ -140,10 +140,10 @@ TEST(NpyTest, DuplicateKeysAreRefused) {
 TEST(NpyTest, VersionsAndHeaderLength) {
   const std::string h =
       "{'descr': '<i4', 'fortran_order': False, 'shape': (4,)}";
-  for (auto [major, minor] :
+  for (std::pair<uint8_t, uint8_t> v :
        {std::pair<uint8_t, uint8_t>{1, 1}, {2, 1}, {0, 0}, {4, 0}}) {
     EXPECT_NE(error_of<FormatError>([&] {
-                load(npy(h, major, minor));
+                load(npy(h, v.first, v.second));
               }).find("version"),
               std::string::npos);
   }

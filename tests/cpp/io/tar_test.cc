@@ -254,6 +254,20 @@ TEST(TarTest, NamesAreKeptAsBytes) {
   EXPECT_EQ(m[2].name, "pax/\xe9t\xe9.bin");
 }
 
+// GNU tar writes a long link target ('K') and a long name ('L') before a
+// link; neither cancels the other, and the link itself is skipped.
+TEST(TarTest, LongLinkAndLongNameBeforeALink) {
+  Tar t;
+  const std::string target = std::string(120, 't');
+  const std::string name = std::string(120, 'n');
+  t.add("././@LongLink", name + std::string(1, '\0'), 'L');
+  t.add("././@LongLink", target + std::string(1, '\0'), 'K');
+  t.add("short-link", "", '2');
+  t.add("././@LongLink", name + std::string(1, '\0'), 'L');
+  t.add("short", "1");
+  EXPECT_EQ(names(list(t.end().bytes())), name + ";");
+}
+
 TEST(TarTest, PaxSizeOverridesTheNextHeader) {
   Tar t;
   t.pax({"size=5"});
