@@ -138,7 +138,7 @@ Window parse_window(std::string_view start,
   Window w{parse_time(start), std::nullopt};
   if (w.start.num < 0)
     throw InvalidArgument("the window starts before 0" + shown());
-  if (end) {
+  if (end && *end != "inf") {  // inf: to the end, as no end
     w.end = parse_time(*end);
     if (int64_t{w.end->num} * w.start.den < int64_t{w.start.num} * w.end->den)
       throw InvalidArgument("the window ends before it starts" + shown());

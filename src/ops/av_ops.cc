@@ -21,6 +21,11 @@ ClipRequest ClipRequest::from_path(std::string path,
   return r;
 }
 
+EncodedFile EncodedFile::unnamed(Buffer bytes) {
+  std::string name = "<" + std::to_string(bytes.nbytes()) + " bytes>";
+  return {std::move(name), std::move(bytes)};
+}
+
 ClipRequest ClipRequest::from_bytes(EncodedFile file,
                                     std::optional<media::Window> window) {
   ClipRequest r;
@@ -32,8 +37,7 @@ ClipRequest ClipRequest::from_bytes(EncodedFile file,
 
 media::Source memory_source(const Buffer& bytes) {
   auto owner = std::make_shared<Buffer>(bytes);
-  return media::Source{
-      "", {owner->data_as<const uint8_t>(), owner->nbytes()}, owner};
+  return media::Source{"", owner->bytes(), owner};
 }
 
 OpPtr load_audio(const media::AudioOptions& options) {

@@ -78,8 +78,9 @@ struct Window {
 // Throws: InvalidArgument naming `text` if it is none of these, or >= 2^31 s.
 Rational parse_time(std::string_view text);
 
-// The window [start, end) from times as parse_time() reads them; no end: to
-// the end. Throws: InvalidArgument if a time is bad, start < 0 or end < start.
+// The window [start, end) from times as parse_time() reads them; no end or
+// "inf": to the end. Throws: InvalidArgument if a time is bad, start < 0 or end
+// < start.
 Window parse_window(std::string_view start,
                     std::optional<std::string_view> end);
 

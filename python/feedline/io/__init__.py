@@ -81,7 +81,8 @@ def load_image(
     ffmpeg = demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT
     if not ffmpeg:
         try:
-            return _io.load_image(os.fspath(src), image_options(**options))
+            path = os.fspath(src)
+            return _io.decode_image(_io.read_file(path), image_options(**options), path)
         except UnsupportedFormat:
             pass
     if filter_desc is _av.FILTER_DESC_DEFAULT:

@@ -25,7 +25,9 @@ Where feedline differs:
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
 import os
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
@@ -155,6 +157,9 @@ def _window(timestamp):
         start, end = timestamp
     except (TypeError, ValueError):
         raise TypeError(f"timestamp must be (start, end), got {timestamp!r}") from None
+    for t in (start, end):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (numbers.Real, decimal.Decimal, str))):
+            raise TypeError(f"a time must be a number, Fraction, Decimal or str, got {type(t).__name__}")
     return _io.Window(start, end)
 
 

@@ -48,6 +48,8 @@ TEST(TimeTest, WindowsAreCheckedAndNamed) {
   EXPECT_EQ(w.start, r(1, 3));
   EXPECT_EQ(w.end, r(2, 3));
   EXPECT_FALSE(parse_window("1", std::nullopt).end.has_value());
+  EXPECT_FALSE(parse_window("1", "inf").end.has_value());  // to the end
+  EXPECT_THROW(parse_window("inf", std::nullopt), InvalidArgument);
   try {
     parse_window("1", "0.5");
     FAIL() << "no error";
