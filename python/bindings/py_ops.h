@@ -11,7 +11,6 @@
 
 #pragma once
 
-
 #include <nanobind/nanobind.h>
 
 #include "feedline/base/log.h"
