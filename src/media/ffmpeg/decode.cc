@@ -240,6 +240,9 @@ class Decoder::Impl {
   }
 
   Media media() const { return media_; }
+  std::string what() const { return name_ + ": the Decoder"; }
+
+  std::atomic<std::thread::id> busy{};
 
  private:
   Media media_;
@@ -256,10 +259,14 @@ Decoder::Decoder(const Codec& codec,
 Decoder::~Decoder() = default;
 std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
                                         std::optional<int64_t> max_frames) {
+  BusyGuard busy(impl_->busy, impl_->what());
   const int64_t limit = frame_limit(max_frames, "max_frames");
   return impl_->decode(std::move(packets), limit);
 }
-std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
+std::unique_ptr<Frames> Decoder::flush() {
+  BusyGuard busy(impl_->busy, impl_->what());
+  return impl_->flush();
+}
 Media Decoder::media() const { return impl_->media(); }
 
 std::unique_ptr<Frames> decode_packets(
