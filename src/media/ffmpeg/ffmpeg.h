@@ -166,6 +166,7 @@ class Input {
   static int read(void* opaque, uint8_t* buf, int size);
   static int64_t seek(void* opaque, int64_t offset, int whence);
   void open_url(const std::string& url, const std::string& protocols,
+                std::map<std::string, std::string>* options,
                 std::string_view name);
 
   std::span<const uint8_t> data_;

@@ -203,6 +203,8 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
   // files only unless the caller's format options say otherwise.
   const std::string protocols =
       option_or(config.format_options, "protocol_whitelist", "file");
+  std::map<std::string, std::string> opts = config.format_options;
+  opts.erase("protocol_whitelist");  // applied here, to the input and below
   if (in_memory) {
     const int size = config.buffer_size > 0 ? config.buffer_size : 65536;
     auto* buffer = static_cast<uint8_t*>(av_malloc(static_cast<size_t>(size)));
@@ -214,7 +216,7 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
       throw std::bad_alloc();
     }
   } else if (forced == nullptr || (forced->flags & AVFMT_NOFILE) == 0) {
-    open_url(source.url, protocols, name);
+    open_url(source.url, protocols, &opts, name);
   }
   // Else a format the caller named opens its input itself (image2 with a
   // pattern, rtsp), within the protocols allowed.
@@ -236,6 +238,12 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
         "is not media); name it with DemuxConfig::format or set "
         "allow_unsafe_formats to read it");
   }
+  // image2 reads one file, not a numbered sequence or a glob.
+  const bool no_pattern = !allowed &&
+                          std::string_view(forced->name) == "image2" &&
+                          opts.count("pattern_type") == 0;
+  if (no_pattern) opts["pattern_type"] = "none";
+  Options options(opts);
   AVFormatContext* fmt = avformat_alloc_context();
   if (fmt == nullptr) throw std::bad_alloc();
   if (pb != nullptr) {
@@ -244,14 +252,6 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
   }
   fmt->protocol_whitelist = av_strdup(protocols.c_str());
   if (!allowed) fmt->io_open = &refuse_nested_open;
-  std::map<std::string, std::string> opts = config.format_options;
-  opts.erase("protocol_whitelist");  // set above
-  // image2 reads one file, not a numbered sequence or a glob.
-  const bool no_pattern = !allowed &&
-                          std::string_view(forced->name) == "image2" &&
-                          opts.count("pattern_type") == 0;
-  if (no_pattern) opts["pattern_type"] = "none";
-  Options options(opts);
   // On failure avformat_open_input frees the context itself.
   int rc = avformat_open_input(&fmt, in_memory ? "" : source.url.c_str(),
                                forced, options.get());
@@ -274,6 +274,7 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
 }
 
 void Input::open_url(const std::string& url, const std::string& protocols,
+                     std::map<std::string, std::string>* options,
                      std::string_view name) {
   const char* protocol = avio_find_protocol_name(url.c_str());
   if (protocol != nullptr &&
@@ -283,10 +284,20 @@ void Input::open_url(const std::string& url, const std::string& protocols,
         " protocol is not read by default (only " + protocols +
         "); list it in the format option protocol_whitelist to read it");
   }
+  // The protocol takes its own options (an http timeout, say); the
+  // demuxer gets the rest.
   AVDictionary* opts = nullptr;
+  for (const auto& [k, v] : *options)
+    av_dict_set(&opts, k.c_str(), v.c_str(), 0);
   av_dict_set(&opts, "protocol_whitelist", protocols.c_str(), 0);
   AVIOContext* pb = nullptr;
   const int rc = avio_open2(&pb, url.c_str(), AVIO_FLAG_READ, nullptr, &opts);
+  for (auto it = options->begin(); it != options->end();) {
+    if (av_dict_get(opts, it->first.c_str(), nullptr, 0) == nullptr)
+      it = options->erase(it);
+    else
+      ++it;
+  }
   av_dict_free(&opts);
   if (rc < 0) {
     if (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) ||

@@ -208,6 +208,12 @@ TEST_F(HostileMediaTest, OtherProtocolsAreRefusedBeforeAnyConnection) {
     EXPECT_NE(e.find("protocol is not read by default"), std::string::npos)
         << url << ": " << e;
   }
+  // The protocol still takes its own options; the demuxer checks the rest.
+  DemuxConfig block;
+  block.format_options["blocksize"] = "4096";
+  EXPECT_EQ(Demuxer(file("clip.mp4"), block).num_streams(), 1);
+  block.format_options["no_such_option"] = "1";
+  EXPECT_THROW(Demuxer(file("clip.mp4"), block), InvalidArgument);
   // Listed by the caller, a protocol is used (here: file, spelled out).
   DemuxConfig c;
   c.format_options["protocol_whitelist"] = "file";
