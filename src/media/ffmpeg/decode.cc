@@ -58,12 +58,16 @@ DecodeSession::DecodeSession(const media::Codec& codec,
 }
 
 void DecodeSession::note_error(const std::string& what, int code) {
-  if (errors_++ == 0) first_error_ = what + ": " + av_error_text(code);
+  if (errors_++ > 0) return;
+  first_error_ = what + ": " + av_error_text(code);
+  const std::string detail = ffmpeg_error();
+  if (!detail.empty()) first_error_ += " (" + detail + ")";
 }
 
 bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
                          const Sink& sink) {
   if (stopped_) return false;
+  if (errors_ == 0) clear_ffmpeg_error();
   ctx_->skip_frame = discard_nonref ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
   for (;;) {
     const int rc = avcodec_send_packet(ctx_.get(), packet);
@@ -82,6 +86,7 @@ bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
 
 void DecodeSession::flush(const Sink& sink) {
   if (stopped_) return;
+  if (errors_ == 0) clear_ffmpeg_error();
   ctx_->skip_frame = AVDISCARD_DEFAULT;
   const int rc = avcodec_send_packet(ctx_.get(), nullptr);
   if (rc < 0 && rc != AVERROR_EOF)

@@ -199,6 +199,13 @@ class BusyGuard {
   std::atomic<std::thread::id>* owner_ = nullptr;  // null when nested
 };
 
+// The first few error messages FFmpeg logged on this thread since the last
+// clear_ffmpeg_error(), joined by "; " ("" if none), whatever its log
+// level: the detail behind an error code ("Picture size 16000x16000
+// exceeds ...").
+void clear_ffmpeg_error();
+std::string ffmpeg_error();
+
 // Silences FFmpeg's logging once per process (feedline reports errors as
 // exceptions; the Python layer can raise the level again).
 void quiet_logging();

@@ -24,25 +24,54 @@ std::string av_error_text(int code) {
 
 namespace {
 
+// The first errors FFmpeg logged on this thread since clear_ffmpeg_error(),
+// joined by "; ".
+thread_local std::string t_errors;
+thread_local int t_error_count = 0;
+constexpr int kKeptErrors = 3;
+
 // FFmpeg's messages (at or below its log level) go to feedline's log sink,
-// which the Python layer routes to the `feedline` logger.
+// which the Python layer routes to the `feedline` logger; its errors are
+// also kept for the exception that may follow (ffmpeg_error()).
 void forward_log(void* avcl, int level, const char* fmt, va_list args) {
-  if (level > av_log_get_level()) return;
-  char line[1024];
-  int print_prefix = 1;
-  av_log_format_line2(avcl, level, fmt, args, line, sizeof(line),
-                      &print_prefix);
-  std::string_view text(line);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
-    text.remove_suffix(1);
+  const bool shown = level <= av_log_get_level();
+  const bool kept = level <= AV_LOG_ERROR && t_error_count < kKeptErrors;
+  if (!shown && !kept) return;
+  // One line, with the "[codec @ 0x...]" prefix or without.
+  auto format = [&](va_list list, int prefix) {
+    char line[1024];
+    av_log_format_line2(avcl, level, fmt, list, line, sizeof(line), &prefix);
+    std::string text(line);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+      text.pop_back();
+    return text;
+  };
+  if (kept) {
+    va_list copy;
+    va_copy(copy, args);
+    const std::string text = format(copy, 0);
+    va_end(copy);
+    if (!text.empty()) {
+      t_errors += (t_error_count++ == 0 ? "" : "; ") + text;
+    }
+  }
+  if (!shown) return;
+  const std::string text = format(args, 1);
   if (text.empty()) return;
   const LogLevel to = level <= AV_LOG_ERROR     ? LogLevel::kError
                       : level <= AV_LOG_WARNING ? LogLevel::kWarning
                                                 : LogLevel::kInfo;
-  log(to, "ffmpeg: " + std::string(text));
+  log(to, "ffmpeg: " + text);
 }
 
 }  // namespace
+
+void clear_ffmpeg_error() {
+  t_errors.clear();
+  t_error_count = 0;
+}
+
+std::string ffmpeg_error() { return t_errors; }
 
 void quiet_logging() {
   static std::once_flag once;
@@ -188,6 +217,13 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
              std::string_view name)
     : data_(source.data), owner_(source.owner) {
   quiet_logging();
+  clear_ffmpeg_error();
+  // Throws DecodeError with FFmpeg's own account of what went wrong.
+  auto fail = [&](const char* what, int rc) {
+    const std::string detail = ffmpeg_error();
+    ffmpeg::fail(name, detail.empty() ? what : what + (" (" + detail + ")"),
+                 rc);
+  };
   const AVInputFormat* forced = nullptr;
   if (!config.format.empty()) {
     forced = av_find_input_format(config.format.c_str());
@@ -228,7 +264,7 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
   if (!named) {
     int rc = av_probe_input_buffer2(
         pb, &forced, in_memory ? "" : source.url.c_str(), nullptr, 0, 0);
-    if (rc < 0) fail(name, "not a media file FFmpeg can read", rc);
+    if (rc < 0) fail("not a media file FFmpeg can read", rc);
   }
   const bool allowed = named || config.allow_unsafe_formats;
   if (!allowed && unsafe_format(forced)) {
@@ -255,7 +291,7 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
   // On failure avformat_open_input frees the context itself.
   int rc = avformat_open_input(&fmt, in_memory ? "" : source.url.c_str(),
                                forced, options.get());
-  if (rc < 0) fail(name, "not a media file FFmpeg can read", rc);
+  if (rc < 0) fail("not a media file FFmpeg can read", rc);
   format_.reset(fmt);
   options.check_consumed(name, "the demuxer");
   const bool probe =
@@ -268,7 +304,7 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
       av_dict_set(&d, "max_pixels", max.c_str(), 0);
     rc = avformat_find_stream_info(fmt, limits.data());
     for (AVDictionary*& d : limits) av_dict_free(&d);
-    if (rc < 0) fail(name, "cannot read the stream information", rc);
+    if (rc < 0) fail("cannot read the stream information", rc);
     stream_info_read_ = true;
   }
 }

@@ -242,6 +242,12 @@ TEST_F(HostileMediaTest, HugeImageHeaderIsRefusedBeforeAllocating) {
   }
   // 16000 x 16000 x 3 bytes would be 768 MB.
   EXPECT_LT(peak_rss() - before, int64_t{200} << 20);
+  // The error says why, in FFmpeg's words.
+  const std::string why =
+      error_of([&] { load_image_ffmpeg(file("big.bmp"), {}); });
+  EXPECT_NE(why.find(path("big.bmp") + ": no frame decoded"), std::string::npos)
+      << why;
+  EXPECT_NE(why.find("16000x16000 exceeds"), std::string::npos) << why;
   // The decoder's max_pixels is the limit, checked from the header.
   VideoOptions small;
   small.decode.decoder_options["max_pixels"] = "100";
