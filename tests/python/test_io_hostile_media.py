@@ -102,6 +102,11 @@ def test_other_protocols_are_refused(files):
             fio.Demuxer(url)
 
 
+def test_a_path_with_a_nul_is_refused_not_cut(files):
+    with pytest.raises(ValueError):
+        fio.Demuxer(str(files / "clip.mp4") + "\0.txt")
+
+
 def test_huge_image_header_is_refused_before_allocating(files):
     # In a fresh process, so that its peak memory is this load's alone.
     code = (

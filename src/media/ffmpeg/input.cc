@@ -312,6 +312,11 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
 void Input::open_url(const std::string& url, const std::string& protocols,
                      std::map<std::string, std::string>* options,
                      std::string_view name) {
+  if (url.find('\0') != std::string::npos) {
+    // FFmpeg would open the path cut at the NUL: another file.
+    throw InvalidArgument(std::string(name) +
+                          ": a path must not contain a NUL character");
+  }
   const char* protocol = avio_find_protocol_name(url.c_str());
   if (protocol != nullptr &&
       av_match_list(protocol, protocols.c_str(), ',') <= 0) {

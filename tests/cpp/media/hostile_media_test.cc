@@ -208,6 +208,9 @@ TEST_F(HostileMediaTest, OtherProtocolsAreRefusedBeforeAnyConnection) {
     EXPECT_NE(e.find("protocol is not read by default"), std::string::npos)
         << url << ": " << e;
   }
+  // A NUL would cut the path: FFmpeg would open another file.
+  const std::string cut = path("clip.mp4") + std::string(1, '\0') + ".txt";
+  EXPECT_THROW(Demuxer(Source{cut, {}, nullptr}, {}), InvalidArgument);
   // The protocol still takes its own options; the demuxer checks the rest.
   DemuxConfig block;
   block.format_options["blocksize"] = "4096";
