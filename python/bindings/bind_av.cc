@@ -150,7 +150,9 @@ void bind_av(nb::module_& m) {
       .def_rw("format_options", &media::DemuxConfig::format_options)
       .def_rw("buffer_size", &media::DemuxConfig::buffer_size)
       .def_rw("find_stream_info", &media::DemuxConfig::find_stream_info,
-              nb::arg().none());
+              nb::arg().none())
+      .def_rw("allow_unsafe_formats",
+              &media::DemuxConfig::allow_unsafe_formats);
   nb::class_<media::DecodeConfig>(m, "DecodeConfig")
       .def(nb::init<>())
       .def_rw("decoder", &media::DecodeConfig::decoder)

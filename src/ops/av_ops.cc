@@ -56,6 +56,9 @@ OpPtr load_video_clips(const media::VideoOptions& options) {
   return make_map_op<ClipRequest>([options](ClipRequest r) {
     media::VideoOptions o = options;
     o.window = r.window;
+    // A clip past the end of its video fails (a counted failure of the
+    // item) rather than being short: clips of one window length stack.
+    o.whole_window = true;
     if (!r.source.in_memory()) {
       // Memory-mapped: no read() copy of the file.
       return media::load_video(memory_source(map_file(r.source.url)), o,
