@@ -70,6 +70,12 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   PipelineStats stats() const;
   std::exception_ptr failure() const;
 
+  // For Pipeline: consumers take turns; `consumers_waiting` counts those
+  // whose turn it is (inside a wait); take_failure() hands the failure once.
+  Mutex consumer_mu;
+  std::atomic<int> consumers_waiting{0};
+  std::atomic<bool> failure_taken{false};
+
   // For runners.
   ThreadPool& pool() { return *pool_; }
   const Clock& clock() const { return *clock_; }
