@@ -80,8 +80,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       nb::gil_scoped_release release;
       consumer.lock();
     }
-    // Seen by tests (consumer_waiting) so that they can interrupt a consumer
-    // that is certainly inside this wait.
+    // For tests (consumer_waiting): a consumer certainly inside this wait.
     struct Waiting {
       std::atomic<int>& n;
       explicit Waiting(std::atomic<int>& count) : n(count) { ++n; }
@@ -124,14 +123,13 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     if (timeout) wait = seconds_to_ns(*timeout);
     nb::gil_scoped_release release;
     if (ThreadPool::in_any_pool_thread()) wait = nanoseconds(0);
-    if (!wait) {
-      pipeline_.stop();
-      return true;
-    }
-    return pipeline_.stop(*wait);
+    if (wait) return pipeline_.stop(*wait);
+    pipeline_.stop();
+    return true;
   }
 
   bool stopping() const { return pipeline_.stopping(); }
+  bool on_worker_thread() const { return pipeline_.on_worker_thread(); }
   bool consumer_waiting() const { return waiting_.load() > 0; }
 
   // Keeps the GIL: a snapshot takes stage mutexes only briefly, and no engine
@@ -242,6 +240,7 @@ void bind_pipeline(nb::module_& m) {
           nb::arg("timeout").none())
       .def("stop", &NativePipeline::stop, nb::arg("timeout").none())
       .def_prop_ro("stopping", &NativePipeline::stopping)
+      .def_prop_ro("on_worker_thread", &NativePipeline::on_worker_thread)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
       .def("take_failure", &NativePipeline::take_failure);

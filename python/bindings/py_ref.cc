@@ -115,6 +115,10 @@ GilScope::GilScope() {
 }
 
 GilScope::~GilScope() {
+  // A thread that Python ends while it waits for the GIL at exit unwinds
+  // through here without the GIL: releasing it would clear the thread state
+  // of the thread that finalizes (Python < 3.12 keeps one current state).
+  if (!holds_gil()) return;
   if (borrowed_) {
     PyGILState_Release(gstate_);
   } else if (saved_ != nullptr) {

@@ -16,6 +16,7 @@ Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
   if (this != &other) {
     if (impl_) impl_->stop_unless_stopping();
+    detail::PipelineImpl::leak_if_inherited(&impl_);
     impl_ = std::move(other.impl_);
   }
   return *this;
@@ -23,6 +24,7 @@ Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
 
 Pipeline::~Pipeline() {
   if (impl_) impl_->stop_unless_stopping();
+  detail::PipelineImpl::leak_if_inherited(&impl_);
 }
 
 void Pipeline::start() { impl_->start(); }
@@ -69,6 +71,8 @@ bool Pipeline::stop(std::chrono::nanoseconds timeout) noexcept {
 }
 
 bool Pipeline::stopping() const { return impl_->stopping(); }
+
+bool Pipeline::on_worker_thread() const { return impl_->on_worker_thread(); }
 
 PipelineStats Pipeline::stats() const { return impl_->stats(); }
 
