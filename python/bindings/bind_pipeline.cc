@@ -115,21 +115,20 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   }
 
   // Stops the pipeline; waits at most `timeout` seconds (None: until done).
-  // Returns false while the stop is still running. On a worker thread of any
-  // pipeline (a finalizer can run there) it never waits, so as not to hold
-  // that pipeline's worker.
+  // Returns false while the stop is still running (true on this pipeline's
+  // own worker: the stop is requested, there is nothing to wait for). On a
+  // worker thread of any pipeline it never waits, not to hold that worker.
   bool stop(std::optional<double> timeout) {
     std::optional<nanoseconds> wait;
     if (timeout) wait = seconds_to_ns(*timeout);
     nb::gil_scoped_release release;
     if (ThreadPool::in_any_pool_thread()) wait = nanoseconds(0);
-    if (wait) return pipeline_.stop(*wait);
+    if (wait) return pipeline_.stop(*wait) || pipeline_.on_worker_thread();
     pipeline_.stop();
     return true;
   }
 
   bool stopping() const { return pipeline_.stopping(); }
-  bool on_worker_thread() const { return pipeline_.on_worker_thread(); }
   bool consumer_waiting() const { return waiting_.load() > 0; }
 
   // Keeps the GIL: a snapshot takes stage mutexes only briefly, and no engine
@@ -240,7 +239,6 @@ void bind_pipeline(nb::module_& m) {
           nb::arg("timeout").none())
       .def("stop", &NativePipeline::stop, nb::arg("timeout").none())
       .def_prop_ro("stopping", &NativePipeline::stopping)
-      .def_prop_ro("on_worker_thread", &NativePipeline::on_worker_thread)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
       .def("take_failure", &NativePipeline::take_failure);

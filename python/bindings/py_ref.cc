@@ -115,9 +115,8 @@ GilScope::GilScope() {
 }
 
 GilScope::~GilScope() {
-  // A thread that Python ends while it waits for the GIL at exit unwinds
-  // through here without the GIL: releasing it would clear the thread state
-  // of the thread that finalizes (Python < 3.12 keeps one current state).
+  // A thread Python ends at exit as it waits for the GIL unwinds through
+  // here without it: releasing would clear the finalizing thread's state.
   if (!holds_gil()) return;
   if (borrowed_) {
     PyGILState_Release(gstate_);

@@ -52,7 +52,6 @@ PipelineImpl::~PipelineImpl() {
 void PipelineImpl::leak_if_inherited(
     std::shared_ptr<PipelineImpl>* impl) noexcept {
   if (*impl && (*impl)->inherited()) {
-    // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): leaked on purpose
     (void)new std::shared_ptr<PipelineImpl>(std::move(*impl));
   }
 }

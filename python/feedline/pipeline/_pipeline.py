@@ -196,7 +196,7 @@ class Pipeline:
             self._loop_thread.close(timeout)
         self._stage_hooks.exit()
         _drain_released()
-        if not done and not self._native.on_worker_thread:
+        if not done:
             raise TimeoutError(f"The pipeline did not stop within {timeout} s; it stops in the background.")
 
     @contextlib.contextmanager
