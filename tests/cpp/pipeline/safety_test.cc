@@ -4,6 +4,7 @@
 // stop() from inside an op, and pipelines and pools inherited through fork().
 
 #include <atomic>
+#include <fstream>
 #include <latch>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,16 +30,26 @@ namespace {
 using testing::drain;
 using testing::iota;
 
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define FEEDLINE_TEST_GCC_SANITIZER 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define FEEDLINE_TEST_CLANG_SANITIZER 1
+#endif
+#endif
 #if defined(__SANITIZE_THREAD__)
 constexpr bool kThreadSanitizer = true;
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kThreadSanitizer = true;
+constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
 #else
 constexpr bool kThreadSanitizer = false;
 #endif
+#if defined(FEEDLINE_TEST_GCC_SANITIZER) || \
+    defined(FEEDLINE_TEST_CLANG_SANITIZER)
+constexpr bool kAnySanitizer = true;
 #else
-constexpr bool kThreadSanitizer = false;
+constexpr bool kAnySanitizer = false;
 #endif
 
 // Keeps the even items of each input "batch" (a count), reporting each odd
@@ -247,6 +259,53 @@ TEST(ForkTest, AChildLeavesInheritedPoolsAndPipelinesAloneAndRunsItsOwn) {
   busy.stop();
   EXPECT_EQ(drain(stuck).size(), 100u);
   EXPECT_EQ(stuck.stats().stages[1].items_out, 100u);
+}
+
+TEST(RefusedThreadTest, PoolAndPipelineRaiseAndLeaveNothingRunning) {
+  if (kAnySanitizer) {
+    GTEST_SKIP() << "a sanitizer runtime needs the address space it reserves";
+  }
+  // A real limit, in a child: an address space with room for a few thread
+  // stacks (8 MiB each by default) but not for eight.
+  int status = in_child([] {
+    auto p = PipelineBuilder()
+                 .add_source(iota(100))
+                 .pipe([](int x) { return x + 1; }, {.concurrency = 4})
+                 .add_sink()
+                 .build(BuildOptions{.num_threads = 8, .name = "limited"});
+    const int threads_before = ThreadPool::live_threads();
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    rlimit old{};
+    getrlimit(RLIMIT_AS, &old);
+    rlimit low = old;
+    low.rlim_cur =
+        static_cast<rlim_t>(pages) * sysconf(_SC_PAGESIZE) + (20u << 20);
+    if (setrlimit(RLIMIT_AS, &low) != 0) return false;
+    bool pool_raised = false;
+    try {
+      ThreadPool pool(8);
+    } catch (const Error& e) {
+      pool_raised = std::string(e.what()).find(
+                        "could not start worker thread") != std::string::npos;
+    }
+    bool start_raised = false;
+    try {
+      p.untyped().start();
+    } catch (const Error& e) {
+      start_raised =
+          std::string(e.what()).find("pipeline 'limited' could not start") !=
+          std::string::npos;
+    }
+    bool none_left = ThreadPool::live_threads() == threads_before;
+    setrlimit(RLIMIT_AS, &old);
+    // With the limit lifted the same pipeline starts and runs.
+    int sum = 0;
+    for (int x : p) sum += x;
+    return pool_raised && start_raised && none_left && sum == 5050;
+  });
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
