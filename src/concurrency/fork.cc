@@ -30,8 +30,8 @@ bool install_handler() {
 }  // namespace
 
 uint64_t fork_generation() {
-  static const bool installed = install_handler();
-  (void)installed;
+  static const bool kInstalled = install_handler();
+  (void)kInstalled;
   return g_generation.load(std::memory_order_relaxed);
 }
 

@@ -53,8 +53,11 @@ ThreadPool::~ThreadPool() {
     // In a child process: the threads are gone and may have left mu_ held
     // or work_cv_ waited on. Leak rather than join or destroy (destroying a
     // condition variable with waiters blocks forever).
+    // A failed allocation here terminates (a destructor is noexcept).
     (void)work_cv_.release();
+    // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
     (void)new std::vector<std::thread>(std::move(threads_));
+    // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
     (void)new std::deque<Task>(std::move(tasks_));
     return;
   }

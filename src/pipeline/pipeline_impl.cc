@@ -52,6 +52,8 @@ PipelineImpl::~PipelineImpl() {
 void PipelineImpl::leak_if_inherited(
     std::shared_ptr<PipelineImpl>* impl) noexcept {
   if (*impl && (*impl)->inherited()) {
+    // Never released. A failed allocation terminates (noexcept).
+    // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
     (void)new std::shared_ptr<PipelineImpl>(std::move(*impl));
   }
 }
