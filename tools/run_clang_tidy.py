@@ -47,7 +47,7 @@ def main() -> int:
         {
             str(path)
             for path in (pathlib.Path(e["directory"], e["file"]).resolve() for e in entries)
-            if any(root in path.parents for root in roots)
+            if any(root in path.parents for root in roots) and path.exists()  # a stale database may list removed files
         }
     )
     if not files:

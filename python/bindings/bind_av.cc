@@ -6,11 +6,10 @@
 //
 // GIL: demuxing, decoding, filtering and converting run with it released;
 // property reads hold it (they are cheap). A consumed Packets or Frames
-// throws media::ObjectConsumed, which becomes TypeError (bind_errors.cc).
+// throws media::ObjectConsumed, which becomes TypeError (module.cc).
 
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,28 +58,14 @@ auto consuming(F f) {
 
 nb::tuple rational_tuple(Rational r) { return nb::make_tuple(r.num, r.den); }
 
-// The text of a time in seconds (int, float, fractions.Fraction,
-// decimal.Decimal or str), which media::parse_time() reads.
-std::string time_text(nb::handle value) {
-  if (PyLong_Check(value.ptr())) return nb::str(nb::int_(value)).c_str();
-  if (PyFloat_Check(value.ptr()) || PyUnicode_Check(value.ptr()) ||
-      nb::isinstance(value,
-                     nb::module_::import_("fractions").attr("Fraction")) ||
-      nb::isinstance(value, nb::module_::import_("decimal").attr("Decimal")))
-    return nb::str(value).c_str();
-  throw nb::type_error(
-      ("a time must be a number, Fraction, Decimal or str, got " +
-       nb::cast<std::string>(nb::type_name(value.type())))
-          .c_str());
-}
+// A time in seconds as media::parse_time() reads it: str(value) of an int,
+// float, Fraction, Decimal or str (other objects' text does not parse).
+std::string time_text(nb::handle value) { return nb::str(value).c_str(); }
 
-// The window [start, end) in seconds; end None or +inf: to the end.
+// The window [start, end) in seconds; end None or inf: to the end.
 Window window_from_times(nb::handle start, nb::handle end) {
-  const bool open = end.is_none() || (PyFloat_Check(end.ptr()) &&
-                                      nb::cast<double>(end) == INFINITY);
-  std::optional<std::string> end_text;
-  if (!open) end_text = time_text(end);
-  return media::parse_window(time_text(start), end_text);
+  if (end.is_none()) return media::parse_window(time_text(start), {});
+  return media::parse_window(time_text(start), time_text(end));
 }
 
 nb::object window_to_python(const std::optional<Window>& w) {
@@ -96,34 +81,30 @@ media::Source source_from(nb::handle src) {
   return ops::memory_source(bytes_from_python(src));
 }
 
-// A clip request from Python: (src, start, end), (src, Window) or
-// (src, None); src a path or bytes.
+// A clip request from Python: (src, start, end), (src, Window),
+// (src, (start, end)) or (src, None); src a path or bytes.
 Item clip_from_python(nb::handle obj) {
-  if (!nb::isinstance<nb::tuple>(obj) ||
-      (nb::len(obj) != 2 && nb::len(obj) != 3)) {
+  const size_t n = nb::isinstance<nb::tuple>(obj) ? nb::len(obj) : 0;
+  if (n != 2 && n != 3)
     throw InvalidArgument(
-        "a clip is (path or bytes, start, end) or (path or bytes, None)");
-  }
+        "a clip is (path or bytes, start, end) or "
+        "(path or bytes, window or None)");
   nb::tuple t = nb::borrow<nb::tuple>(obj);
   std::optional<Window> window;
-  try {
-    if (nb::len(t) == 3) {
-      window = window_from_times(t[1], t[2]);
-    } else if (nb::isinstance<Window>(t[1])) {
-      window = nb::cast<Window>(t[1]);
-    } else if (!t[1].is_none()) {
-      nb::tuple w = nb::cast<nb::tuple>(t[1]);
-      if (nb::len(w) != 2) throw InvalidArgument("a window is (start, end)");
-      window = window_from_times(w[0], w[1]);
-    }
-  } catch (const nb::builtin_exception& e) {
-    throw InvalidArgument(e.what());  // a failed conversion, in the engine
+  if (n == 3) {
+    window = window_from_times(t[1], t[2]);
+  } else if (nb::isinstance<Window>(t[1])) {
+    window = nb::cast<Window>(t[1]);
+  } else if (!t[1].is_none()) {
+    nb::handle w = t[1];
+    if (!nb::isinstance<nb::tuple>(w) || nb::len(w) != 2)
+      throw InvalidArgument("a window is (start, end)");
+    window = window_from_times(w[0], w[1]);
   }
   if (auto path = path_from(t[0]))
     return Item(ClipRequest::from_path(*path, window));
-  Buffer b = bytes_from_python(t[0]);
   return Item(ClipRequest::from_bytes(
-      {"<" + std::to_string(b.nbytes()) + " bytes>", b}, window));
+      ops::EncodedFile::unnamed(bytes_from_python(t[0])), window));
 }
 
 template <typename T>
@@ -169,7 +150,9 @@ void bind_av(nb::module_& m) {
       .def_rw("format_options", &media::DemuxConfig::format_options)
       .def_rw("buffer_size", &media::DemuxConfig::buffer_size)
       .def_rw("find_stream_info", &media::DemuxConfig::find_stream_info,
-              nb::arg().none());
+              nb::arg().none())
+      .def_rw("allow_unsafe_formats",
+              &media::DemuxConfig::allow_unsafe_formats);
   nb::class_<media::DecodeConfig>(m, "DecodeConfig")
       .def(nb::init<>())
       .def_rw("decoder", &media::DecodeConfig::decoder)
@@ -251,11 +234,8 @@ void bind_av(nb::module_& m) {
       .def("get_timestamps", &Frames::timestamps)
       .def("clone", &Frames::clone,
            "A copy sharing every frame's data (no data is copied).")
-      .def("_select",
-           [](Frames& f, const std::vector<int64_t>& indices) {
-             return f.select(indices);
-           })
-      .def("_image", [](Frames& f, int64_t i) { return f.image(i); })
+      .def("_select", &Frames::select)
+      .def("_image", &Frames::image)
       .def("_extend",
            [](Frames& f, Frames& other) { f.extend(std::move(other)); })
       .def("__repr__", &Frames::to_string);
@@ -394,35 +374,36 @@ void bind_av(nb::module_& m) {
   m.def(
       "load_video_op",
       [](const media::VideoOptions& o) {
-        return native_op(ops::load_video(o), "load_video");
+        return NativeOp{ops::load_video(o), "load_video"};
       },
       nb::arg("options"));
   m.def(
       "load_video_clips_op",
       [](const media::VideoOptions& o) {
-        return native_op(ops::load_video_clips(o), "load_video_clips");
+        return NativeOp{ops::load_video_clips(o), "load_video_clips"};
       },
       nb::arg("options"), "The options' window is not used.");
   m.def(
       "demux_op",
       [](Media media, std::optional<Window> window,
          const media::DemuxConfig& demux) {
-        return native_op(ops::demux(media, window, demux),
-                         std::string("demux_") + media::media_name(media));
+        return NativeOp{ops::demux(media, window, demux),
+                        std::string("demux_") + media::media_name(media)};
       },
       nb::arg("media"), nb::arg("window").none(), nb::arg("demux_config"));
   m.def(
       "decode_packets_op",
       [](const std::optional<std::string>& filter_desc, bool default_filter,
          const media::DecodeConfig& decode, std::optional<int64_t> num_frames) {
-        return native_op(ops::decode_packets(
-                             {default_filter, filter_desc, decode, num_frames}),
-                         "decode_packets");
+        return NativeOp{ops::decode_packets(
+                            {default_filter, filter_desc, decode, num_frames}),
+                        "decode_packets"};
       },
       nb::arg("filter_desc").none(), nb::arg("default_filter"),
       nb::arg("decode_config"), nb::arg("num_frames").none());
-  m.def("convert_frames_op",
-        [] { return native_op(ops::convert_frames(), "convert_frames"); });
+  m.def("convert_frames_op", [] {
+    return NativeOp{ops::convert_frames(), "convert_frames"};
+  });
 }
 
 }  // namespace feedline::bindings

@@ -8,8 +8,6 @@
 // buffer-protocol objects are copied once.
 
 #include <cstdint>
-#include <cstring>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -51,51 +49,43 @@ using media::decode_image;
 using media::decode_image_batch;
 using media::EncodedImage;
 using media::ffmpeg_versions;
-using media::image_output_shape;
 using media::ImageFailure;
-using media::ImageInfo;
 using media::ImageOptions;
 using media::Layout;
 using media::load_audio;
 using media::PixelFormat;
-using media::probe_image;
 using media::ResizeMode;
 using media::set_ffmpeg_log_level;
 
 // Bytes-like Python objects as a 1-D uint8 Buffer, read in place: a bytes
-// object is kept alive by the Buffer; any other C-contiguous buffer
-// (bytearray, memoryview, NumPy array) through a memoryview that holds its
-// export (so a bytearray cannot be resized while viewed). Non-contiguous
-// buffers are copied. Requires: the GIL.
+// object is kept alive by the Buffer; any other buffer (bytearray,
+// memoryview, NumPy array) through a memoryview that holds its export (so a
+// bytearray cannot be resized while viewed; writable if it is), copied first
+// (read-only) if it is not C-contiguous. Requires: the GIL.
 Buffer bytes_from_python(nb::handle obj) {
   if (nb::isinstance<Buffer>(obj)) return nb::cast<Buffer>(obj);
+  PyObject* owner = nullptr;
+  void* data = nullptr;
+  Py_ssize_t size = 0;
+  bool writable = false;
   if (PyBytes_Check(obj.ptr())) {
-    auto owner = std::make_shared<PyObj>(PyObj::borrow(obj.ptr()));
-    return Buffer::view(owner, PyBytes_AS_STRING(obj.ptr()), DType::kUint8,
-                        {static_cast<int64_t>(PyBytes_GET_SIZE(obj.ptr()))}, {},
-                        /*writable=*/false);
-  }
-  if (!PyObject_CheckBuffer(obj.ptr()))
-    throw InvalidArgument("expected a bytes-like object");
-  PyObject* mv = PyMemoryView_FromObject(obj.ptr());
-  if (mv == nullptr) {
+    owner = nb::handle(obj).inc_ref().ptr();
+    data = PyBytes_AS_STRING(owner);
+    size = PyBytes_GET_SIZE(owner);
+  } else if (PyObject_CheckBuffer(obj.ptr()) &&
+             (owner = PyMemoryView_GetContiguous(obj.ptr(), PyBUF_READ, 'C')) !=
+                 nullptr) {
+    Py_buffer* view = PyMemoryView_GET_BUFFER(owner);
+    data = view->buf;
+    size = view->len;
+    writable = view->readonly == 0;
+  } else {
     PyErr_Clear();
     throw InvalidArgument("expected a bytes-like object");
   }
-  auto owner = std::make_shared<PyObj>(PyObj::steal(mv));
-  Py_buffer* view = PyMemoryView_GET_BUFFER(mv);
-  if (PyBuffer_IsContiguous(view, 'C')) {
-    return Buffer::view(owner, view->buf, DType::kUint8,
-                        {static_cast<int64_t>(view->len)}, {},
-                        view->readonly == 0);
-  }
-  Buffer out =
-      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(view->len)});
-  if (PyBuffer_ToContiguous(out.data(), view, view->len, 'C') != 0) {
-    PyErr_Clear();
-    throw InvalidArgument("cannot read the bytes-like object");
-  }
-  return out;
+  return Buffer::view(std::make_shared<PyObj>(PyObj::steal(owner)), data,
+                      DType::kUint8, {static_cast<int64_t>(size)}, {},
+                      writable);
 }
 
 std::optional<std::string> path_from(nb::handle obj) {
@@ -113,10 +103,6 @@ std::optional<std::string> path_from(nb::handle obj) {
 }
 
 namespace {
-
-std::span<const uint8_t> span_of(const Buffer& b) {
-  return {b.data_as<const uint8_t>(), b.nbytes()};
-}
 
 // --- Buffer in Python --------------------------------------------------------
 
@@ -165,9 +151,7 @@ Item encoded_from_python(nb::handle obj) {
         "expected encoded bytes; read paths with feedline.io.ops.read_file() "
         "first");
   }
-  Buffer b = bytes_from_python(obj);
-  return Item(ops::EncodedFile{"<" + std::to_string(b.nbytes()) + " bytes>",
-                               std::move(b)});
+  return Item(ops::EncodedFile::unnamed(bytes_from_python(obj)));
 }
 
 // --- Python functions ------------------------------------------------------
@@ -183,15 +167,9 @@ auto on_bytes(F f) {
     if constexpr (std::is_invocable_v<F, const Buffer&, Args...>) {
       return f(bytes, args...);
     } else {
-      return f(span_of(bytes), args...);
+      return f(bytes.bytes(), args...);
     }
   };
-}
-
-Buffer py_load_image(const std::string& path, const ImageOptions& options) {
-  nb::gil_scoped_release release;
-  Buffer bytes = read_file(path);
-  return decode_image(span_of(bytes), options, path);
 }
 
 // Decodes every source (a path or bytes) into one batch: the batch (of the
@@ -286,27 +264,17 @@ void bind_io(nb::module_& parent) {
       .def_rw("std", &ImageOptions::std)
       .def_rw("dct_scaling", &ImageOptions::dct_scaling)
       .def_rw("max_pixels", &ImageOptions::max_pixels)
-      .def("check", &check_image_options)
-      .def("output_shape", [](const ImageOptions& o, int w, int h) {
-        return to_tuple(image_output_shape(w, h, o));
-      });
+      .def("check", &check_image_options);
 
   m.def("decode_image",
         on_bytes<const ImageOptions&, const std::string&>(&decode_image),
         nb::arg("data"), nb::arg("options"), nb::arg("name"));
-  m.def("load_image", &py_load_image, nb::arg("path"), nb::arg("options"));
   nb::class_<ImageFailure>(m, "ImageFailure",
                            "Why one image of a batch was left out.")
       .def_ro("index", &ImageFailure::index, "The source's position.")
       .def_ro("message", &ImageFailure::message);
   m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
         nb::arg("options"));
-  m.def("probe_image", [](nb::handle data, const std::string& name) {
-    Buffer bytes = bytes_from_python(data);
-    ImageInfo info = probe_image(span_of(bytes), name);
-    return nb::make_tuple(info.width, info.height, info.format);
-  });
-
   // Arrays, audio and archives. Each takes bytes-like data (bytes are read in
   // place) and runs with the GIL released.
   m.def("load_npy", on_bytes<const std::string&>(&load_npy), nb::arg("data"),
@@ -365,30 +333,31 @@ void bind_io(nb::module_& parent) {
   m.def(
       "load_audio_op",
       [](int sample_rate, int channels) {
-        return native_op(ops::load_audio({sample_rate, channels, 0, {}}),
-                         "load_audio");
+        return NativeOp{ops::load_audio({sample_rate, channels, 0, {}}),
+                        "load_audio"};
       },
       nb::arg("sample_rate"), nb::arg("channels"));
   bind_av(m);
-  m.def("load_npy_op", [] { return native_op(ops::load_npy(), "load_npy"); });
-  m.def("load_wav_op", [] { return native_op(ops::load_wav(), "load_wav"); });
-  m.def("zip_members_op",
-        [] { return native_op(ops::zip_members(), "zip_members"); });
-  m.def("tar_members_op",
-        [] { return native_op(ops::tar_members(), "tar_members"); });
-  m.def("read_file_op",
-        [] { return native_op(ops::read_file(), "read_file"); });
+  m.def("load_npy_op", [] { return NativeOp{ops::load_npy(), "load_npy"}; });
+  m.def("load_wav_op", [] { return NativeOp{ops::load_wav(), "load_wav"}; });
+  m.def("zip_members_op", [] {
+    return NativeOp{ops::zip_members(), "zip_members"};
+  });
+  m.def("tar_members_op", [] {
+    return NativeOp{ops::tar_members(), "tar_members"};
+  });
+  m.def("read_file_op", [] { return NativeOp{ops::read_file(), "read_file"}; });
   m.def("decode_image_op", [](const ImageOptions& options) {
-    return native_op(ops::decode_image(options), "decode_image");
+    return NativeOp{ops::decode_image(options), "decode_image"};
   });
   m.def("decode_batch_op", [](const ImageOptions& options) {
     // Python values among a batch's elements become encoded files first.
-    return native_op(
+    return NativeOp{
         convert_batch_elements(ops::decode_batch(options),
                                typeid(ops::EncodedFile), "decode_batch"),
-        "decode_batch");
+        "decode_batch"};
   });
-  m.def("stack_op", [] { return native_op(ops::stack(), "stack"); });
+  m.def("stack_op", [] { return NativeOp{ops::stack(), "stack"}; });
 }
 
 }  // namespace feedline::bindings

@@ -11,7 +11,6 @@
 // wait runs with the GIL released, and the consumer waits in slices so that
 // Ctrl-C reaches it.
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -27,7 +26,6 @@
 #include "convert.h"
 #include "feedline/base/error.h"
 #include "feedline/base/log.h"
-#include "feedline/base/mutex.h"
 #include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/stats.h"
@@ -40,7 +38,6 @@ namespace feedline::bindings {
 namespace {
 
 using std::chrono::nanoseconds;
-using std::chrono::steady_clock;
 
 // How long the consumer waits between checks for signals (Ctrl-C).
 constexpr auto kSignalCheckInterval = std::chrono::milliseconds(50);
@@ -66,26 +63,13 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   }
   bool started() const { return pipeline_.started(); }
 
-  // Blocks (GIL released) for the next entry, in slices between which
-  // pending signals are handled. Returns kItem with `*out`, kEpochEnd or kEnd.
-  // Throws: Timeout after `timeout` seconds; PipelineFailure.
+  // Blocks (GIL released; consumers take turns) for the next entry, in
+  // slices between which pending signals are handled. Returns kItem with
+  // `*out`, kEpochEnd or kEnd. Throws: Timeout after `timeout` seconds;
+  // PipelineFailure.
   NextStatus wait_next(Item* out, std::optional<double> timeout) {
-    std::optional<Pipeline::Deadline> deadline;
-    if (timeout) deadline = steady_clock::now() + seconds_to_ns(*timeout);
-    // One consumer at a time (the engine's contract); wait for the lock
-    // without the GIL so that the other consumer can proceed.
-    std::unique_lock<std::mutex> consumer(consumer_mu_.native(),
-                                          std::defer_lock);
-    {
-      nb::gil_scoped_release release;
-      consumer.lock();
-    }
-    // For tests (consumer_waiting): a consumer certainly inside this wait.
-    struct Waiting {
-      std::atomic<int>& n;
-      explicit Waiting(std::atomic<int>& count) : n(count) { ++n; }
-      ~Waiting() { --n; }
-    } waiting(waiting_);
+    std::optional<nanoseconds> wait;
+    if (timeout) wait = seconds_to_ns(*timeout);
     // Pending signals are handled between slices of the wait, with the GIL.
     auto signalled = [] {
       nb::gil_scoped_acquire acquire;
@@ -94,19 +78,13 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     NextStatus status;
     {
       nb::gil_scoped_release release;
-      status =
-          pipeline_.wait_next(out, deadline, signalled, kSignalCheckInterval);
-    }
-    if (status == NextStatus::kTimeout) {
-      throw Timeout("the next item is not available after " +
-                    std::to_string(*timeout) + " s");
+      status = pipeline_.next(out, wait, signalled, kSignalCheckInterval);
     }
     if (status != NextStatus::kInterrupted) return status;
     // Ctrl-C in the consumer stops the pipeline: nobody is left to read it,
     // and its threads must not outlive the interrupted program. The interrupt
     // is raised now; the stop goes on in the background.
     if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0) {
-      consumer.unlock();
       nb::python_error interrupt;
       stop(0.0);
       throw interrupt;
@@ -129,7 +107,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   }
 
   bool stopping() const { return pipeline_.stopping(); }
-  bool consumer_waiting() const { return waiting_.load() > 0; }
+  bool consumer_waiting() const { return pipeline_.consumers_waiting() > 0; }
 
   // Keeps the GIL: a snapshot takes stage mutexes only briefly, and no engine
   // thread waits for the GIL while holding one (py_ref.h), so this cannot
@@ -137,21 +115,17 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   PipelineStats stats() const { return pipeline_.stats(); }
 
   // Once stopped: the failure as a Python feedline.PipelineFailure (None if
-  // no stage failed), handed over once. Python then holds the exception
-  // objects, where the garbage collector can see the cycles their
+  // no stage failed, or it was handed over already). Python then holds the
+  // exception objects, where the garbage collector can see the cycles their
   // tracebacks may form with this pipeline (release_python_objects()).
   nb::object take_failure() {
-    if (failure_taken_ || !pipeline_.stopping()) return nb::none();
-    bool stopped;
+    std::exception_ptr failure;
     {
       // Without the GIL: a stop that just finished may join its stopper
       // thread, which takes the GIL as it exits.
       nb::gil_scoped_release release;
-      stopped = pipeline_.stop(nanoseconds(0));
+      failure = pipeline_.take_failure();
     }
-    if (!stopped || failure_taken_) return nb::none();
-    failure_taken_ = true;
-    std::exception_ptr failure = pipeline_.failure();
     if (!failure) return nb::none();
     nb::object exc = to_python_exception(failure);
     release_python_objects(failure);
@@ -160,9 +134,6 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
 
  private:
   Pipeline pipeline_;
-  Mutex consumer_mu_;
-  std::atomic<int> waiting_{0};  // consumers inside wait_next()
-  bool failure_taken_ = false;   // guarded by the GIL
 };
 
 // One epoch of the pipeline as a Python iterator.

@@ -69,8 +69,7 @@ class PipelineSpecBuilder {
                 std::optional<FailureBudget> budget) {
     OpPtr native;
     if (kind == "native") {
-      const NativeOp& n = nb::cast<const NativeOp&>(op);
-      native = adapt_native_op(n.op, n.input, n.output);
+      native = adapt_native_op(nb::cast<const NativeOp&>(op).op);
     } else if (kind == "map" || kind == "generator" || kind == "async") {
       native = kind == "map"         ? make_python_map_op(std::move(op))
                : kind == "generator" ? make_python_generator_op(std::move(op))
@@ -121,15 +120,10 @@ class PipelineSpecBuilder {
   void add_stage(StageKind kind, OpPtr op, const std::string& name,
                  int concurrency, bool input_order,
                  std::optional<FailureBudget> budget) {
-    StageSpec stage;
-    stage.kind = kind;
-    stage.op = std::move(op);
-    stage.options.name = name;
-    stage.options.concurrency = concurrency;
-    stage.options.output_order =
+    OutputOrder order =
         input_order ? OutputOrder::kInput : OutputOrder::kCompletion;
-    stage.options.max_failures = std::move(budget);
-    spec_.stages.push_back(std::move(stage));
+    spec_.stages.push_back(
+        {kind, std::move(op), {name, concurrency, order, std::move(budget)}});
   }
 
   PipelineSpec spec_;
@@ -143,24 +137,18 @@ void bind_spec(nb::module_& m) {
       "it\nruns without the GIL and passes native items on without converting"
       "\nthem to Python objects.")
       .def_ro("name", &NativeOp::name)
-      .def_prop_ro(
-          "kind",
-          [](const NativeOp& op) {
-            constexpr const char* kKinds[] = {"map", "generator", "async"};
-            return kKinds[static_cast<int>(op.op->kind())];
-          })
+      .def_prop_ro("kind",
+                   [](const NativeOp& n) { return op_kind_name(n.op->kind()); })
       .def_prop_ro(
           "input_type",
-          [](const NativeOp& op) { return type_name_of(op.input); },
+          [](const NativeOp& n) { return type_name_of(n.op->input_type()); },
           "Name of the native type the op takes; None: any item.")
       .def_prop_ro(
           "output_type",
-          [](const NativeOp& op) { return type_name_of(op.output); },
+          [](const NativeOp& n) { return type_name_of(n.op->output_type()); },
           "Name of the native type the op produces; None: what it was given.")
-      .def("__repr__", [](const NativeOp& op) {
-        std::string in = type_name_of(op.input).value_or("any");
-        std::string out = type_name_of(op.output).value_or(in);
-        return "NativeOp(" + op.name + ": " + in + " -> " + out + ")";
+      .def("__repr__", [](const NativeOp& n) {
+        return "NativeOp(" + n.name + ": " + op_signature(*n.op) + ")";
       });
   nb::class_<NativeSource>(
       m, "NativeSource",

@@ -5,14 +5,13 @@
 //
 // Each binding area has one bind_<area>() in bind_<area>.cc; module.cc calls
 // them in dependency order (a class must be bound before a function that
-// returns it).
+// returns it) and adds the exception classes and the extension capsule.
 
 #pragma once
 
 #include <optional>
 #include <string>
 #include <typeinfo>
-#include <utility>
 
 #include <nanobind/nanobind.h>
 
@@ -28,21 +27,9 @@ namespace feedline::bindings {
 // PipelineBuilder recognises it and installs the op directly, so the op runs
 // without the GIL and passes native items on unconverted.
 struct NativeOp {
-  OpPtr op;
+  OpPtr op;  // declares the types it takes and gives (Op::input_type())
   std::string name;
-  // The native type the op takes; Python values are converted to it. Null:
-  // the op takes any item as it is.
-  const std::type_info* input = nullptr;
-  // The native type the op produces. Null: the same type it was given.
-  const std::type_info* output = nullptr;
 };
-
-// The handle of `op`, with the types it declares.
-inline NativeOp native_op(OpPtr op, std::string name) {
-  const std::type_info* in = op->input_type();
-  const std::type_info* out = op->output_type();
-  return NativeOp{std::move(op), std::move(name), in, out};
-}
 
 struct NativeSource {
   SourceFactory factory;
@@ -58,15 +45,6 @@ std::optional<std::string> path_from(nanobind::handle obj);
 // A bytes-like Python object as a 1-D uint8 Buffer, read in place where it
 // can be (see bind_io.cc). Requires the GIL.
 Buffer bytes_from_python(nanobind::handle obj);
-
-// Adds feedline.Error and its subclasses and the translation of
-// PipelineFailure to feedline.PipelineFailure (an ExceptionGroup).
-void bind_errors(nanobind::module_& m);
-
-// Adds the capsule `_extension_api` through which other extension modules
-// hand native ops and sources to feedline
-// (feedline/pipeline/extension_api.h).
-void bind_extension_api(nanobind::module_& m);
 
 // Adds the statistics snapshot classes (PipelineStats, StageStats, ...).
 void bind_stats(nanobind::module_& m);

@@ -55,10 +55,6 @@ std::string describe_python_exception(nb::handle exc) {
   }
 }
 
-nb::object make_builtin_exception(PyObject* cls, const std::string& message) {
-  return nb::handle(cls)(message);
-}
-
 // Item converters of the basic types.
 nb::object batch_to_python(Item& item) {
   ItemBatch& batch = item.as<ItemBatch>();
@@ -157,18 +153,14 @@ PythonError python_error_from(nb::handle exc) {
 }
 
 void release_python_objects(const std::exception_ptr& error) {
-  if (!error) return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const PythonError& e) {
-    e.release_exception();
-  } catch (const PipelineFailure& e) {
-    for (const StageError& stage : e.errors())
-      release_python_objects(stage.error);
-  } catch (const TooManyFailures& e) {
-    release_python_objects(e.last_error());
-  } catch (...) {
-  }
+  for_each_cause(error, [](const std::exception_ptr& cause) {
+    try {
+      std::rethrow_exception(cause);
+    } catch (const PythonError& e) {
+      e.release_exception();
+    } catch (...) {
+    }
+  });
 }
 
 nb::object to_python_exception(const std::exception_ptr& error) {
@@ -192,15 +184,15 @@ nb::object to_python_exception(const std::exception_ptr& error) {
   } catch (const Error& e) {
     return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {
-    return make_builtin_exception(PyExc_ValueError, e.what());
+    return nb::handle(PyExc_ValueError)(e.what());
   } catch (const OutOfRange& e) {
-    return make_builtin_exception(PyExc_IndexError, e.what());
+    return nb::handle(PyExc_IndexError)(e.what());
   } catch (const std::bad_alloc&) {
-    return make_builtin_exception(PyExc_MemoryError, "out of memory");
+    return nb::handle(PyExc_MemoryError)("out of memory");
   } catch (const std::exception& e) {
-    return make_builtin_exception(PyExc_RuntimeError, e.what());
+    return nb::handle(PyExc_RuntimeError)(e.what());
   } catch (...) {
-    return make_builtin_exception(PyExc_RuntimeError, "unknown C++ exception");
+    return nb::handle(PyExc_RuntimeError)("unknown C++ exception");
   }
 }
 

@@ -29,13 +29,6 @@ std::shared_ptr<PyObj> shared(nb::object obj) {
   return std::make_shared<PyObj>(own(std::move(obj)));
 }
 
-// Calls `fn(arg)`; returns a new reference. Throws: PythonError.
-PyObject* call1(PyObject* fn, PyObject* arg) {
-  PyObject* r = PyObject_CallOneArg(fn, arg);
-  if (r == nullptr) throw_python_error();
-  return r;
-}
-
 // A result as an Item: None is the empty Item (skip).
 Item result_item(nb::object r) {
   if (r.is_none()) return Item();
@@ -68,7 +61,9 @@ class PyOp : public Base {
   nb::object call_fn(Item input, const char* method = nullptr) {
     nb::object arg = to_python(std::move(input));
     if (method != nullptr) return nb::handle(fn_.get()).attr(method)(arg);
-    return nb::steal(call1(fn_.get(), arg.ptr()));
+    PyObject* r = PyObject_CallOneArg(fn_.get(), arg.ptr());
+    if (r == nullptr) throw_python_error();  // as a PythonError
+    return nb::steal(r);
   }
 
   PyObj fn_;
@@ -215,26 +210,6 @@ class PyAggregatorOp final : public PyOp<MapOp> {
   const bool drop_last_;
 };
 
-// The native disaggregate for native batches; Python iterables otherwise.
-class DisaggregateAnyOp final : public GeneratorOp {
- public:
-  std::unique_ptr<ItemGenerator> start(Item input) override {
-    if (input.holds<ItemBatch>()) return native_.start(std::move(input));
-    if (input.holds<PyObj>()) {
-      GilScope gil;
-      PyObj obj = input.take_as<PyObj>();
-      return python_call([&] { return iterate(obj.get()); });
-    }
-    throw InvalidArgument(
-        "disaggregate takes a batch (a list or other iterable), got native " +
-        type_name(input.type()));
-  }
-
- private:
-  const OpPtr native_op_ = make_disaggregate_op();
-  GeneratorOp& native_ = static_cast<GeneratorOp&>(*native_op_);
-};
-
 // Converts a Python value to the native type the wrapped op takes.
 void convert_input(Item& input, const std::type_info& wanted) {
   if (!input.holds<PyObj>()) return;
@@ -262,13 +237,21 @@ OpPtr make_python_aggregator_op(nb::object aggregator, bool drop_last) {
 }
 
 OpPtr make_disaggregate_any_op() {
-  return std::make_shared<DisaggregateAnyOp>();
+  return make_disaggregate_op([](Item input) -> std::unique_ptr<ItemGenerator> {
+    if (!input.holds<PyObj>()) {
+      throw InvalidArgument(
+          "disaggregate takes a batch (a list or other iterable), got native " +
+          type_name(input.type()));
+    }
+    GilScope gil;
+    PyObj obj = input.take_as<PyObj>();
+    return python_call([&] { return iterate(obj.get()); });
+  });
 }
 
-OpPtr adapt_native_op(OpPtr op, const std::type_info* input,
-                      const std::type_info* output) {
-  if (input == nullptr) input = op->input_type();
-  if (output == nullptr) output = op->output_type();
+OpPtr adapt_native_op(OpPtr op) {
+  const std::type_info* input = op->input_type();
+  const std::type_info* output = op->output_type();
   if (input == nullptr && output == nullptr) return op;
   if (input != nullptr && *input == typeid(PyObj)) input = nullptr;  // any
   if (input == nullptr) return ops::adapt(std::move(op), {nullptr, output});

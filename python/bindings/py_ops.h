@@ -11,8 +11,6 @@
 
 #pragma once
 
-#include <typeinfo>
-
 #include <nanobind/nanobind.h>
 
 #include "feedline/base/log.h"
@@ -43,13 +41,11 @@ OpPtr make_python_aggregator_op(nanobind::object aggregator, bool drop_last);
 OpPtr make_disaggregate_any_op();
 
 // Wraps native `op` so that Python values reaching it are first converted to
-// `input` (native values pass unchanged). The result declares `input` and
-// `output` (where null: what `op` declares; null if neither knows) and
-// accepts Python values when a converter to `input` exists, so that
+// the type it takes (native values pass unchanged); the result declares
+// `op`'s types and accepts Python values when a converter exists, so that
 // build_pipeline() checks it against its neighbours. Returns `op` itself when
-// neither type is known.
-OpPtr adapt_native_op(OpPtr op, const std::type_info* input,
-                      const std::type_info* output);
+// it declares neither type.
+OpPtr adapt_native_op(OpPtr op);
 
 // A source that iterates `iterable` (iter() once per pass) under the GIL.
 SourceFactory make_python_source(nanobind::object iterable);

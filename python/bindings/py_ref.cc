@@ -115,8 +115,7 @@ GilScope::GilScope() {
 }
 
 GilScope::~GilScope() {
-  // A thread Python ends at exit as it waits for the GIL unwinds through
-  // here without it: releasing would clear the finalizing thread's state.
+  // Unwinding a thread Python ended at exit as it waited: no GIL to release.
   if (!holds_gil()) return;
   if (borrowed_) {
     PyGILState_Release(gstate_);

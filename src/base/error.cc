@@ -35,6 +35,20 @@ const char* error_class(const std::exception& e) {
   return nullptr;
 }
 
+void for_each_cause(const std::exception_ptr& error,
+                    const std::function<void(const std::exception_ptr&)>& fn) {
+  if (!error) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const PipelineFailure& e) {
+    for (const StageError& stage : e.errors()) for_each_cause(stage.error, fn);
+  } catch (const TooManyFailures& e) {
+    for_each_cause(e.last_error(), fn);
+  } catch (...) {
+    fn(error);
+  }
+}
+
 std::string describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);

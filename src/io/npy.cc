@@ -121,9 +121,7 @@ void byteswap(uint8_t* p, std::size_t count, std::size_t itemsize,
 }  // namespace
 
 Buffer load_npy(const Buffer& bytes, std::string_view name) {
-  io::Reader r(
-      std::span<const uint8_t>(bytes.data_as<const uint8_t>(), bytes.nbytes()),
-      name);
+  io::Reader r(bytes.bytes(), name);
   static constexpr uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (std::memcmp(r.bytes(0, 6).data(), kMagic, 6) != 0)
     r.fail(0, "not an NPY file (bad magic)");

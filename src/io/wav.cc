@@ -72,7 +72,7 @@ WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name) {
 
 Buffer load_wav(const Buffer& bytes, std::string_view name,
                 uint64_t start_frame, std::optional<uint64_t> num_frames) {
-  std::span<const uint8_t> data(bytes.data_as<const uint8_t>(), bytes.nbytes());
+  std::span<const uint8_t> data = bytes.bytes();
   WavInfo info = parse_wav(data, name);
   const uint64_t total = info.num_frames();
   if (start_frame > total) {

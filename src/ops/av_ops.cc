@@ -21,6 +21,11 @@ ClipRequest ClipRequest::from_path(std::string path,
   return r;
 }
 
+EncodedFile EncodedFile::unnamed(Buffer bytes) {
+  std::string name = "<" + std::to_string(bytes.nbytes()) + " bytes>";
+  return {std::move(name), std::move(bytes)};
+}
+
 ClipRequest ClipRequest::from_bytes(EncodedFile file,
                                     std::optional<media::Window> window) {
   ClipRequest r;
@@ -32,8 +37,7 @@ ClipRequest ClipRequest::from_bytes(EncodedFile file,
 
 media::Source memory_source(const Buffer& bytes) {
   auto owner = std::make_shared<Buffer>(bytes);
-  return media::Source{
-      "", {owner->data_as<const uint8_t>(), owner->nbytes()}, owner};
+  return media::Source{"", owner->bytes(), owner};
 }
 
 OpPtr load_audio(const media::AudioOptions& options) {
@@ -52,6 +56,9 @@ OpPtr load_video_clips(const media::VideoOptions& options) {
   return make_map_op<ClipRequest>([options](ClipRequest r) {
     media::VideoOptions o = options;
     o.window = r.window;
+    // A clip past the end of its video fails (a counted failure of the
+    // item) rather than being short: clips of one window length stack.
+    o.whole_window = true;
     if (!r.source.in_memory()) {
       // Memory-mapped: no read() copy of the file.
       return media::load_video(memory_source(map_file(r.source.url)), o,

@@ -76,15 +76,30 @@ class BatchGenerator final : public ItemGenerator {
 
 class DisaggregateOp final : public GeneratorOp {
  public:
+  explicit DisaggregateOp(Splitter other) : other_(std::move(other)) {}
   const std::type_info* input_type() const override {
-    return &typeid(ItemBatch);
+    return other_ ? nullptr : &typeid(ItemBatch);
   }
   std::unique_ptr<ItemGenerator> start(Item input) override {
+    if (other_ && !input.holds<ItemBatch>()) return other_(std::move(input));
     return std::make_unique<BatchGenerator>(input.take_as<ItemBatch>());
   }
+
+ private:
+  const Splitter other_;
 };
 
 }  // namespace
+
+const char* op_kind_name(OpKind kind) {
+  constexpr const char* kNames[] = {"map", "generator", "async"};
+  return kNames[static_cast<int>(kind)];
+}
+
+std::string op_signature(const Op& op) {
+  std::string in = op.input_type() ? type_name(*op.input_type()) : "any";
+  return in + " -> " + (op.output_type() ? type_name(*op.output_type()) : in);
+}
 
 OpPtr make_aggregate_op(std::size_t n, bool drop_last) {
   if (n < 1) {
@@ -94,7 +109,9 @@ OpPtr make_aggregate_op(std::size_t n, bool drop_last) {
   return std::make_shared<AggregateOp>(n, drop_last);
 }
 
-OpPtr make_disaggregate_op() { return std::make_shared<DisaggregateOp>(); }
+OpPtr make_disaggregate_op(Splitter other) {
+  return std::make_shared<DisaggregateOp>(std::move(other));
+}
 
 Completion::Completion(Completion&& other) noexcept
     : target_(std::exchange(other.target_, nullptr)),

@@ -2,6 +2,7 @@
 
 #include "feedline/pipeline/pipeline.h"
 
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -9,6 +10,25 @@
 #include "pipeline/pipeline_impl.h"
 
 namespace feedline {
+namespace {
+
+// A consumer's turn: held for one wait, counted while held.
+class ConsumerTurn {
+ public:
+  explicit ConsumerTurn(detail::PipelineImpl& impl)
+      : lock_(impl.consumer_mu), waiting_(impl.consumers_waiting) {
+    ++waiting_;
+  }
+  ~ConsumerTurn() { --waiting_; }
+  ConsumerTurn(const ConsumerTurn&) = delete;
+  ConsumerTurn& operator=(const ConsumerTurn&) = delete;
+
+ private:
+  MutexLock lock_;
+  std::atomic<int>& waiting_;
+};
+
+}  // namespace
 
 Pipeline::Pipeline(std::unique_ptr<detail::PipelineImpl> impl)
     : impl_(std::move(impl)) {}
@@ -31,12 +51,20 @@ void Pipeline::start() { impl_->start(); }
 bool Pipeline::started() const { return impl_->started(); }
 
 NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline) {
+  // A pipeline inherited through fork is refused before its consumer lock
+  // (which a consumer of the parent may have held at the fork) is taken.
+  impl_->check_not_inherited();
+  ConsumerTurn turn(*impl_);
   return impl_->wait_next(out, deadline);
 }
 
 NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline,
                                const std::function<bool()>& interrupt,
                                std::chrono::nanoseconds interval) {
+  // A pipeline inherited through fork is refused before its consumer lock
+  // (which a consumer of the parent may have held at the fork) is taken.
+  impl_->check_not_inherited();
+  ConsumerTurn turn(*impl_);
   for (;;) {
     Deadline slice = detail::deadline_after(interval);
     if (deadline && *deadline < slice) slice = *deadline;
@@ -51,9 +79,17 @@ NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline,
 
 NextStatus Pipeline::next(Item* out,
                           std::optional<std::chrono::nanoseconds> timeout) {
+  return next(
+      out, timeout, [] { return false; }, std::chrono::hours(1));
+}
+
+NextStatus Pipeline::next(Item* out,
+                          std::optional<std::chrono::nanoseconds> timeout,
+                          const std::function<bool()>& interrupt,
+                          std::chrono::nanoseconds interval) {
   std::optional<Deadline> deadline;
   if (timeout) deadline = detail::deadline_after(*timeout);
-  NextStatus status = impl_->wait_next(out, deadline);
+  NextStatus status = wait_next(out, deadline, interrupt, interval);
   if (status == NextStatus::kTimeout) {
     throw Timeout(
         "the next item is not available after " +
@@ -77,5 +113,15 @@ bool Pipeline::on_worker_thread() const { return impl_->on_worker_thread(); }
 PipelineStats Pipeline::stats() const { return impl_->stats(); }
 
 std::exception_ptr Pipeline::failure() const { return impl_->failure(); }
+
+std::exception_ptr Pipeline::take_failure() {
+  if (!impl_->stopping() || !stop(std::chrono::nanoseconds(0))) return nullptr;
+  if (impl_->failure_taken.exchange(true)) return nullptr;
+  return impl_->failure();
+}
+
+int Pipeline::consumers_waiting() const {
+  return impl_->consumers_waiting.load();
+}
 
 }  // namespace feedline

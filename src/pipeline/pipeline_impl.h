@@ -81,6 +81,14 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // Empties `*impl` without destroying an inherited pipeline (its condition
   // variables may have waiters that no longer exist).
   static void leak_if_inherited(std::shared_ptr<PipelineImpl>* impl) noexcept;
+  // Throws Error when inherited() (the first thing start() and reads do).
+  void check_not_inherited() const;
+
+  // For Pipeline: consumers take turns; `consumers_waiting` counts those
+  // whose turn it is (inside a wait); take_failure() hands the failure once.
+  Mutex consumer_mu;
+  std::atomic<int> consumers_waiting{0};
+  std::atomic<bool> failure_taken{false};
 
   // For runners.
   ThreadPool& pool() { return *pool_; }
@@ -112,9 +120,6 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   PipelineStats live_stats_locked() const REQUIRES(state_mu_);
   void report_final_stats();
   void run_reporter(const std::stop_token& stop);
-
-  // Throws Error when inherited() (the first thing start() and reads do).
-  void check_not_inherited() const;
 
   const uint64_t generation_;  // fork generation of the creating process
   // Held apart from options_ so that the stop can release it (it may hold

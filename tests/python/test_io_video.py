@@ -1030,6 +1030,13 @@ def test_native_clip_pipeline_loads_each_requests_window(media, rgb):
         (("x.mp4", -1, 1), ValueError),
         (("x.mp4", [0], 1), ValueError),
         (("x.mp4", "abc", 1), ValueError),
+        # Hostile shapes give a typed error, never a bad cast.
+        (("x.mp4", [0, 1]), ValueError),
+        (("x.mp4", (0,)), ValueError),
+        (("x.mp4", (0, 1, 2)), ValueError),
+        (("x.mp4", object(), 1), ValueError),
+        (("x.mp4", 0, True), ValueError),
+        ((b"", None, None, None), ValueError),
     ],
 )
 def test_native_clip_requests_are_checked(request_, error):

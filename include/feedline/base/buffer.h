@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,10 @@ class Buffer {
   template <typename T>
   T* data_as() const {
     return static_cast<T*>(data_);
+  }
+  // The bytes of a contiguous buffer.
+  std::span<const uint8_t> bytes() const {
+    return {data_as<const uint8_t>(), nbytes()};
   }
   // The object that keeps the memory alive (shared by every view).
   const std::shared_ptr<const void>& owner() const { return owner_; }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -118,6 +119,12 @@ class PipelineFailure : public Error {
 // `feedline.<name>` for it. Null for InvalidArgument, OutOfRange and
 // exceptions of no class here.
 const char* error_class(const std::exception& e);
+
+// Calls `fn` with each error `error` is made of: the causes of a
+// PipelineFailure's stages and the last error of a TooManyFailures, in turn
+// (depth first); any other error itself. Null errors are skipped.
+void for_each_cause(const std::exception_ptr& error,
+                    const std::function<void(const std::exception_ptr&)>& fn);
 
 // Returns the message of the exception held by `error`, or a description of
 // it when it is not a std::exception. Requires: `error` is not null.

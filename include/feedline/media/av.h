@@ -29,11 +29,14 @@
 // objects; IoError when a path cannot be opened.
 //
 // Thread safety: distinct objects may be used from distinct threads at
-// once; one object must not be used from two threads at the same time.
+// once; one object must not be used from two threads at the same time. A
+// Demuxer, Decoder or FilterGraph called while another thread is inside one
+// of its calls throws ObjectInUse instead of corrupting its state.
 // FFmpeg's own logging is silenced unless set_ffmpeg_log_level raises it.
 
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,6 +45,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "feedline/base/buffer.h"
@@ -78,8 +82,9 @@ struct Window {
 // Throws: InvalidArgument naming `text` if it is none of these, or >= 2^31 s.
 Rational parse_time(std::string_view text);
 
-// The window [start, end) from times as parse_time() reads them; no end: to
-// the end. Throws: InvalidArgument if a time is bad, start < 0 or end < start.
+// The window [start, end) from times as parse_time() reads them; no end or
+// "inf": to the end. Throws: InvalidArgument if a time is bad, start < 0 or end
+// < start.
 Window parse_window(std::string_view start,
                     std::optional<std::string_view> end);
 
@@ -92,6 +97,13 @@ struct DemuxConfig {
   // containers that carry their codec parameters (MP4, MKV, WebM, ...) it is
   // skipped unless true, which saves decoding frames only to throw them away.
   std::optional<bool> find_stream_info;
+  // Read formats refused by default: those that read other files or URLs
+  // named in the input (hls, dash, concat, imf, sdp, ...), devices, and
+  // text or metadata that FFmpeg would turn into media (tty, ffmetadata,
+  // ...). Naming the format in `format` also allows it. A demuxer may open
+  // other inputs only when allowed; the protocols stay those of the format
+  // option protocol_whitelist (default "file").
+  bool allow_unsafe_formats = false;
 };
 
 struct DecodeConfig {
@@ -136,6 +148,13 @@ class ObjectConsumed : public InvalidArgument {
   using InvalidArgument::InvalidArgument;
 };
 
+// A Demuxer, Decoder or FilterGraph called from a second thread while a
+// call of another thread is in progress. Python: feedline.Error.
+class ObjectInUse : public Error {
+ public:
+  using Error::Error;
+};
+
 // Encoded packets of one stream.
 class Packets {
  public:
@@ -177,6 +196,11 @@ class Packets {
   void push(AVPacket* packet);
   void set_window(std::optional<Window> w) { window_ = std::move(w); }
   void set_codec(std::optional<Codec> c) { codec_ = std::move(c); }
+  // Where the stream ends (the latest pts + duration of its packets, in
+  // the time base) when the demux read to the end of the input; nullopt
+  // when it stopped earlier.
+  std::optional<int64_t> stream_end() const { return stream_end_; }
+  void set_stream_end(std::optional<int64_t> t) { stream_end_ = t; }
 
   std::string to_string() const;
 
@@ -188,6 +212,7 @@ class Packets {
   std::optional<Window> window_;
   std::optional<Codec> codec_;
   std::vector<AVPacket*> packets_;
+  std::optional<int64_t> stream_end_;
   bool consumed_ = false;
 };
 
@@ -323,6 +348,7 @@ class Demuxer {
  private:
   class Input;
   void reopen();
+  std::string what() const;
   std::unique_ptr<Input> input_;
   Source source_;
   DemuxConfig config_;
@@ -334,6 +360,8 @@ class Demuxer {
   bool eof_ = false;
   bool streaming_ = false;
   AVPacket* carry_ = nullptr;
+  // The thread inside a call (none: idle).
+  mutable std::atomic<std::thread::id> busy_{};
 };
 
 // Decodes packets one batch at a time, optionally through a filter chain.
@@ -425,6 +453,10 @@ struct VideoOptions {
   std::string pix_fmt = "rgb24";  // fast path: rgb24, bgr24, rgba, gray
   // Decode at most this many frames (> 0) of the window; nullopt: all.
   std::optional<int64_t> max_frames;
+  // A window whose end lies past the end of the stream fails (DecodeError
+  // naming the source and the window) instead of giving fewer frames: the
+  // clips of ops::load_video_clips() have one length per window.
+  bool whole_window = false;
 };
 
 // Video (N, H, W, C) uint8.

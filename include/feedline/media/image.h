@@ -47,6 +47,11 @@ enum class ResizeMode {
   kCrop,     // cover it, keeping the aspect ratio; centre-cropped
 };
 
+// The default pixel limit of every image decoder (JPEG, PNG, and FFmpeg's
+// image and video decoders): 2^27, an 11585 x 11585 image. An image over it
+// is refused from its header, before any pixel memory is allocated.
+inline constexpr int64_t kDefaultMaxPixels = int64_t{1} << 27;
+
 struct ImageOptions {
   // Resize to exactly resize_width x resize_height, or (resize_shorter > 0)
   // so that the shorter side is resize_shorter, keeping the aspect ratio.
@@ -67,7 +72,7 @@ struct ImageOptions {
   // Use libjpeg-turbo's DCT-domain downscaling when it covers the target.
   bool dct_scaling = true;
   // Images with more pixels are rejected before any allocation.
-  int64_t max_pixels = int64_t{1} << 28;
+  int64_t max_pixels = kDefaultMaxPixels;
 };
 
 struct ImageInfo {

@@ -27,7 +27,10 @@ OpPtr load_audio(const media::AudioOptions& options);
 OpPtr load_video(const media::VideoOptions& options);
 
 // ClipRequest -> uint8 Buffer (N, H, W, C) of the request's window (the
-// window of `options` is ignored). A path is memory-mapped, not read.
+// window of `options` is ignored). A path is memory-mapped, not read. A
+// window whose end lies past the end of the video fails with DecodeError
+// naming the source and the window (the stage counts it as a failed item)
+// instead of giving a short clip that a later stack() could not batch.
 OpPtr load_video_clips(const media::VideoOptions& options);
 
 // EncodedFile -> PacketsItem of the best stream of `media` (in `window` when

@@ -28,9 +28,10 @@ struct EncodedFile {
   std::string name;
   Buffer bytes;  // 1-D uint8
 
-  std::span<const uint8_t> span() const {
-    return {bytes.data_as<const uint8_t>(), bytes.nbytes()};
-  }
+  std::span<const uint8_t> span() const { return bytes.bytes(); }
+  // `bytes` (1-D uint8) named by their size, "<1234 bytes>": data that has
+  // no path.
+  static EncodedFile unnamed(Buffer bytes);
 };
 
 // One clip for load_video_clips(): a file (a path, memory-mapped when

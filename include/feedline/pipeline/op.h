@@ -35,6 +35,9 @@ namespace feedline {
 
 enum class OpKind { kMap, kGenerator, kAsync };
 
+// "map", "generator" or "async".
+const char* op_kind_name(OpKind kind);
+
 // Why flush() is called.
 enum class FlushReason { kEpochEnd, kEndOfStream };
 
@@ -74,6 +77,11 @@ class Op {
     return in == nullptr || *in == type;
   }
 };
+
+// The types `op` declares, as "<input> -> <output>" in type_name()s: "any"
+// for an op that takes any item; an op that declares no output gives what it
+// was given.
+std::string op_signature(const Op& op);
 
 class MapOp : public Op {
  public:

@@ -25,9 +25,9 @@
 // whose stop is already under way is left to its stopper, which keeps what
 // it needs alive, so destroying it never waits for a stuck op.
 //
-// Thread safety: wait_next()/next() must be called from one thread at a time;
-// start(), stop(), stopping(), stats() and failure() from any thread,
-// concurrently with each other and with the consumer. stop() called on one
+// Thread safety: every method may be called from any thread, concurrently;
+// consumers calling wait_next()/next() from several threads take turns, one
+// wait at a time. stop() called on one
 // of the pipeline's own pool threads (an op, a finalizer that runs there)
 // never waits: it starts the stop and returns.
 //
@@ -94,10 +94,14 @@ class Pipeline {
                        const std::function<bool()>& interrupt,
                        std::chrono::nanoseconds interval);
 
-  // wait_next() with a timeout instead of a deadline.
+  // wait_next() with a timeout instead of a deadline (and with an interrupt
+  // when given, as above: then it may return kInterrupted).
   // Throws: Timeout when the timeout passes first; as wait_next().
   NextStatus next(Item* out,
                   std::optional<std::chrono::nanoseconds> timeout = {});
+  NextStatus next(Item* out, std::optional<std::chrono::nanoseconds> timeout,
+                  const std::function<bool()>& interrupt,
+                  std::chrono::nanoseconds interval);
 
   // Stops the pipeline (see "Stopping" above) and waits until it is fully
   // stopped: every in-flight call finished, every thread joined, the stages
@@ -123,6 +127,15 @@ class Pipeline {
 
   // The PipelineFailure of a failed pipeline, else null. Kept after stop().
   std::exception_ptr failure() const;
+
+  // The failure() once the stop has finished, handed out once: null before
+  // the stop finishes and on every later call. Lets a consumer take over the
+  // error (convert it, drop what it references) exactly once. Never waits.
+  std::exception_ptr take_failure();
+
+  // The consumers inside a wait_next()/next() now (at most 1; others wait for
+  // their turn).
+  int consumers_waiting() const;
 
  private:
   // Shared with a running stopper thread, which may outlive this object.

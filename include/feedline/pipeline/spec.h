@@ -81,8 +81,11 @@ struct PipelineSpec {
 // Throws: InvalidArgument if n < 1.
 OpPtr make_aggregate_op(std::size_t n, bool drop_last);
 
-// Returns an op that splits an ItemBatch into its items.
-OpPtr make_disaggregate_op();
+// Returns an op that splits an ItemBatch into its items. Items of any other
+// type go to `other`, which returns their items (the Python bindings split
+// Python lists there); without it the op takes ItemBatch only.
+using Splitter = std::function<std::unique_ptr<ItemGenerator>(Item)>;
+OpPtr make_disaggregate_op(Splitter other = nullptr);
 
 // Validates `spec` and builds a pipeline that has not started yet.
 // Where a stage's item type is known (the source's source_type, an op's

@@ -75,19 +75,33 @@ def load_image(
     format FFmpeg reads (BMP, TIFF, WebP, GIF, ...), or a call with
     ``demux_config``, ``decode_config`` or ``filter_desc``, goes through
     FFmpeg (:func:`load_image_ffmpeg`); there ``width``/``height``/
-    ``scale_mode`` and ``pix_fmt`` become the filter chain and the result is
-    ``(H, W, C)`` uint8.
+    ``scale_mode`` and ``pix_fmt`` become the filter chain, ``max_pixels``
+    the decoder's pixel limit, and the result is ``(H, W, C)`` uint8. A file
+    that is neither JPEG/PNG nor media FFmpeg reads safely raises
+    :class:`feedline.UnsupportedFormat` or :class:`feedline.DecodeError`
+    naming it.
     """
     ffmpeg = demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT
+    not_jpeg_or_png = None
     if not ffmpeg:
         try:
-            return _io.load_image(os.fspath(src), image_options(**options))
-        except UnsupportedFormat:
-            pass
+            path = os.fspath(src)
+            return _io.decode_image(_io.read_file(path), image_options(**options), path)
+        except UnsupportedFormat as e:
+            not_jpeg_or_png = e
+    max_pixels = options.pop("max_pixels", None)
+    if max_pixels is not None:
+        decode_config = _with_max_pixels(decode_config, max_pixels)
     if filter_desc is _av.FILTER_DESC_DEFAULT:
         extra = set(options) - {"width", "height", "scale_mode", "pix_fmt"}
         if extra:
-            raise ValueError(f"options {sorted(extra)} apply to JPEG and PNG only; give a filter_desc instead")
+            hint = (
+                f"options {sorted(extra)} apply to JPEG and PNG only (FFmpeg's formats take width, height, "
+                "scale_mode, pix_fmt and max_pixels, or a filter_desc)"
+            )
+            if not_jpeg_or_png is not None:
+                raise UnsupportedFormat(f"{not_jpeg_or_png}; {hint}") from None
+            raise ValueError(f"{os.fspath(src)}: {hint}")
         pix_fmt = {"rgb": "rgb24", "bgr": "bgr24", "gray": "gray"}.get(
             options.get("pix_fmt", "rgb24"), options.get("pix_fmt", "rgb24")
         )
@@ -101,6 +115,17 @@ def load_image(
         else:
             return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, pix_fmt=pix_fmt)
     return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, filter_desc=filter_desc)
+
+
+def _with_max_pixels(decode_config, max_pixels):
+    """decode_config with FFmpeg's max_pixels decoder option (the pixel limit
+    of the FFmpeg image path) unless it already has one."""
+    if int(max_pixels) <= 0:
+        raise ValueError(f"max_pixels must be > 0, got {max_pixels}")
+    base = decode_config if decode_config is not None else _io.DecodeConfig()
+    options = dict(base.decoder_options)
+    options.setdefault("max_pixels", str(int(max_pixels)))
+    return _av.decode_config(decoder=base.decoder or None, decoder_options=options, threads=base.threads)
 
 
 def load_image_batch(

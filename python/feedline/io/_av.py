@@ -17,6 +17,15 @@ Where feedline differs:
   options, unknown or unused FFmpeg options and bad filter descriptions. A
   window past the end of the stream raises instead of returning an empty
   array.
+* Input is safe by default: paths are read with the ``file`` protocol
+  only, and formats that open other files or URLs (HLS, concat, ...) or are
+  not media (FFmpeg's ``tty`` text decoder, ...) raise
+  :class:`feedline.UnsupportedFormat` unless named with
+  ``demux_config(format=...)``; other protocols must be listed in
+  ``format_options={"protocol_whitelist": ...}``. Decoders refuse frames
+  over 2**27 pixels (the decoder option ``max_pixels``).
+* A Demuxer, Decoder or FilterGraph used from a second thread while a call
+  is in progress raises :class:`feedline.Error` instead of racing it.
 * Unknown keyword arguments, which SPDL accepts and ignores, are ignored
   with a warning naming them (a typo would otherwise pass unnoticed).
 * A consumed :class:`Packets` or :class:`Frames` raises ``TypeError`` without
@@ -25,7 +34,9 @@ Where feedline differs:
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
 import os
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
@@ -97,14 +108,20 @@ def demux_config(
     format_options: dict[str, str] | None = None,
     buffer_size: int = 65536,
     find_stream_info: bool | None = None,
+    allow_unsafe_formats: bool = False,
 ) -> _io.DemuxConfig:
-    """How to open a source: a forced ``format`` ("rawvideo", "s16le", ...),
+    """How to open a source: a forced ``format`` ("rawvideo", "s16le", ...;
+    naming a format refused by default, such as "hls" or "concat", allows
+    it),
     ``format_options`` for the demuxer (every one must be used, or
     ``ValueError`` is raised), the AVIO ``buffer_size``
     for in-memory sources, and whether to probe streams by decoding
     (``find_stream_info``; ``None``: only for containers whose headers lack
-    codec parameters)."""
+    codec parameters). ``allow_unsafe_formats=True`` accepts whatever format
+    probing finds, including playlists and scripts that open other files
+    (see docs/ffmpeg.md, "Safe input by default"); only for trusted data."""
     cfg = _io.DemuxConfig()
+    cfg.allow_unsafe_formats = bool(allow_unsafe_formats)
     if format is not None:
         cfg.format = format
     if format_options:
@@ -155,6 +172,9 @@ def _window(timestamp):
         start, end = timestamp
     except (TypeError, ValueError):
         raise TypeError(f"timestamp must be (start, end), got {timestamp!r}") from None
+    for t in (start, end):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (numbers.Real, decimal.Decimal, str))):
+            raise TypeError(f"a time must be a number, Fraction, Decimal or str, got {type(t).__name__}")
     return _io.Window(start, end)
 
 

@@ -62,7 +62,7 @@ def image_options(
       per channel (``mean`` and ``std``: 3 numbers; default 0 and 1).
     - ``dct_scaling``: let libjpeg-turbo decode at a reduced size when that
       still covers the target.
-    - ``max_pixels``: refuse larger images (default 2**28).
+    - ``max_pixels``: refuse larger images (default 2**27).
     """
     o = _io.ImageOptions()
     if (width is None) != (height is None):

@@ -373,12 +373,29 @@ AVPixelFormat fast_format(const std::string& pix_fmt) {
       "' (use a filter for other formats)");
 }
 
+// Throws DecodeError when the packets' window ends past the end of the
+// stream (the clip would be short).
+void check_whole(const Packets& packets, const std::string& src) {
+  const auto& window = packets.window();
+  const auto end_ts = packets.stream_end();
+  if (!window || !window->end || !end_ts) return;
+  const AVRational tb = to_av(packets.time_base());
+  if (!before(*end_ts, tb, *window->end)) return;
+  throw DecodeError(src + ": the window [" +
+                    std::to_string(window->start.to_double()) + ", " +
+                    std::to_string(window->end->to_double()) +
+                    ") s extends past the end of the stream at " +
+                    std::to_string(static_cast<double>(*end_ts) * av_q2d(tb)) +
+                    " s: the clip would be short");
+}
+
 Buffer load(Media media, Source source, const VideoOptions& o,
             std::string name) {
   Demuxer demuxer(std::move(source), o.demux, std::move(name));
   const std::string& src = demuxer.name();
   std::unique_ptr<Packets> packets =
       demuxer.demux(media, media == Media::kImage ? std::nullopt : o.window);
+  if (o.whole_window && media == Media::kVideo) check_whole(*packets, src);
   if (o.filter_desc) {
     std::unique_ptr<Frames> frames = decode_packets(
         std::move(*packets), o.filter_desc, o.decode, o.max_frames);

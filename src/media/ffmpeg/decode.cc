@@ -58,12 +58,16 @@ DecodeSession::DecodeSession(const media::Codec& codec,
 }
 
 void DecodeSession::note_error(const std::string& what, int code) {
-  if (errors_++ == 0) first_error_ = what + ": " + av_error_text(code);
+  if (errors_++ > 0) return;
+  first_error_ = what + ": " + av_error_text(code);
+  const std::string detail = ffmpeg_error();
+  if (!detail.empty()) first_error_ += " (" + detail + ")";
 }
 
 bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
                          const Sink& sink) {
   if (stopped_) return false;
+  if (errors_ == 0) clear_ffmpeg_error();
   ctx_->skip_frame = discard_nonref ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
   for (;;) {
     const int rc = avcodec_send_packet(ctx_.get(), packet);
@@ -82,6 +86,7 @@ bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
 
 void DecodeSession::flush(const Sink& sink) {
   if (stopped_) return;
+  if (errors_ == 0) clear_ffmpeg_error();
   ctx_->skip_frame = AVDISCARD_DEFAULT;
   const int rc = avcodec_send_packet(ctx_.get(), nullptr);
   if (rc < 0 && rc != AVERROR_EOF)
@@ -240,6 +245,9 @@ class Decoder::Impl {
   }
 
   Media media() const { return media_; }
+  std::string what() const { return name_ + ": the Decoder"; }
+
+  std::atomic<std::thread::id> busy{};
 
  private:
   Media media_;
@@ -256,10 +264,14 @@ Decoder::Decoder(const Codec& codec,
 Decoder::~Decoder() = default;
 std::unique_ptr<Frames> Decoder::decode(Packets&& packets,
                                         std::optional<int64_t> max_frames) {
+  BusyGuard busy(impl_->busy, impl_->what());
   const int64_t limit = frame_limit(max_frames, "max_frames");
   return impl_->decode(std::move(packets), limit);
 }
-std::unique_ptr<Frames> Decoder::flush() { return impl_->flush(); }
+std::unique_ptr<Frames> Decoder::flush() {
+  BusyGuard busy(impl_->busy, impl_->what());
+  return impl_->flush();
+}
 Media Decoder::media() const { return impl_->media(); }
 
 std::unique_ptr<Frames> decode_packets(

@@ -3,6 +3,7 @@
 // Demuxer: streams, codecs, windowed demuxing with key-frame seeking, and
 // chunked streaming.
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -95,6 +96,8 @@ Demuxer::Demuxer(Source source, const DemuxConfig& config, std::string name)
   input_ = std::make_unique<Input>(source_, config_, name_);
 }
 
+std::string Demuxer::what() const { return name_ + ": the Demuxer"; }
+
 void Demuxer::reopen() {
   // Seeking back to the very first packet is not exact in every container
   // (MPEG-TS/PS seek by searching timestamps, MP4 audio has priming packets
@@ -104,6 +107,7 @@ void Demuxer::reopen() {
 }
 
 void Demuxer::rewind() {
+  BusyGuard busy(busy_, what());
   if (input_->read_any) reopen();
   pending_.clear();
   chunk_started_ = false;
@@ -115,10 +119,12 @@ void Demuxer::rewind() {
 Demuxer::~Demuxer() { av_packet_free(&carry_); }
 
 int Demuxer::num_streams() const {
+  BusyGuard busy(busy_, what());
   return static_cast<int>(input_->format()->nb_streams);
 }
 
 bool Demuxer::has_audio() const {
+  BusyGuard busy(busy_, what());
   const AVFormatContext* fmt = input_->format();
   for (unsigned i = 0; i < fmt->nb_streams; ++i) {
     if (fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO)
@@ -128,12 +134,14 @@ bool Demuxer::has_audio() const {
 }
 
 double Demuxer::duration() const {
+  BusyGuard busy(busy_, what());
   const AVFormatContext* fmt = input_->format();
   if (fmt->duration == AV_NOPTS_VALUE || fmt->duration <= 0) return 0;
   return static_cast<double>(fmt->duration) / AV_TIME_BASE;
 }
 
 int Demuxer::best_stream(Media media) const {
+  BusyGuard busy(busy_, what());
   AVFormatContext* fmt = input_->format();
   const int i = av_find_best_stream(fmt, av_type(media), -1, -1, nullptr, 0);
   if (i < 0) {
@@ -144,6 +152,7 @@ int Demuxer::best_stream(Media media) const {
 }
 
 Codec Demuxer::stream_codec(int index) const {
+  BusyGuard busy(busy_, what());
   AVFormatContext* fmt = input_->format();
   if (index < 0 || index >= num_streams()) {
     throw OutOfRange(name_ + ": stream index must be in [0, " +
@@ -162,6 +171,7 @@ Codec Demuxer::stream_codec(int index) const {
 }
 
 Codec Demuxer::codec(Media media) const {
+  BusyGuard busy(busy_, what());
   const int i = best_stream(media);
   AVFormatContext* fmt = input_->format();
   AVStream* st = fmt->streams[i];
@@ -171,6 +181,7 @@ Codec Demuxer::codec(Media media) const {
 
 std::unique_ptr<Packets> Demuxer::demux(Media media,
                                         std::optional<Window> window) {
+  BusyGuard busy(busy_, what());
   if (window) {
     if (window->start.den <= 0 || (window->end && window->end->den <= 0)) {
       throw InvalidArgument(name_ + ": invalid window");
@@ -222,7 +233,21 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
                    Codec(media, st->codecpar, from_av(tb),
                          from_av(av_guess_frame_rate(fmt, st, nullptr))));
   bool done = false;
+  // The latest end (pts + duration) of the stream's packets.
+  const AVRational rate = av_guess_frame_rate(fmt, st, nullptr);
+  const int64_t fallback_duration =
+      rate.num > 0 && rate.den > 0 ? av_rescale_q(1, av_inv_q(rate), tb) : 0;
+  int64_t latest_end = AV_NOPTS_VALUE;
+  auto note_end = [&](const AVPacket* packet) {
+    if (packet->pts == AV_NOPTS_VALUE) return;
+    const int64_t d =
+        packet->duration > 0 ? packet->duration : fallback_duration;
+    if (packet->pts > INT64_MAX - d) return;
+    latest_end = std::max(latest_end == AV_NOPTS_VALUE ? INT64_MIN : latest_end,
+                          packet->pts + d);
+  };
   auto keep = [&](PacketPtr packet) {
+    note_end(packet.get());
     if (stop && packet->pts != AV_NOPTS_VALUE &&
         !before(packet->pts, tb, *stop)) {
       done = true;
@@ -235,10 +260,14 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
     if (done) break;
     keep(std::move(p));
   }
+  bool at_end = false;
   while (!done) {
     PacketPtr packet = new_packet();
     const int rc = av_read_frame(fmt, packet.get());
-    if (rc == AVERROR_EOF) break;
+    if (rc == AVERROR_EOF) {
+      at_end = true;
+      break;
+    }
     if (rc < 0) fail(name_, "reading packets failed", rc);
     if (packet->stream_index != index) continue;
     keep(std::move(packet));
@@ -246,11 +275,14 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
   if (media == Media::kImage && packets->num_packets() == 0) {
     throw DecodeError(name_ + ": no image data");
   }
+  if (at_end && latest_end != AV_NOPTS_VALUE)
+    packets->set_stream_end(latest_end);
   return packets;
 }
 
 std::map<int, std::unique_ptr<Packets>> Demuxer::next_chunk(
     const std::vector<int>& streams, double duration, int num_packets) {
+  BusyGuard busy(busy_, what());
   if ((duration > 0) == (num_packets > 0)) {
     throw InvalidArgument(
         "streaming demux needs exactly one of duration (> 0) and num_packets "

@@ -15,6 +15,7 @@ extern "C" {
 #include <libavfilter/buffersink.h>
 #include <libavfilter/buffersrc.h>
 #include <libavformat/avformat.h>
+#include <libavutil/avstring.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/error.h>
 #include <libavutil/imgutils.h>
@@ -24,6 +25,7 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +34,7 @@ extern "C" {
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "feedline/base/error.h"
 #include "feedline/media/av.h"
@@ -85,6 +88,9 @@ struct AvioDeleter {
     avio_context_free(&p);
   }
 };
+struct FileDeleter {
+  void operator()(AVIOContext* p) const { avio_closep(&p); }
+};
 struct ParamsDeleter {
   void operator()(AVCodecParameters* p) const { avcodec_parameters_free(&p); }
 };
@@ -97,6 +103,7 @@ using SwrPtr = std::unique_ptr<SwrContext, SwrDeleter>;
 using SwsPtr = std::unique_ptr<SwsContext, SwsDeleter>;
 using GraphPtr = std::unique_ptr<AVFilterGraph, GraphDeleter>;
 using AvioPtr = std::unique_ptr<AVIOContext, AvioDeleter>;
+using FilePtr = std::unique_ptr<AVIOContext, FileDeleter>;
 
 FramePtr new_frame();
 PacketPtr new_packet();
@@ -137,6 +144,14 @@ class Options {
 
 // An opened input: a path or URL, or bytes in memory read in place through
 // a custom AVIO. The memory's owner is kept alive.
+//
+// Safe by default: a path is opened with the file protocol only (or those
+// the format option protocol_whitelist lists), the format is probed before
+// any demuxer reads a header, and formats that read other files or URLs,
+// open devices, or are not media (tty, hls, concat, ...) are refused with
+// UnsupportedFormat unless DemuxConfig::format names one or
+// allow_unsafe_formats is set; a demuxer may not open any other input
+// (io_open refuses). image2 reads the one named file, not a pattern.
 class Input {
  public:
   Input(const media::Source& source, const media::DemuxConfig& config,
@@ -150,11 +165,15 @@ class Input {
  private:
   static int read(void* opaque, uint8_t* buf, int size);
   static int64_t seek(void* opaque, int64_t offset, int whence);
+  void open_url(const std::string& url, const std::string& protocols,
+                std::map<std::string, std::string>* options,
+                std::string_view name);
 
   std::span<const uint8_t> data_;
   std::shared_ptr<const void> owner_;
   int64_t pos_ = 0;
   AvioPtr avio_;  // declared before format_: destroyed after it
+  FilePtr file_;  // a path's input, also destroyed after format_
   FormatPtr format_;
   bool stream_info_read_ = false;
 };
@@ -165,6 +184,27 @@ class Input {
 // unconsumed options.
 CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
                       const media::DecodeConfig& config, std::string_view name);
+
+// Marks an object busy for one call: a call from a second thread while
+// another thread's call is in progress throws ObjectInUse naming `what`;
+// calls nested in the same thread pass.
+class BusyGuard {
+ public:
+  BusyGuard(std::atomic<std::thread::id>& owner, std::string_view what);
+  ~BusyGuard();
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+
+ private:
+  std::atomic<std::thread::id>* owner_ = nullptr;  // null when nested
+};
+
+// The first few error messages FFmpeg logged on this thread since the last
+// clear_ffmpeg_error(), joined by "; " ("" if none), whatever its log
+// level: the detail behind an error code ("Picture size 16000x16000
+// exceeds ...").
+void clear_ffmpeg_error();
+std::string ffmpeg_error();
 
 // Silences FFmpeg's logging once per process (feedline reports errors as
 // exceptions; the Python layer can raise the level again).

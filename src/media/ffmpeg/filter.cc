@@ -241,28 +241,44 @@ class FilterGraph::Impl {
     return out;
   }
 
+  std::atomic<std::thread::id> busy{};
+
  private:
   std::string desc_;
   ParsedGraph g_;
 };
 
+namespace {
+constexpr const char* kGraph = "the FilterGraph";
+}  // namespace
+
 FilterGraph::FilterGraph(const std::string& desc)
     : impl_(std::make_unique<Impl>(desc)) {}
 FilterGraph::~FilterGraph() = default;
 std::vector<std::string> FilterGraph::inputs() const {
+  BusyGuard busy(impl_->busy, kGraph);
   return impl_->names(true);
 }
 std::vector<std::string> FilterGraph::outputs() const {
+  BusyGuard busy(impl_->busy, kGraph);
   return impl_->names(false);
 }
 void FilterGraph::add_frames(Frames&& frames, const std::string& key) {
+  BusyGuard busy(impl_->busy, kGraph);
   impl_->add(std::move(frames), key);
 }
-void FilterGraph::flush() { impl_->flush(); }
+void FilterGraph::flush() {
+  BusyGuard busy(impl_->busy, kGraph);
+  impl_->flush();
+}
 std::unique_ptr<Frames> FilterGraph::get_frames(const std::string& key) {
+  BusyGuard busy(impl_->busy, kGraph);
   return impl_->get(key);
 }
-std::string FilterGraph::dump() const { return impl_->dump(); }
+std::string FilterGraph::dump() const {
+  BusyGuard busy(impl_->busy, kGraph);
+  return impl_->dump();
+}
 
 std::string buffer_source_desc(const Codec& codec, const std::string& label,
                                const std::string& format) {

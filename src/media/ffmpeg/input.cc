@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "feedline/base/log.h"
+#include "feedline/media/image.h"
 #include "media/ffmpeg/ffmpeg.h"
 
 namespace feedline::media::ffmpeg {
@@ -20,25 +24,54 @@ std::string av_error_text(int code) {
 
 namespace {
 
+// The first errors FFmpeg logged on this thread since clear_ffmpeg_error(),
+// joined by "; ".
+thread_local std::string t_errors;
+thread_local int t_error_count = 0;
+constexpr int kKeptErrors = 3;
+
 // FFmpeg's messages (at or below its log level) go to feedline's log sink,
-// which the Python layer routes to the `feedline` logger.
+// which the Python layer routes to the `feedline` logger; its errors are
+// also kept for the exception that may follow (ffmpeg_error()).
 void forward_log(void* avcl, int level, const char* fmt, va_list args) {
-  if (level > av_log_get_level()) return;
-  char line[1024];
-  int print_prefix = 1;
-  av_log_format_line2(avcl, level, fmt, args, line, sizeof(line),
-                      &print_prefix);
-  std::string_view text(line);
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
-    text.remove_suffix(1);
+  const bool shown = level <= av_log_get_level();
+  const bool kept = level <= AV_LOG_ERROR && t_error_count < kKeptErrors;
+  if (!shown && !kept) return;
+  // One line, with the "[codec @ 0x...]" prefix or without.
+  auto format = [&](va_list list, int prefix) {
+    char line[1024];
+    av_log_format_line2(avcl, level, fmt, list, line, sizeof(line), &prefix);
+    std::string text(line);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+      text.pop_back();
+    return text;
+  };
+  if (kept) {
+    va_list copy;
+    va_copy(copy, args);
+    const std::string text = format(copy, 0);
+    va_end(copy);
+    if (!text.empty()) {
+      t_errors += (t_error_count++ == 0 ? "" : "; ") + text;
+    }
+  }
+  if (!shown) return;
+  const std::string text = format(args, 1);
   if (text.empty()) return;
   const LogLevel to = level <= AV_LOG_ERROR     ? LogLevel::kError
                       : level <= AV_LOG_WARNING ? LogLevel::kWarning
                                                 : LogLevel::kInfo;
-  log(to, "ffmpeg: " + std::string(text));
+  log(to, "ffmpeg: " + text);
 }
 
 }  // namespace
+
+void clear_ffmpeg_error() {
+  t_errors.clear();
+  t_error_count = 0;
+}
+
+std::string ffmpeg_error() { return t_errors; }
 
 void quiet_logging() {
   static std::once_flag once;
@@ -46,6 +79,26 @@ void quiet_logging() {
     av_log_set_level(AV_LOG_QUIET);
     av_log_set_callback(&forward_log);
   });
+}
+
+BusyGuard::BusyGuard(std::atomic<std::thread::id>& owner,
+                     std::string_view what) {
+  const std::thread::id self = std::this_thread::get_id();
+  std::thread::id idle{};
+  if (owner.compare_exchange_strong(idle, self, std::memory_order_acquire)) {
+    owner_ = &owner;
+    return;
+  }
+  if (idle == self) return;  // a call nested in the same thread
+  throw media::ObjectInUse(
+      std::string(what) +
+      " is in use by another thread (one object must not be used from two "
+      "threads at once: give each thread its own)");
+}
+
+BusyGuard::~BusyGuard() {
+  if (owner_ != nullptr)
+    owner_->store(std::thread::id{}, std::memory_order_release);
 }
 
 FramePtr new_frame() {
@@ -117,10 +170,60 @@ bool carries_codec_parameters(const AVFormatContext* fmt) {
 
 }  // namespace
 
+namespace {
+
+// Demuxers that read other files or URLs named in their input (playlists,
+// manifests, scripts), open devices or network streams, or turn text into
+// "media": refused unless the caller names the format or sets
+// DemuxConfig::allow_unsafe_formats.
+bool unsafe_format(const AVInputFormat* format) {
+  static const std::set<std::string, std::less<>> kUnsafe = {
+      // Read other files or URLs.
+      "hls", "applehttp", "dash", "concat", "imf", "vobsub", "sdp", "rtsp",
+      "rtp", "sap", "avisynth", "vapoursynth",
+      // Text, metadata or filter graphs rather than media.
+      "tty", "bin", "xbin", "adf", "idf", "ffmetadata", "sbg", "data", "lavfi"};
+  if (kUnsafe.count(std::string_view(format->name)) != 0) return true;
+  // Capture devices, and demuxers that open their input themselves (but
+  // image2, which reads one named file once its patterns are off).
+  if (format->priv_class != nullptr &&
+      AV_IS_INPUT_DEVICE(format->priv_class->category))
+    return true;
+  return (format->flags & AVFMT_NOFILE) != 0 &&
+         std::string_view(format->name) != "image2";
+}
+
+// The io_open of a safe input: a demuxer may not open anything besides the
+// input it was given.
+int refuse_nested_open(AVFormatContext* /*s*/, AVIOContext** /*pb*/,
+                       const char* url, int /*flags*/,
+                       AVDictionary** /*options*/) {
+  log(LogLevel::kWarning, std::string("ffmpeg: refused to open '") +
+                              (url ? url : "") +
+                              "' named inside a media input (see DemuxConfig::"
+                              "allow_unsafe_formats)");
+  return AVERROR(EPERM);
+}
+
+std::string option_or(const std::map<std::string, std::string>& options,
+                      const std::string& key, std::string fallback) {
+  auto it = options.find(key);
+  return it != options.end() ? it->second : std::move(fallback);
+}
+
+}  // namespace
+
 Input::Input(const media::Source& source, const media::DemuxConfig& config,
              std::string_view name)
     : data_(source.data), owner_(source.owner) {
   quiet_logging();
+  clear_ffmpeg_error();
+  // Throws DecodeError with FFmpeg's own account of what went wrong.
+  auto fail = [&](const char* what, int rc) {
+    const std::string detail = ffmpeg_error();
+    ffmpeg::fail(name, detail.empty() ? what : what + (" (" + detail + ")"),
+                 rc);
+  };
   const AVInputFormat* forced = nullptr;
   if (!config.format.empty()) {
     forced = av_find_input_format(config.format.c_str());
@@ -129,51 +232,123 @@ Input::Input(const media::Source& source, const media::DemuxConfig& config,
                             config.format + "'");
     }
   }
-  AVFormatContext* fmt = avformat_alloc_context();
-  if (fmt == nullptr) throw std::bad_alloc();
   const bool in_memory = source.in_memory();
+  if (in_memory && data_.empty())
+    throw DecodeError(std::string(name) + ": empty input, not media");
+  // Protocols the input (and, when allowed, what it names) may use: local
+  // files only unless the caller's format options say otherwise.
+  const std::string protocols =
+      option_or(config.format_options, "protocol_whitelist", "file");
+  std::map<std::string, std::string> opts = config.format_options;
+  opts.erase("protocol_whitelist");  // applied here, to the input and below
   if (in_memory) {
-    if (data_.empty()) {
-      avformat_free_context(fmt);
-      throw DecodeError(std::string(name) + ": empty input, not media");
-    }
     const int size = config.buffer_size > 0 ? config.buffer_size : 65536;
     auto* buffer = static_cast<uint8_t*>(av_malloc(static_cast<size_t>(size)));
-    if (buffer == nullptr) {
-      avformat_free_context(fmt);
-      throw std::bad_alloc();
-    }
+    if (buffer == nullptr) throw std::bad_alloc();
     avio_.reset(avio_alloc_context(buffer, size, 0, this, &Input::read, nullptr,
                                    &Input::seek));
     if (!avio_) {
       av_free(buffer);
-      avformat_free_context(fmt);
       throw std::bad_alloc();
     }
-    fmt->pb = avio_.get();
+  } else if (forced == nullptr || (forced->flags & AVFMT_NOFILE) == 0) {
+    open_url(source.url, protocols, &opts, name);
+  }
+  // Else a format the caller named opens its input itself (image2 with a
+  // pattern, rtsp), within the protocols allowed.
+  AVIOContext* pb = in_memory ? avio_.get() : file_.get();
+  // The format is probed here rather than by avformat_open_input, so that
+  // a refused demuxer never reads its header (an HLS playlist would open
+  // the files it names there).
+  const bool named = forced != nullptr;
+  if (!named) {
+    int rc = av_probe_input_buffer2(
+        pb, &forced, in_memory ? "" : source.url.c_str(), nullptr, 0, 0);
+    if (rc < 0) fail("not a media file FFmpeg can read", rc);
+  }
+  const bool allowed = named || config.allow_unsafe_formats;
+  if (!allowed && unsafe_format(forced)) {
+    throw UnsupportedFormat(
+        std::string(name) + ": the " + forced->name +
+        " format is not read by default (it reads other files or URLs, or "
+        "is not media); name it with DemuxConfig::format or set "
+        "allow_unsafe_formats to read it");
+  }
+  // image2 reads one file, not a numbered sequence or a glob.
+  const bool no_pattern = !allowed &&
+                          std::string_view(forced->name) == "image2" &&
+                          opts.count("pattern_type") == 0;
+  if (no_pattern) opts["pattern_type"] = "none";
+  Options options(opts);
+  AVFormatContext* fmt = avformat_alloc_context();
+  if (fmt == nullptr) throw std::bad_alloc();
+  if (pb != nullptr) {
+    fmt->pb = pb;
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
   }
-  Options options(config.format_options);
+  fmt->protocol_whitelist = av_strdup(protocols.c_str());
+  if (!allowed) fmt->io_open = &refuse_nested_open;
   // On failure avformat_open_input frees the context itself.
-  int rc = avformat_open_input(&fmt, in_memory ? nullptr : source.url.c_str(),
+  int rc = avformat_open_input(&fmt, in_memory ? "" : source.url.c_str(),
                                forced, options.get());
-  if (rc < 0) {
-    if (!in_memory && (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) ||
-                       rc == AVERROR(EISDIR))) {
-      throw IoError(std::string(name) +
-                    ": cannot open the input: " + av_error_text(rc));
-    }
-    fail(name, "not a media file FFmpeg can read", rc);
-  }
+  if (rc < 0) fail("not a media file FFmpeg can read", rc);
   format_.reset(fmt);
   options.check_consumed(name, "the demuxer");
   const bool probe =
       config.find_stream_info.value_or(!carries_codec_parameters(fmt));
   if (probe) {
-    rc = avformat_find_stream_info(fmt, nullptr);
-    if (rc < 0) fail(name, "cannot read the stream information", rc);
+    // Probing decodes a frame: the pixel limit applies to it.
+    std::vector<AVDictionary*> limits(fmt->nb_streams, nullptr);
+    const std::string max = std::to_string(media::kDefaultMaxPixels);
+    for (AVDictionary*& d : limits)
+      av_dict_set(&d, "max_pixels", max.c_str(), 0);
+    rc = avformat_find_stream_info(fmt, limits.data());
+    for (AVDictionary*& d : limits) av_dict_free(&d);
+    if (rc < 0) fail("cannot read the stream information", rc);
     stream_info_read_ = true;
   }
+}
+
+void Input::open_url(const std::string& url, const std::string& protocols,
+                     std::map<std::string, std::string>* options,
+                     std::string_view name) {
+  if (url.find('\0') != std::string::npos) {
+    // FFmpeg would open the path cut at the NUL: another file.
+    throw InvalidArgument(std::string(name) +
+                          ": a path must not contain a NUL character");
+  }
+  const char* protocol = avio_find_protocol_name(url.c_str());
+  if (protocol != nullptr &&
+      av_match_list(protocol, protocols.c_str(), ',') <= 0) {
+    throw UnsupportedFormat(
+        std::string(name) + ": the " + protocol +
+        " protocol is not read by default (only " + protocols +
+        "); list it in the format option protocol_whitelist to read it");
+  }
+  // The protocol takes its own options (an http timeout, say); the
+  // demuxer gets the rest.
+  AVDictionary* opts = nullptr;
+  for (const auto& [k, v] : *options)
+    av_dict_set(&opts, k.c_str(), v.c_str(), 0);
+  av_dict_set(&opts, "protocol_whitelist", protocols.c_str(), 0);
+  AVIOContext* pb = nullptr;
+  const int rc = avio_open2(&pb, url.c_str(), AVIO_FLAG_READ, nullptr, &opts);
+  for (auto it = options->begin(); it != options->end();) {
+    if (av_dict_get(opts, it->first.c_str(), nullptr, 0) == nullptr)
+      it = options->erase(it);
+    else
+      ++it;
+  }
+  av_dict_free(&opts);
+  if (rc < 0) {
+    if (rc == AVERROR(ENOENT) || rc == AVERROR(EACCES) ||
+        rc == AVERROR(EISDIR)) {
+      throw IoError(std::string(name) +
+                    ": cannot open the input: " + av_error_text(rc));
+    }
+    fail(name, "cannot open the input", rc);
+  }
+  file_.reset(pb);
 }
 
 Input::~Input() = default;
@@ -238,6 +413,29 @@ CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
   if (rc < 0) fail(name, "bad codec parameters", rc);
   ctx->pkt_timebase = time_base;
   std::map<std::string, std::string> opts = config.decoder_options;
+  // The pixel limit, from the codec parameters before any frame is
+  // allocated, and in the decoder (FFmpeg's max_pixels) for every frame.
+  int64_t max_pixels = media::kDefaultMaxPixels;
+  if (auto it = opts.find("max_pixels"); it != opts.end()) {
+    char* end = nullptr;
+    max_pixels = std::strtoll(it->second.c_str(), &end, 10);
+    if (end == it->second.c_str() || *end != '\0' || max_pixels <= 0) {
+      throw InvalidArgument(std::string(name) +
+                            ": the decoder option max_pixels must be a "
+                            "positive integer, got '" +
+                            it->second + "'");
+    }
+  } else {
+    opts["max_pixels"] = std::to_string(max_pixels);
+  }
+  if (params->codec_type == AVMEDIA_TYPE_VIDEO &&
+      int64_t{params->width} * params->height > max_pixels) {
+    throw DecodeError(
+        std::string(name) + ": a frame of " + std::to_string(params->width) +
+        " x " + std::to_string(params->height) +
+        " pixels exceeds the limit of " + std::to_string(max_pixels) +
+        " pixels (the decoder option max_pixels)");
+  }
   if (opts.find("threads") == opts.end())
     opts["threads"] = std::to_string(std::max(0, config.threads));
   Options options(opts);

@@ -197,6 +197,7 @@ std::unique_ptr<Packets> Packets::clone() const {
     if (c == nullptr) throw std::bad_alloc();
     out->push(c);
   }
+  out->stream_end_ = stream_end_;
   return out;
 }
 
@@ -205,6 +206,7 @@ std::unique_ptr<Packets> Packets::take() {
   auto out =
       make_packets(media_, src_, stream_index_, time_base_, window_, codec_);
   out->packets_ = std::move(packets_);
+  out->stream_end_ = stream_end_;
   packets_.clear();
   consumed_ = true;
   return out;

@@ -6,6 +6,7 @@
 #include "feedline/base/buffer.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -46,6 +47,13 @@ TEST(BufferTest, ViewAsSharesTheBytesWhenTheSizeFits) {
   Buffer strided =
       Buffer::view(bytes.owner(), bytes.data(), DType::kUint8, {4}, {4});
   EXPECT_THROW(strided.view_as(DType::kInt32, {1}), InvalidArgument);
+}
+
+TEST(BufferTest, BytesSpansTheWholeBuffer) {
+  Buffer b = Buffer::allocate(DType::kInt32, {2, 3});
+  std::span<const uint8_t> bytes = b.bytes();
+  EXPECT_EQ(static_cast<const void*>(bytes.data()), b.data());
+  EXPECT_EQ(bytes.size(), 24u);
 }
 
 }  // namespace

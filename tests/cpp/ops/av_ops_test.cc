@@ -214,6 +214,25 @@ TEST_F(AvOpsTest, AudioThroughLoadAudioAndTheChain) {
                DecodeError);
 }
 
+TEST_F(AvOpsTest, LoadVideoClipsFailsAClipPastTheEndInsteadOfShortening) {
+  OpPtr op = load_video_clips({});
+  const std::string path = *dir_ / "clip.mp4";
+  const Window past{Rational{3, 2}, Rational{5, 2}};
+  EXPECT_THROW(call(op, Item(ClipRequest::from_path(path, past))), DecodeError);
+  const std::string e = error_of(
+      [&] { call(op, Item(ClipRequest::from_bytes(file("clip.mp4"), past))); });
+  EXPECT_NE(
+      e.find("clip.mp4: the window [1.500000, 2.500000) s extends past the end "
+             "of the stream at 2.000000 s"),
+      std::string::npos)
+      << e;
+  // A window that ends where the video ends is whole.
+  expect_frames(call(op, Item(ClipRequest::from_path(
+                             path, Window{Rational{1, 1}, Rational{2, 1}})))
+                    .take_as<Buffer>(),
+                25, 25);
+}
+
 TEST_F(AvOpsTest, ClipPipeline) {
   const std::string path = *dir_ / "clip.mp4";
   std::vector<ClipRequest> clips;

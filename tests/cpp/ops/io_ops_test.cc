@@ -116,6 +116,12 @@ TEST(IoOpsTest, EveryOpDeclaresItsTypes) {
   EXPECT_EQ(tar_members()->kind(), OpKind::kGenerator);
 }
 
+TEST(IoOpsTest, UnnamedBytesAreNamedBySize) {
+  EncodedFile f = EncodedFile::unnamed(Buffer::allocate(DType::kUint8, {42}));
+  EXPECT_EQ(f.name, "<42 bytes>");
+  EXPECT_EQ(f.span().size(), 42u);
+}
+
 TEST(IoOpsTest, ReadFileNamesTheFileByItsPath) {
   TempDir dir("ops_read");
   const std::vector<uint8_t> bytes = {1, 2, 3, 250};

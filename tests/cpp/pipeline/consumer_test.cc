@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The consumer's end: consumers on several threads take turns, the count of
+// consumers inside a wait, next() with an interrupt, the failure handed over
+// once, and the small engine helpers the Python layer builds on
+// (op_signature(), the disaggregate op's splitter).
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "feedline/base/error.h"
+#include "feedline/pipeline/builder.h"
+#include "testing/pipeline_testing.h"
+#include "testing/test_ops.h"
+
+namespace feedline {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::Gate;
+using testing::iota;
+
+TEST(ConsumerTest, ConsumersOnSeveralThreadsTakeTurnsAndShareTheItems) {
+  constexpr int kItems = 2000;
+  auto p = PipelineBuilder()
+               .add_source(iota(kItems))
+               .pipe([](int x) { return x; }, {.concurrency = 2})
+               .add_sink(8)
+               .build(2);
+  std::mutex mu;
+  std::vector<int> seen;
+  std::vector<std::thread> consumers;
+  for (int t = 0; t < 4; ++t) {
+    consumers.emplace_back([&] {
+      Item item;
+      while (p.untyped().wait_next(&item) == NextStatus::kItem) {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.push_back(item.as<int>());
+      }
+    });
+  }
+  for (std::thread& t : consumers) t.join();
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kItems));
+  EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(),
+            static_cast<std::size_t>(kItems));
+}
+
+TEST(ConsumerTest, ConsumersWaitingCountsTheConsumerInsideAWait) {
+  auto release = std::make_shared<Gate>();
+  auto p = PipelineBuilder()
+               .add_source(iota(1))
+               .pipe([release](int x) {
+                 release->wait();
+                 return x;
+               })
+               .add_sink()
+               .build(1);
+  EXPECT_EQ(p.untyped().consumers_waiting(), 0);
+  int inside = -1;
+  // The interrupt runs inside the wait, with the consumer's turn held.
+  auto interrupt = [&] {
+    inside = p.untyped().consumers_waiting();
+    release->open();
+    return false;
+  };
+  Item item;
+  ASSERT_EQ(
+      p.untyped().wait_next(&item, std::nullopt, interrupt, milliseconds(1)),
+      NextStatus::kItem);
+  EXPECT_EQ(inside, 1);
+  EXPECT_EQ(p.untyped().consumers_waiting(), 0);
+}
+
+TEST(ConsumerTest, NextWithAnInterruptThrowsTimeoutWhenTheTimeoutPasses) {
+  auto release = std::make_shared<Gate>();
+  auto p = PipelineBuilder()
+               .add_source(iota(2))
+               .pipe([release](int x) {
+                 release->wait();
+                 return x;
+               })
+               .add_sink()
+               .build(1);
+  Item item;
+  int calls = 0;
+  auto decline = [&] { return ++calls < 0; };
+  EXPECT_THROW(
+      p.untyped().next(&item, milliseconds(0), decline, std::chrono::hours(1)),
+      Timeout);
+  EXPECT_EQ(calls, 1);
+  auto stop_waiting = [] { return true; };
+  EXPECT_EQ(
+      p.untyped().next(&item, std::nullopt, stop_waiting, milliseconds(1)),
+      NextStatus::kInterrupted);
+  release->open();
+  EXPECT_EQ(testing::drain(p), iota(2));
+}
+
+TEST(ConsumerTest, TakeFailureHandsTheFailureOverOnceAfterTheStop) {
+  auto p = PipelineBuilder()
+               .add_source(iota(5))
+               .pipe(
+                   [](int x) -> int {
+                     if (x == 2) throw InvalidArgument("bad 2");
+                     return x;
+                   },
+                   {.max_failures = FailureBudget::max_count(0)})
+               .add_sink()
+               .build(BuildOptions{.num_threads = 1, .failure_log_burst = 0});
+  EXPECT_THROW(testing::drain(p), PipelineFailure);
+  EXPECT_EQ(p.untyped().take_failure(), nullptr);  // not stopped yet
+  p.untyped().stop();
+  std::exception_ptr taken = p.untyped().take_failure();
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken, p.untyped().failure());
+  EXPECT_EQ(p.untyped().take_failure(), nullptr);  // once only
+  EXPECT_EQ(p.untyped().failure(), taken);         // failure() keeps it
+}
+
+TEST(ConsumerTest, TakeFailureIsNullForAPipelineThatDidNotFail) {
+  auto p = PipelineBuilder().add_source(iota(3)).add_sink().build(1);
+  EXPECT_EQ(testing::drain(p), iota(3));
+  p.untyped().stop();
+  EXPECT_EQ(p.untyped().take_failure(), nullptr);
+}
+
+TEST(ConsumerTest, OpSignatureNamesWhatAnOpTakesAndGives) {
+  EXPECT_STREQ(op_kind_name(OpKind::kMap), "map");
+  EXPECT_STREQ(op_kind_name(OpKind::kGenerator), "generator");
+  EXPECT_STREQ(op_kind_name(OpKind::kAsync), "async");
+  const std::string batch = type_name(typeid(ItemBatch));
+  EXPECT_EQ(op_signature(*make_aggregate_op(2, false)), "any -> " + batch);
+  EXPECT_EQ(op_signature(*make_disaggregate_op()), batch + " -> " + batch);
+  EXPECT_EQ(op_signature(*make_map_op<int>([](int x) { return x; })),
+            type_name(typeid(int)) + " -> " + type_name(typeid(int)));
+}
+
+// A generator that yields `n` copies of its input.
+class Repeat final : public ItemGenerator {
+ public:
+  Repeat(int value, int n) : value_(value), left_(n) {}
+  bool next(Item* out) override {
+    if (left_ == 0) return false;
+    --left_;
+    *out = Item(value_);
+    return true;
+  }
+
+ private:
+  int value_;
+  int left_;
+};
+
+TEST(ConsumerTest, DisaggregateSplitsOtherItemsWithItsSplitter) {
+  OpPtr plain = make_disaggregate_op();
+  ASSERT_NE(plain->input_type(), nullptr);
+  EXPECT_TRUE(*plain->input_type() == typeid(ItemBatch));
+  OpPtr op = make_disaggregate_op(
+      [](Item in) { return std::make_unique<Repeat>(in.as<int>(), 3); });
+  EXPECT_EQ(op->input_type(), nullptr);  // takes any item
+  auto& gen = static_cast<GeneratorOp&>(*op);
+  std::vector<int> out;
+  auto collect = [&](std::unique_ptr<ItemGenerator> g) {
+    Item item;
+    while (g->next(&item)) out.push_back(item.as<int>());
+  };
+  ItemBatch batch;
+  batch.emplace_back(1);
+  batch.emplace_back(2);
+  collect(gen.start(Item(std::move(batch))));
+  collect(gen.start(Item(7)));
+  EXPECT_EQ(out, (std::vector<int>{1, 2, 7, 7, 7}));
+}
+
+}  // namespace
+}  // namespace feedline
