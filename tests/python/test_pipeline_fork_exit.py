@@ -72,6 +72,13 @@ FORK_SETUP = """
     next(busy_it), next(native_it), next(source_it)
     stuck.start()
     assert entered.wait(30)
+    # A consumer thread waiting inside a read (holding the consumer's turn).
+    held = PipelineBuilder().add_source(held_source()).add_sink(4).build(num_threads=1)
+    assert held.get_item(timeout=30) == 0
+    waiter = threading.Thread(target=lambda: held.get_item(timeout=60))
+    waiter.start()
+    while not held._native.consumer_waiting:
+        os.sched_yield()
     # Keep the busy pipeline's consumer reading while the fork happens.
     reading = threading.Event()
     def consume():
@@ -88,6 +95,8 @@ FORK_SETUP = """
 FORK_PARENT_CHECK = """
     release.set()
     reader.join()
+    waiter.join()
+    held.stop()
     busy.stop()
     native.stop()
     assert sorted(stuck) == list(range(100))
@@ -114,6 +123,12 @@ def test_os_fork_while_pipelines_run_child_builds_its_own_and_parent_completes()
         except feedline.Error as e:
             assert "parent process" in str(e), e
         stuck.stop(timeout=1)
+        # Refused before the turn its parent's consumer held at the fork.
+        try:
+            held.get_item(timeout=5)
+            raise SystemExit("a parent's pipeline was read in the child")
+        except feedline.Error as e:
+            assert "parent process" in str(e), e
         child_work()
         print("child ok", flush=True)
         sys.exit(0)
