@@ -93,19 +93,17 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   }
 
   // Stops the pipeline; waits at most `timeout` seconds (None: until done).
-  // Returns false while the stop is still running. On a worker thread of any
-  // pipeline (a finalizer can run there) it never waits, so as not to hold
-  // that pipeline's worker.
+  // Returns false while the stop is still running (true on this pipeline's
+  // own worker: the stop is requested, there is nothing to wait for). On a
+  // worker thread of any pipeline it never waits, not to hold that worker.
   bool stop(std::optional<double> timeout) {
     std::optional<nanoseconds> wait;
     if (timeout) wait = seconds_to_ns(*timeout);
     nb::gil_scoped_release release;
     if (ThreadPool::in_any_pool_thread()) wait = nanoseconds(0);
-    if (!wait) {
-      pipeline_.stop();
-      return true;
-    }
-    return pipeline_.stop(*wait);
+    if (wait) return pipeline_.stop(*wait) || pipeline_.on_worker_thread();
+    pipeline_.stop();
+    return true;
   }
 
   bool stopping() const { return pipeline_.stopping(); }

@@ -295,8 +295,8 @@ LogSink make_python_log_sink(nb::object handler) {
                                           static_cast<int>(level), text.ptr());
       if (r == nullptr) PyErr_Clear();
       Py_XDECREF(r);
-    } catch (...) {
-      // Logging must never fail the caller.
+    } catch (const std::exception&) {
+      // Logging must never fail the caller (a thread ending still unwinds).
     }
   };
 }

@@ -115,6 +115,8 @@ GilScope::GilScope() {
 }
 
 GilScope::~GilScope() {
+  // Unwinding a thread Python ended at exit as it waited: no GIL to release.
+  if (!holds_gil()) return;
   if (borrowed_) {
     PyGILState_Release(gstate_);
   } else if (saved_ != nullptr) {

@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <pthread.h>
 
 #include "feedline/base/error.h"
+#include "feedline/concurrency/fork.h"
 #include "feedline/concurrency/spin_wait.h"
 
 namespace feedline {
@@ -19,29 +21,70 @@ std::atomic<int> g_live_threads{0};
 
 }  // namespace
 
+namespace detail {
+void forget_current_pool_after_fork() noexcept { t_current_pool = nullptr; }
+}  // namespace detail
+
 ThreadPool::ThreadPool(int num_threads, std::string name_prefix)
-    : name_prefix_(std::move(name_prefix)) {
+    : generation_(fork_generation()),
+      work_cv_(std::make_unique<std::condition_variable>()),
+      name_prefix_(std::move(name_prefix)) {
   if (num_threads < 1) {
     throw InvalidArgument("num_threads must be >= 1 (got " +
                           std::to_string(num_threads) + ")");
   }
   threads_.reserve(static_cast<std::size_t>(num_threads));
   for (int i = 0; i < num_threads; ++i) {
-    threads_.emplace_back([this, i] { run_worker(i); });
+    try {
+      threads_.emplace_back([this, i] { run_worker(i); });
+    } catch (const std::system_error& e) {
+      // The OS refused the thread (RLIMIT_NPROC, address space, ...): the
+      // destructor will not run, so stop the threads started so far here.
+      join_threads();
+      throw Error("could not start worker thread " + std::to_string(i + 1) +
+                  " of " + std::to_string(num_threads) + " (" + name_prefix_ +
+                  "): " + e.what());
+    }
   }
 }
 
-ThreadPool::~ThreadPool() { shutdown(); }
+ThreadPool::~ThreadPool() {
+  if (inherited()) {
+    // In a child process: the threads are gone and may have left mu_ held
+    // or work_cv_ waited on. Leak rather than join or destroy (destroying a
+    // condition variable with waiters blocks forever).
+    // A failed allocation here terminates (a destructor is noexcept).
+    (void)work_cv_.release();
+    // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
+    (void)new std::vector<std::thread>(std::move(threads_));
+    // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
+    (void)new std::deque<Task>(std::move(tasks_));
+    return;
+  }
+  shutdown();
+}
+
+bool ThreadPool::inherited() const {
+  return inherited_from_parent(generation_);
+}
+
+void ThreadPool::join_threads() {
+  {
+    MutexLock lock(mu_);
+    shutting_down_ = true;
+  }
+  work_cv_->notify_all();
+  for (std::thread& t : threads_) t.join();
+}
 
 void ThreadPool::shutdown() {
+  if (inherited()) return;
   MutexLock join_lock(join_mu_);
   {
     MutexLock lock(mu_);
     if (joined_) return;
-    shutting_down_ = true;
   }
-  work_cv_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  join_threads();
   // A thread outside the pool may have queued a task after the last worker
   // left; run such stragglers here.
   std::deque<Task> left;
@@ -54,6 +97,11 @@ void ThreadPool::shutdown() {
 }
 
 void ThreadPool::submit(Task task) {
+  if (inherited()) {
+    throw Error(
+        "a thread pool inherited from the parent process cannot run "
+        "tasks in the child (after fork)");
+  }
   bool wake = false;
   {
     MutexLock lock(mu_);
@@ -68,7 +116,7 @@ void ThreadPool::submit(Task task) {
     task();  // every thread has exited: run it here rather than lose it
     return;
   }
-  if (wake) work_cv_.notify_one();
+  if (wake) work_cv_->notify_one();
 }
 
 bool ThreadPool::in_pool_thread() const { return t_current_pool == this; }
@@ -95,7 +143,7 @@ void ThreadPool::run_worker(int index) {
       MutexLock lock(mu_);
       while (tasks_.empty() && !shutting_down_) {
         ++idle_;
-        work_cv_.wait(lock.native());
+        work_cv_->wait(lock.native());
         --idle_;
       }
       // Shutting down: keep running until the queue is empty, since running

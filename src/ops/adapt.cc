@@ -82,9 +82,15 @@ void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
       errors.push_back("element " + std::to_string(i) + ": " + e.what());
     }
   }
-  for (const std::string& e : errors)
-    log(LogLevel::kWarning, std::string(name).append(": ").append(e));
-  if (kept.empty() && !errors.empty()) {
+  // Each element left out is a failure of the stage; when none is left the
+  // call fails, which counts the first one.
+  const bool none_kept = kept.empty() && !errors.empty();
+  for (std::size_t i = none_kept ? 1 : 0; i < errors.size(); ++i) {
+    std::string what = std::string(name).append(": ").append(errors[i]);
+    if (!report_element_failure(std::make_exception_ptr(InvalidArgument(what))))
+      log(LogLevel::kWarning, what);
+  }
+  if (none_kept) {
     std::string what = name;
     what += ": no element of the batch of " + std::to_string(batch.size());
     what += " converts; first: " + errors.front();

@@ -94,9 +94,15 @@ class DecodeBatchOp final : public BatchOp<EncodedFile> {
     Buffer out = decode_files(batch, options_, &failures);
     for (media::ImageFailure& f : failures)
       errors.push_back(std::move(f.message));
-    for (const std::string& e : errors)
-      log(LogLevel::kWarning, "decode_batch: " + e);
-    if (total > 0 && errors.size() == total) {
+    const bool all_failed = total > 0 && errors.size() == total;
+    // Each image left out is a failure of the stage; when none is left the
+    // call fails, which counts the first one.
+    for (std::size_t i = all_failed ? 1 : 0; i < errors.size(); ++i) {
+      std::string what = "decode_batch: " + errors[i];
+      if (!report_element_failure(std::make_exception_ptr(DecodeError(what))))
+        log(LogLevel::kWarning, what);
+    }
+    if (all_failed) {
       throw DecodeError("decode_batch: all " + std::to_string(total) +
                         " images failed; first: " + errors[0]);
     }

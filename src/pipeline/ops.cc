@@ -7,13 +7,33 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "feedline/base/error.h"
 #include "feedline/pipeline/op.h"
 #include "feedline/pipeline/spec.h"
 #include "feedline/pipeline/stage_options.h"
+#include "pipeline/stage_runner.h"
 
 namespace feedline {
+
+namespace detail {
+namespace {
+thread_local std::vector<std::exception_ptr>* t_element_failures = nullptr;
+}  // namespace
+
+ElementFailureScope::ElementFailureScope(std::vector<std::exception_ptr>* sink)
+    : saved_(std::exchange(t_element_failures, sink)) {}
+
+ElementFailureScope::~ElementFailureScope() { t_element_failures = saved_; }
+}  // namespace detail
+
+bool report_element_failure(std::exception_ptr error) {
+  if (detail::t_element_failures == nullptr || !error) return false;
+  detail::t_element_failures->push_back(std::move(error));
+  return true;
+}
+
 namespace {
 
 class AggregateOp final : public MapOp {

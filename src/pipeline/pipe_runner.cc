@@ -55,6 +55,7 @@ struct Outcome {
   bool called = false;     // an op call happened (counts in stats)
   bool exhausted = false;  // the generator is done
   std::exception_ptr error;
+  std::vector<std::exception_ptr> element_failures;  // reported by the op
   Clock::duration elapsed{};
 };
 
@@ -236,6 +237,7 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
   o.gen = u.gen;
   Clock::time_point t0 = now();
   Item result;
+  ElementFailureScope element_failures(&o.element_failures);
   try {
     switch (u.kind) {
       case Unit::kCall:
@@ -290,8 +292,11 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
 
 void PipeRunner::complete_locked(Outcome& o, FailureLog::Line* line,
                                  bool* trip) {
-  if (o.called) record_call_locked(o.elapsed);
+  if (o.called) record_call_locked(o.elapsed, o.error != nullptr);
   if (o.error) *trip = record_failure_locked(o.error, line);
+  if (!o.element_failures.empty()) {
+    *trip |= record_element_failures_locked(&o.element_failures, line);
+  }
   if (o.emitted) ++stats_.items_out;
   // A stateful op (aggregate) that holds an item back is not skipping it.
   bool flush = o.kind == Unit::kEpoch || o.kind == Unit::kEnd;

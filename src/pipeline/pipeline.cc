@@ -36,6 +36,7 @@ Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
   if (this != &other) {
     if (impl_) impl_->stop_unless_stopping();
+    detail::PipelineImpl::leak_if_inherited(&impl_);
     impl_ = std::move(other.impl_);
   }
   return *this;
@@ -43,12 +44,16 @@ Pipeline& Pipeline::operator=(Pipeline&& other) noexcept {
 
 Pipeline::~Pipeline() {
   if (impl_) impl_->stop_unless_stopping();
+  detail::PipelineImpl::leak_if_inherited(&impl_);
 }
 
 void Pipeline::start() { impl_->start(); }
 bool Pipeline::started() const { return impl_->started(); }
 
 NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline) {
+  // A pipeline inherited through fork is refused before its consumer lock
+  // (which a consumer of the parent may have held at the fork) is taken.
+  impl_->check_not_inherited();
   ConsumerTurn turn(*impl_);
   return impl_->wait_next(out, deadline);
 }
@@ -56,6 +61,9 @@ NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline) {
 NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline,
                                const std::function<bool()>& interrupt,
                                std::chrono::nanoseconds interval) {
+  // A pipeline inherited through fork is refused before its consumer lock
+  // (which a consumer of the parent may have held at the fork) is taken.
+  impl_->check_not_inherited();
   ConsumerTurn turn(*impl_);
   for (;;) {
     Deadline slice = detail::deadline_after(interval);
@@ -99,6 +107,8 @@ bool Pipeline::stop(std::chrono::nanoseconds timeout) noexcept {
 }
 
 bool Pipeline::stopping() const { return impl_->stopping(); }
+
+bool Pipeline::on_worker_thread() const { return impl_->on_worker_thread(); }
 
 PipelineStats Pipeline::stats() const { return impl_->stats(); }
 

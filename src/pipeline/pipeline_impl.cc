@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "feedline/base/error.h"
@@ -19,7 +20,8 @@ Pipeline::Deadline deadline_after(std::chrono::nanoseconds timeout) {
 }
 
 PipelineImpl::PipelineImpl(BuildOptions options)
-    : stats_hook_(std::exchange(options.stats_hook, {})),
+    : generation_(fork_generation()),
+      stats_hook_(std::exchange(options.stats_hook, {})),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &Clock::steady()) {}
 
@@ -47,6 +49,22 @@ PipelineImpl::~PipelineImpl() {
   }
 }
 
+void PipelineImpl::leak_if_inherited(
+    std::shared_ptr<PipelineImpl>* impl) noexcept {
+  if (*impl && (*impl)->inherited()) {
+    // Never released. A failed allocation terminates (noexcept).
+    // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
+    (void)new std::shared_ptr<PipelineImpl>(std::move(*impl));
+  }
+}
+
+void PipelineImpl::check_not_inherited() const {
+  if (!inherited()) return;
+  throw Error("pipeline '" + options_.name +
+              "' belongs to the parent process and cannot run in a child "
+              "process (after fork); build a new pipeline in the child");
+}
+
 StageRunner* PipelineImpl::add_runner(std::unique_ptr<StageRunner> runner) {
   MutexLock lock(state_mu_);
   runners_.push_back(std::move(runner));
@@ -54,6 +72,7 @@ StageRunner* PipelineImpl::add_runner(std::unique_ptr<StageRunner> runner) {
 }
 
 void PipelineImpl::start() {
+  check_not_inherited();
   if (started_.exchange(true)) {
     throw InvalidArgument("pipeline '" + options_.name +
                           "' was already started");
@@ -62,15 +81,36 @@ void PipelineImpl::start() {
   // are started (starting submits tasks; it never waits on them).
   MutexLock lock(stop_mu_);
   if (phase_ != StopPhase::kRunning) return;
-  pool_ = std::make_unique<ThreadPool>(options_.num_threads);
+  bool report = false;
+  {
+    MutexLock state_lock(state_mu_);
+    report = stats_hook_ && options_.report_interval.count() > 0;
+  }
+  // Threads first: if the OS refuses one, nothing has started, and the
+  // pipeline is left as it was before start().
+  try {
+    pool_ = std::make_unique<ThreadPool>(options_.num_threads);
+    if (report) {
+      reporter_ = std::jthread(
+          [this](const std::stop_token& stop) { run_reporter(stop); });
+    }
+  } catch (const std::exception& e) {
+    if (pool_) pool_->shutdown();
+    pool_.reset();
+    started_.store(false);
+    const auto* system = dynamic_cast<const std::system_error*>(&e);
+    throw Error("pipeline '" + options_.name + "' could not start: " +
+                (system != nullptr ? "could not start its stats reporter "
+                                     "thread: "
+                                   : "") +
+                e.what());
+  }
   Clock::time_point t = clock_->now();
   std::vector<StageRunner*> runners;
-  bool report = false;
   {
     MutexLock state_lock(state_mu_);
     start_time_ = t;
     for (auto& runner : runners_) runners.push_back(runner.get());
-    report = stats_hook_ && options_.report_interval.count() > 0;
   }
   for (StageRunner* runner : runners) {
     if (!runner->inputs().empty()) runner->start(t);
@@ -78,14 +118,11 @@ void PipelineImpl::start() {
   for (StageRunner* runner : runners) {
     if (runner->inputs().empty()) runner->start(t);
   }
-  if (report) {
-    reporter_ = std::jthread(
-        [this](const std::stop_token& stop) { run_reporter(stop); });
-  }
 }
 
 NextStatus PipelineImpl::wait_next(Item* out,
                                    std::optional<Pipeline::Deadline> deadline) {
+  check_not_inherited();
   if (!started_.load()) start();
   // Counted like an async call: a pop can wake upstream and submit to the
   // pool, so the stop must not tear the pool down (nor release the runners)
@@ -113,29 +150,51 @@ NextStatus PipelineImpl::wait_next(Item* out,
 
 bool PipelineImpl::stop(
     std::optional<std::chrono::nanoseconds> timeout) noexcept {
+  if (inherited()) return true;  // nothing of it runs in this process
   bool on_pool_thread = false;
   bool run_here = false;
+  bool no_stopper = false;
   {
     MutexLock lock(stop_mu_);
     on_pool_thread = pool_ && pool_->in_pool_thread();
     if (phase_ == StopPhase::kRunning) {
       phase_ = StopPhase::kStopping;
       if (timeout || on_pool_thread) {
-        // The stopper keeps this object alive until the stop is done.
-        stopper_ =
-            std::thread([self = shared_from_this()] { self->run_stop(); });
+        try {
+          // The stopper keeps this object alive until the stop is done.
+          stopper_ =
+              std::thread([self = shared_from_this()] { self->run_stop(); });
+        } catch (const std::system_error&) {
+          // The OS refused the thread: stop here, or, on a pool thread
+          // (which cannot join its own pool), cancel now and leave the rest
+          // of the stop to the next stop() or the destructor.
+          run_here = !on_pool_thread;
+          no_stopper = on_pool_thread;
+          if (no_stopper) phase_ = StopPhase::kRunning;
+        }
       } else {
         run_here = true;
       }
     }
     // A pool thread cannot wait for a stop that joins it.
-    if (on_pool_thread) return phase_ == StopPhase::kStopped;
+    if (on_pool_thread && !no_stopper) return phase_ == StopPhase::kStopped;
+  }
+  if (no_stopper) {
+    cancel_all();
+    return false;
   }
   if (run_here) run_stop();
   return wait_stopped(timeout);
 }
 
+bool PipelineImpl::on_worker_thread() const {
+  if (inherited()) return false;
+  MutexLock lock(stop_mu_);
+  return pool_ && pool_->in_pool_thread();
+}
+
 void PipelineImpl::stop_unless_stopping() noexcept {
+  if (inherited()) return;
   {
     MutexLock lock(stop_mu_);
     if (phase_ != StopPhase::kRunning) return;
@@ -144,6 +203,7 @@ void PipelineImpl::stop_unless_stopping() noexcept {
 }
 
 bool PipelineImpl::stopping() const {
+  if (inherited()) return true;
   MutexLock lock(stop_mu_);
   return phase_ != StopPhase::kRunning;
 }
@@ -176,24 +236,12 @@ bool PipelineImpl::wait_stopped(
 
 void PipelineImpl::run_stop() noexcept {
   if (sink_ != nullptr) sink_->wake_for_stop();
-  std::vector<StageRunner*> runners;
-  {
-    MutexLock lock(state_mu_);
-    for (auto& runner : runners_) runners.push_back(runner.get());
-  }
   bool started;
   {
     MutexLock lock(stop_mu_);
     started = pool_ != nullptr;
   }
-  // Downstream first, so that a stage finishing on cancellation never wakes
-  // a stage that is still running. Stages are cancelled before the stop token
-  // fires, so that calls that give up on it find their stage cancelled (and
-  // their failures are not reported as errors).
-  if (started) {
-    // An index loop: clang 14 cannot use libstdc++ 12's views::reverse.
-    for (std::size_t i = runners.size(); i-- > 0;) runners[i]->cancel();
-  }
+  if (started) cancel_all();
   stop_source_.request_stop();
   {
     MutexLock lock(async_mu_);
@@ -228,6 +276,21 @@ void PipelineImpl::run_stop() noexcept {
   MutexLock lock(stop_mu_);
   phase_ = StopPhase::kStopped;
   stop_cv_.notify_all();
+}
+
+void PipelineImpl::cancel_all() {
+  std::vector<StageRunner*> runners;
+  {
+    MutexLock lock(state_mu_);
+    for (auto& runner : runners_) runners.push_back(runner.get());
+  }
+  // Downstream first, so that a stage finishing on cancellation never wakes
+  // a stage that is still running. Stages are cancelled before the stop token
+  // fires, so that calls that give up on it find their stage cancelled (and
+  // their failures are not reported as errors).
+  // An index loop: clang 14 cannot use libstdc++ 12's views::reverse.
+  for (std::size_t i = runners.size(); i-- > 0;) runners[i]->cancel();
+  stop_source_.request_stop();
 }
 
 void PipelineImpl::count_global_call() {
@@ -267,6 +330,7 @@ void PipelineImpl::cancel_upstream(StageRunner* stage) {
 }
 
 std::exception_ptr PipelineImpl::failure() const {
+  if (inherited()) return nullptr;
   MutexLock lock(failure_mu_);
   return failure_;
 }
@@ -282,6 +346,11 @@ void PipelineImpl::async_finished() {
 }
 
 PipelineStats PipelineImpl::stats() const {
+  if (inherited()) {
+    PipelineStats s;
+    s.name = options_.name;
+    return s;
+  }
   MutexLock lock(state_mu_);
   if (final_stats_) return *final_stats_;
   return live_stats_locked();

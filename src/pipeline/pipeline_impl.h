@@ -12,6 +12,10 @@
 // on the caller or on stopper_, a thread that holds a reference to this
 // object, so that a Pipeline may be destroyed while its stop still runs.
 //
+// Fork: a PipelineImpl inherited by a child process (inherited()) touches
+// none of its locks or threads there; Pipeline leaks it instead of
+// destroying it (leak_if_inherited()).
+//
 // Lock order: stop_mu_ (held by start()) before state_mu_, before a
 // runner's mutex (stats()); async_mu_ is never held with another lock;
 // failure_mu_ is a leaf.
@@ -31,6 +35,7 @@
 #include "feedline/base/clock.h"
 #include "feedline/base/error.h"
 #include "feedline/base/mutex.h"
+#include "feedline/concurrency/fork.h"
 #include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/stage_options.h"
@@ -67,8 +72,17 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // stop()); leaves one that is stopping to its stopper.
   void stop_unless_stopping() noexcept;
   bool stopping() const;
+  bool on_worker_thread() const;
   PipelineStats stats() const;
   std::exception_ptr failure() const;
+
+  // True in a child process for a pipeline made before the fork.
+  bool inherited() const { return inherited_from_parent(generation_); }
+  // Empties `*impl` without destroying an inherited pipeline (its condition
+  // variables may have waiters that no longer exist).
+  static void leak_if_inherited(std::shared_ptr<PipelineImpl>* impl) noexcept;
+  // Throws Error when inherited() (the first thing start() and reads do).
+  void check_not_inherited() const;
 
   // For Pipeline: consumers take turns; `consumers_waiting` counts those
   // whose turn it is (inside a wait); take_failure() hands the failure once.
@@ -99,12 +113,15 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
 
   // The work of a stop; runs once, on the caller or on stopper_.
   void run_stop() noexcept;
+  // Cancels every stage (downstream first) and fires the stop token.
+  void cancel_all();
   // Waits for phase kStopped and joins the stopper.
   bool wait_stopped(std::optional<std::chrono::nanoseconds> timeout);
   PipelineStats live_stats_locked() const REQUIRES(state_mu_);
   void report_final_stats();
   void run_reporter(const std::stop_token& stop);
 
+  const uint64_t generation_;  // fork generation of the creating process
   // Held apart from options_ so that the stop can release it (it may hold
   // a Python callable).
   StatsHook stats_hook_ GUARDED_BY(state_mu_);

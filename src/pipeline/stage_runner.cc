@@ -152,8 +152,9 @@ void StageRunner::end_wait_locked() {
   }
 }
 
-void StageRunner::record_call_locked(Clock::duration elapsed) {
+void StageRunner::record_call_locked(Clock::duration elapsed, bool failed) {
   ++stats_.calls;
+  if (!failed) ++succeeded_calls_;
   stats_.op_time.record(elapsed);
   // Source pulls are not calls a budget applies to (a source exception fails
   // the pipeline at once), so they do not count towards the pipeline-wide
@@ -203,6 +204,21 @@ bool StageRunner::record_failure_locked(std::exception_ptr error,
   return true;
 }
 
+bool StageRunner::record_element_failures_locked(
+    std::vector<std::exception_ptr>* errors, FailureLog::Line* line) {
+  bool trip = false;
+  for (std::exception_ptr& error : *errors) {
+    FailureLog::Line one;
+    trip |= record_failure_locked(std::move(error), &one);
+    if (!one.emit) continue;
+    if (line->emit) line->text += "\n";
+    line->emit = true;
+    line->text += one.text;
+  }
+  errors->clear();
+  return trip;
+}
+
 void StageRunner::fail_locked(std::exception_ptr error) {
   if (state_ == State::kFailing || state_ == State::kFinished) return;
   state_ = State::kFailing;
@@ -218,6 +234,16 @@ bool StageRunner::should_finish_locked() {
   }
   bool ending = state_ != State::kRunning || input_ended_;
   if (!ending) return false;
+  if (state_ == State::kRunning && kind_ != StageKind::kSource &&
+      stats_.calls > 0 && succeeded_calls_ == 0) {
+    // Every call failed: however large the budget, ending normally would
+    // deliver nothing with no error at all.
+    std::string what = "stage " + name_ + ": all " +
+                       std::to_string(stats_.calls) + " calls failed";
+    const auto& recent = failure_log_.recent();
+    if (!recent.empty()) what += "; last error: " + recent.back();
+    fail_locked(std::make_exception_ptr(TooManyFailures(what)));
+  }
   state_ = State::kFinished;
   end_wait_locked();
   stats_.finished = true;

@@ -35,6 +35,19 @@ namespace feedline::detail {
 
 class PipelineImpl;
 
+// Collects, for its lifetime on this thread, the failures that the op being
+// called reports with report_element_failure() (op.h). Nests.
+class ElementFailureScope {
+ public:
+  explicit ElementFailureScope(std::vector<std::exception_ptr>* sink);
+  ~ElementFailureScope();
+  ElementFailureScope(const ElementFailureScope&) = delete;
+  ElementFailureScope& operator=(const ElementFailureScope&) = delete;
+
+ private:
+  std::vector<std::exception_ptr>* saved_;
+};
+
 // Calls shorter than this defer waking the next stage (see deliver()): for
 // them a thread wake-up would cost more than the work.
 inline constexpr std::chrono::microseconds kDeferWakeBelow{20};
@@ -117,13 +130,18 @@ class StageRunner {
   void begin_wait_locked(bool on_output) REQUIRES(mu_);
   void end_wait_locked() REQUIRES(mu_);
 
-  // Counts one finished call.
-  void record_call_locked(Clock::duration elapsed) REQUIRES(mu_);
+  // Counts one finished call; `failed`: it threw.
+  void record_call_locked(Clock::duration elapsed, bool failed = false)
+      REQUIRES(mu_);
   // Counts a failed call (after record_call_locked) and logs it through
   // `*line`. Returns true when this failure exceeds the budget: the stage is
   // then failing, and the caller must call cancel_upstream() without mu_.
   bool record_failure_locked(std::exception_ptr error, FailureLog::Line* line)
       REQUIRES(mu_);
+  // Records the element failures a call reported (report_element_failure()),
+  // each as record_failure_locked(); the log lines are joined into `*line`.
+  bool record_element_failures_locked(std::vector<std::exception_ptr>* errors,
+                                      FailureLog::Line* line) REQUIRES(mu_);
   // Fails the stage with `error`: it takes no more input and the pipeline
   // records the error now, before the stage can finish, so the consumer can
   // never see a normal end first. Takes the pipeline's (leaf) failure mutex.
@@ -155,6 +173,9 @@ class StageRunner {
   FailureBudget own_budget_;
 
  private:
+  // Calls that did not throw: a stage that made calls and none of them
+  // succeeded fails the pipeline at its end (see should_finish_locked()).
+  uint64_t succeeded_calls_ GUARDED_BY(mu_) = 0;
   bool waiting_ GUARDED_BY(mu_) = false;
   bool waiting_on_output_ GUARDED_BY(mu_) = false;
   Clock::time_point wait_start_ GUARDED_BY(mu_){};

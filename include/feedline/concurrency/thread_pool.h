@@ -16,13 +16,24 @@
 // tasks that running tasks submit while it drains, then joins. A task
 // submitted after the threads are gone runs inline on the submitting thread,
 // so no task is ever lost.
+//
+// Failure to start: when the OS refuses a thread (a process or memory limit),
+// the constructor joins the threads it started and throws feedline::Error
+// naming the thread and the OS's reason; nothing is left running.
+//
+// Fork: a pool inherited by a child process (feedline/concurrency/fork.h) is
+// dead there: shutdown() does nothing, submit() throws, and the destructor
+// leaks its state rather than join threads that do not exist or destroy a
+// condition variable they waited on.
 
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,7 +47,8 @@ class ThreadPool {
   using Task = std::function<void()>;
 
   // Starts `num_threads` threads named "<name_prefix><i>".
-  // Throws: InvalidArgument if num_threads < 1.
+  // Throws: InvalidArgument if num_threads < 1; Error if the OS refuses a
+  // thread.
   explicit ThreadPool(int num_threads, std::string name_prefix = "feedline:w");
   ~ThreadPool();
 
@@ -45,6 +57,7 @@ class ThreadPool {
 
   // Queues `task` to run on a pool thread. A task must not throw; one that
   // does terminates the process (the engine's tasks catch everything).
+  // Throws: Error in a child process, for a pool inherited from its parent.
   void submit(Task task);
 
   // Drains the queue, then joins every thread. Idempotent. Must not be called
@@ -70,9 +83,14 @@ class ThreadPool {
 
  private:
   void run_worker(int index);
+  // Wakes and joins the threads started so far.
+  void join_threads();
+  bool inherited() const;
 
+  const uint64_t generation_;  // fork generation of the creating process
   Mutex mu_;
-  std::condition_variable work_cv_;
+  // On the heap, so that an inherited pool can leak it (see the destructor).
+  std::unique_ptr<std::condition_variable> work_cv_;
   std::deque<Task> tasks_ GUARDED_BY(mu_);
   int idle_ GUARDED_BY(mu_) = 0;
   std::atomic<int> queued_{0};  // tasks_.size(), readable without mu_

@@ -32,8 +32,9 @@ struct Adaptation {
 };
 
 // Converts each element of `batch` in place with `convert`. An element for
-// which it throws is logged as a warning naming `name`, its index and the
-// reason, and left out of the batch.
+// which it throws is left out of the batch and reported with
+// report_element_failure() (a failure of the stage running the call; outside
+// a stage, a warning), naming `name`, its index and the reason.
 // Throws: InvalidArgument when no element of a non-empty batch converts.
 void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
                   const std::string& name);

@@ -41,6 +41,16 @@ const char* op_kind_name(OpKind kind);
 // Why flush() is called.
 enum class FlushReason { kEpochEnd, kEndOfStream };
 
+// Element failures. An op that handles many elements in one call (a batch
+// op) and leaves some of them out of its result reports each one here, from
+// the thread running the call: an element left out is a failure, counted in
+// the stage's StageStats::failures, logged through its failure log and held
+// against its failure budget like a failed call (the call itself, if it
+// returns, still succeeds). Returns false when this thread is not running a
+// call of a pipeline stage (the op was called directly, or from a thread of
+// its own); the op then reports the failure its own way.
+bool report_element_failure(std::exception_ptr error);
+
 class Op {
  public:
   virtual ~Op() = default;

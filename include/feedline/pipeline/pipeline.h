@@ -30,6 +30,11 @@
 // wait at a time. stop() called on one
 // of the pipeline's own pool threads (an op, a finalizer that runs there)
 // never waits: it starts the stop and returns.
+//
+// Fork: in a child process a pipeline inherited from the parent is dead
+// (feedline/concurrency/fork.h): start() and reads throw Error, stop()
+// returns true at once, stopping() is true, stats() holds only the name and
+// failure() is null; destroying it leaks it. A child builds its own.
 
 #pragma once
 
@@ -66,7 +71,9 @@ class Pipeline {
   ~Pipeline();
 
   // Starts the stages. Does nothing once the pipeline is stopped.
-  // Throws: InvalidArgument if already started.
+  // Throws: InvalidArgument if already started; Error if the OS refuses a
+  // thread (nothing is left running, and a later start() or read tries
+  // again); Error in a child process for a pipeline of the parent.
   void start();
   bool started() const;
 
@@ -109,6 +116,10 @@ class Pipeline {
 
   // True once a stop has begun (it may still be running).
   bool stopping() const;
+
+  // True when called on one of this pipeline's pool threads (in an op):
+  // there stop() only requests the stop, as it cannot wait for itself.
+  bool on_worker_thread() const;
 
   // A snapshot of every stage's counters. Cheap; callable while running.
   // After the stop: the final counters, the same on every call.

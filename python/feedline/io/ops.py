@@ -60,10 +60,10 @@ def decode_batch(**options):
     image decoded straight into its slot: no per-image buffer, no copy. Put
     it after ``aggregate(n)``; options as :func:`decode_image`, and they must
     give one output size (``width``/``height`` or ``crop``). An image that
-    fails is left out of its batch and logged (the batch is then smaller);
-    the call fails only if no image of the batch decodes. For per-image
-    failure counts in the stage statistics, use :func:`decode_image` and
-    :func:`stack` instead."""
+    fails is left out of its batch (the batch is then smaller) and is a
+    failure of the stage: logged, counted in its statistics and held against
+    its ``max_failures``. The call fails only if no image of the batch
+    decodes (which counts each image once)."""
     return _io.decode_batch_op(image_options(**options))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import threading
 import warnings
 from fractions import Fraction
@@ -41,6 +42,15 @@ __all__ = ["build_pipeline"]
 
 _pipeline_ids = itertools.count()
 _pipeline_ids_lock = threading.Lock()
+
+
+def _new_lock_after_fork():
+    # Another thread may have held it at the fork; a child builds pipelines.
+    global _pipeline_ids_lock
+    _pipeline_ids_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def _budget(max_failures):

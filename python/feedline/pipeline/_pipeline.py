@@ -14,12 +14,20 @@ Differences from ``spdl.pipeline`` (on purpose):
 - ``stop()`` discards items still buffered; reads after it raise EOFError.
 - Ctrl-C while the consumer waits raises KeyboardInterrupt at once and stops
   the pipeline.
+- ``stop()`` called inside an op of the same pipeline requests the stop and
+  returns at once (it cannot wait for the call it is in); the stop completes
+  once that call returns.
+- After ``os.fork()`` a pipeline of the parent is dead in the child: reading
+  or starting it raises :class:`feedline.Error`, ``stop()`` does nothing, and
+  neither the child's exit nor the garbage collector touches it. The child
+  may build and run pipelines of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import weakref
 
@@ -47,15 +55,29 @@ def _stop_live_pipelines():
             p._shutdown(_CLEANUP_TIMEOUT)
             # Drop the native handle now: a module-level pipeline would
             # otherwise be freed only by the interpreter's last garbage
-            # collection, after its extension module is gone.
+            # collection, after its extension module is gone. (Also after a
+            # timeout: the stop goes on without it.)
             p._native = None
         except TimeoutError:
+            p._native = None
             _LG.warning(
                 "a pipeline was still running a call %s s after exit began; exiting without it",
                 _CLEANUP_TIMEOUT,
             )
         except Exception:
             _LG.exception("stopping a pipeline at exit failed")
+
+
+def _forget_parent_pipelines():
+    """In a child process after fork: the lock may have been held by a thread
+    that no longer exists. The parent's pipelines stay listed so that exit
+    drops their handles (stopping them does nothing in the child)."""
+    global _live_lock, _live
+    _live_lock = threading.Lock()
+    _live = weakref.WeakSet(list(_live))
+
+
+os.register_at_fork(after_in_child=_forget_parent_pipelines)
 
 
 def _register_exit_hook():
@@ -76,8 +98,10 @@ def _register_exit_hook():
         atexit.register(_stop_live_pipelines)
 
 
-def _finalize(native, loop_thread, stage_hooks):
+def _finalize(native, loop_thread, stage_hooks, pid):
     """Cleanup of a pipeline that was garbage-collected without stop()."""
+    if os.getpid() != pid:
+        return  # a pipeline of the parent process, in a forked child
     try:
         if loop_thread is not None:
             loop_thread.begin_close()
@@ -107,7 +131,8 @@ class Pipeline:
         self._stopped = False
         self._failure_seen = False
         self._failure = None  # the PipelineFailure, once stopped
-        self._finalizer = weakref.finalize(self, _finalize, native, loop_thread, stage_hooks)
+        self._pid = os.getpid()  # another pid: inherited through fork
+        self._finalizer = weakref.finalize(self, _finalize, native, loop_thread, stage_hooks, self._pid)
         # Tracked for its whole life: at exit every pipeline is stopped (even
         # one that never started), which releases what its stages hold.
         _register_exit_hook()
@@ -147,6 +172,9 @@ class Pipeline:
         within ``timeout`` seconds (the stop then completes in the
         background). Raises :class:`PipelineFailure` if a stage failed and the
         consumer has not received that failure yet.
+
+        Called inside an op of this pipeline, it requests the stop and
+        returns without waiting (the stop completes once the op returns).
         """
         self._shutdown(timeout)
         if self._failure is not None and not self._failure_seen:
@@ -157,6 +185,8 @@ class Pipeline:
         with self._lock:
             self._stopped = True
         self._finalizer.detach()
+        if os.getpid() != self._pid:
+            return  # the parent's pipeline: nothing of it runs here
         if self._loop_thread is not None:
             self._loop_thread.begin_close()
         done = self._native.stop(timeout)

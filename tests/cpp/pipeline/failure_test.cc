@@ -244,7 +244,8 @@ TEST(FailureTest, LogsTheFirstFailuresThenSummariesNotOneLinePerItem) {
                               .failure_log_burst = 5,
                               .failure_log_interval = std::chrono::seconds(10),
                               .clock = &clock});
-  EXPECT_TRUE(drain(p).empty());
+  // Every call failed: the end is a failure, whatever the budget.
+  EXPECT_THROW(drain(p), PipelineFailure);
   std::vector<std::string> lines = logs.lines();
   // 5 in full, one summary once 10 s have passed, one final summary.
   ASSERT_EQ(lines.size(), 7u);
@@ -265,7 +266,7 @@ TEST(FailureTest, AsyncOpThatDropsItsCompletionIsAFailureNotAHang) {
   spec.sink_capacity = 2;
   Pipeline p = build_pipeline(
       std::move(spec), BuildOptions{.num_threads = 2, .failure_log_burst = 0});
-  EXPECT_TRUE(drain<int>(p).empty());
+  EXPECT_THROW(drain<int>(p), PipelineFailure);  // every call failed
   EXPECT_EQ(p.stats().stages[1].failures, 5u);
 }
 
@@ -279,7 +280,7 @@ TEST(FailureTest, AsyncOpThatThrowsSynchronouslyReportsItsOwnError) {
       {StageKind::kPipe, std::make_shared<Throws>(), PipeOptions{}});
   spec.sink_capacity = 2;
   Pipeline p = build_pipeline(std::move(spec), BuildOptions{.num_threads = 1});
-  EXPECT_TRUE(drain<int>(p).empty());
+  EXPECT_THROW(drain<int>(p), PipelineFailure);  // every call failed
   ASSERT_FALSE(logs.lines().empty());
   EXPECT_NE(logs.lines()[0].find("x.jpg: bad"), std::string::npos);
 }

@@ -189,7 +189,7 @@ TEST(OrderingTest, TypeMismatchIsACountedFailureNamingBothTypes) {
   spec.sink_capacity = 2;
   testing::LogCapture logs;
   Pipeline p = build_pipeline(std::move(spec), BuildOptions{.num_threads = 1});
-  EXPECT_TRUE(drain<int>(p).empty());
+  EXPECT_THROW(drain<int>(p), PipelineFailure);  // every call failed
   EXPECT_EQ(p.stats().stages[1].failures, 3u);
   ASSERT_FALSE(logs.lines().empty());
   EXPECT_NE(logs.lines()[0].find("expected std::__cxx11::basic_string"),

@@ -1,0 +1,316 @@
+"""Fork and exit safety: a child process never touches the parent's running
+pipelines and may run its own; the interpreter exits cleanly with pipelines
+in any state; a refused worker thread raises; stop() inside an op.
+
+Every scenario runs in its own interpreter (a crash there must not take the
+test run with it) and is judged by its exit status (0, no signal) and what it
+printed."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import TEST_EXT_DIR
+
+PRELUDE = textwrap.dedent(
+    f"""
+    import os, sys, threading, time
+    sys.path.insert(0, {str(TEST_EXT_DIR)!r})
+    import feedline
+    import feedline.pipeline._pipeline as _pl
+    from feedline.pipeline import PipelineBuilder
+    _pl._CLEANUP_TIMEOUT = 1.0  # exit waits at most this for a stuck call
+    """
+)
+
+
+def run_script(body, timeout=60):
+    r = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert r.returncode == 0, f"exit status {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+# Pipelines running at the fork, in every state a DataLoader may meet: Python
+# ops busy and blocked, native ops, a blocked source. The parent reads one of
+# them while another thread forks.
+FORK_SETUP = """
+    import _feedline_testing as testing
+    release = threading.Event()
+    entered = threading.Event()
+
+    def blocked(x):
+        entered.set()
+        release.wait()
+        return x
+
+    def held_source():
+        yield 0
+        release.wait()
+        yield from range(1, 50)
+
+    def child_work():
+        q = PipelineBuilder().add_source(range(200)).pipe(lambda x: x * 2, concurrency=3).add_sink(4).build(num_threads=2)
+        with q.auto_stop():
+            got = sorted(q)
+        assert got == [x * 2 for x in range(200)], got
+        n = PipelineBuilder().add_source(testing.range_source(100)).pipe(testing.add(1)).add_sink(4).build(num_threads=2)
+        with n.auto_stop():
+            assert sorted(n) == list(range(1, 101))
+
+    busy = PipelineBuilder().add_source(range(10**9)).pipe(lambda x: x, concurrency=2).add_sink(4).build(num_threads=3)
+    native = PipelineBuilder().add_source(testing.range_source(10**9)).pipe(testing.identity(), concurrency=2).add_sink(4).build(num_threads=2)
+    stuck = PipelineBuilder().add_source(range(100)).pipe(blocked).add_sink(4).build(num_threads=2)
+    source = PipelineBuilder().add_source(held_source()).add_sink(4).build(num_threads=1)
+    busy_it, native_it, source_it = iter(busy), iter(native), iter(source)
+    next(busy_it), next(native_it), next(source_it)
+    stuck.start()
+    assert entered.wait(30)
+    # A consumer thread waiting inside a read (holding the consumer's turn).
+    held = PipelineBuilder().add_source(held_source()).add_sink(4).build(num_threads=1)
+    assert held.get_item(timeout=30) == 0
+    waiter = threading.Thread(target=lambda: held.get_item(timeout=60))
+    waiter.start()
+    while not held._native.consumer_waiting:
+        os.sched_yield()
+    # Keep the busy pipeline's consumer reading while the fork happens.
+    reading = threading.Event()
+    def consume():
+        for i, _ in enumerate(busy_it):
+            if i == 1000:
+                reading.set()
+            if release.is_set():
+                break
+    reader = threading.Thread(target=consume)
+    reader.start()
+    assert reading.wait(30)
+"""
+
+FORK_PARENT_CHECK = """
+    release.set()
+    reader.join()
+    waiter.join()
+    held.stop()
+    busy.stop()
+    native.stop()
+    assert sorted(stuck) == list(range(100))
+    assert list(source_it) == list(range(1, 50))
+    for p in (stuck, source):
+        p.stop()
+    s = stuck.stats()
+    assert s.stages[1].items_out == 100 and s.stages[1].failures == 0, s
+    print("parent ok", flush=True)
+"""
+
+
+def test_os_fork_while_pipelines_run_child_builds_its_own_and_parent_completes():
+    body = (
+        FORK_SETUP
+        + """
+    pid = os.fork()
+    if pid == 0:
+        # The parent's pipelines are dead here: they raise, and stopping
+        # them neither waits nor touches their threads.
+        try:
+            next(native_it)
+            raise SystemExit("a parent's pipeline ran in the child")
+        except feedline.Error as e:
+            assert "parent process" in str(e), e
+        stuck.stop(timeout=1)
+        # Refused before the turn its parent's consumer held at the fork.
+        try:
+            held.get_item(timeout=5)
+            raise SystemExit("a parent's pipeline was read in the child")
+        except feedline.Error as e:
+            assert "parent process" in str(e), e
+        child_work()
+        print("child ok", flush=True)
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    """
+        + FORK_PARENT_CHECK
+    )
+    r = run_script(body)
+    assert r.stdout.splitlines() == ["child ok", "parent ok"], r
+
+
+def test_fork_child_exits_without_touching_inherited_pipelines():
+    # The child does nothing with them: its exit (atexit hooks, the garbage
+    # collector, the engine's destructors) must leave them alone.
+    body = (
+        FORK_SETUP
+        + """
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    """
+        + FORK_PARENT_CHECK
+    )
+    assert "parent ok" in run_script(body).stdout
+
+
+def test_multiprocessing_fork_context_workers_build_pipelines():
+    body = (
+        FORK_SETUP
+        + """
+    import multiprocessing as mp
+
+    def work(i):
+        child_work()
+        return i
+
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=child_work) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0, p.exitcode
+    with ctx.Pool(2) as pool:
+        assert pool.map(work, range(4)) == list(range(4))
+    """
+        + FORK_PARENT_CHECK
+    )
+    assert "parent ok" in run_script(body, timeout=120).stdout
+
+
+EXIT_CASES = {
+    "running": """
+        p = PipelineBuilder().add_source(range(10**9)).pipe(lambda x: x, concurrency=2).add_sink(4).build(num_threads=2)
+        it = iter(p)
+        next(it)
+    """,
+    "blocked_op": """
+        release, entered = threading.Event(), threading.Event()
+        def blocked(x):
+            entered.set()
+            release.wait()
+            return x
+        p = PipelineBuilder().add_source(range(10)).pipe(blocked).add_sink(4).build(num_threads=2)
+        p.start()
+        assert entered.wait(30)
+    """,
+    # The stuck call returns while the interpreter finalizes: the worker
+    # thread is then ended by Python as it waits for the GIL.
+    "timed_out_stop_released_at_exit": """
+        import atexit
+        release, entered = threading.Event(), threading.Event()
+        def blocked(x):
+            entered.set()
+            release.wait()
+            return x
+        p = PipelineBuilder().add_source(range(10)).pipe(blocked).add_sink(4).build(num_threads=2)
+        p.start()
+        assert entered.wait(30)
+        try:
+            p.stop(timeout=0.05)
+            raise SystemExit("the stop did not time out")
+        except TimeoutError:
+            pass
+        atexit.register(release.set)
+    """,
+    "timed_out_stop_stays_blocked": """
+        release, entered = threading.Event(), threading.Event()
+        def blocked(x):
+            entered.set()
+            release.wait()
+            return x
+        p = PipelineBuilder().add_source(range(10)).pipe(blocked).add_sink(4).build(num_threads=2)
+        p.start()
+        assert entered.wait(30)
+        try:
+            p.stop(timeout=0.05)
+        except TimeoutError:
+            pass
+    """,
+    "blocked_source": """
+        release = threading.Event()
+        def source():
+            yield 0
+            release.wait()
+            yield 1
+        p = PipelineBuilder().add_source(source()).add_sink(4).build(num_threads=2)
+        it = iter(p)
+        next(it)
+    """,
+    "abandoned_iterator": """
+        p = PipelineBuilder().add_source(range(10**6)).pipe(lambda x: x + 1).add_sink(4).build(num_threads=2)
+        it = iter(p)
+        next(it)
+        del p
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXIT_CASES))
+def test_interpreter_exit_with_pipeline_in_any_state_is_clean(case):
+    r = run_script(textwrap.dedent(EXIT_CASES[case]) + "print('end of script', flush=True)\n")
+    assert r.stdout.strip() == "end of script", r
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_refused_worker_thread_raises_and_the_pipeline_can_start_later():
+    # A real limit: an address space too small for the worker stacks.
+    r = run_script(
+        """
+        import resource
+        p = PipelineBuilder().add_source(range(100)).pipe(lambda x: x + 1, concurrency=4).add_sink(4).build(num_threads=8)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as f:
+            size = int(f.read().split()[0]) * resource.getpagesize()
+        before = feedline._feedline_ext._live_pool_threads()
+        resource.setrlimit(resource.RLIMIT_AS, (size + 20 * 2**20, hard))
+        try:
+            p.start()
+            raise SystemExit("start() did not raise")
+        except feedline.Error as e:
+            print(type(e).__name__, "|", e, flush=True)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        # Nothing of the failed start is left running.
+        assert feedline._feedline_ext._live_pool_threads() == before
+        assert sorted(p) == list(range(1, 101))
+        p.stop()
+        """
+    )
+    name, message = r.stdout.strip().split(" | ")
+    assert name == "Error"
+    assert "could not start worker thread" in message and "pipeline0" in message, message
+
+
+def test_stop_inside_an_op_requests_the_stop_and_returns():
+    r = run_script(
+        """
+        import queue
+        q = queue.Queue()
+        holder = {}
+        def op(x):
+            if x == 5:
+                t0 = time.monotonic()
+                try:
+                    holder["p"].stop(timeout=5)
+                    q.put(("returned", time.monotonic() - t0))
+                except BaseException as e:
+                    q.put(("raised", repr(e)))
+            return x
+        p = PipelineBuilder().add_source(range(10**6)).pipe(op).add_sink(4).build(num_threads=2)
+        holder["p"] = p
+        got = list(p)
+        kind, detail = q.get(timeout=30)
+        assert kind == "returned" and detail < 1, (kind, detail)
+        assert p._native.stopping
+        assert len(got) < 10**6
+        p.stop(timeout=30)  # from outside: waits for the same stop
+        print("ok", flush=True)
+        """
+    )
+    assert r.stdout.strip() == "ok"
