@@ -9,6 +9,8 @@
 # Environment:
 #   FUZZ_SECONDS  time per target (default 60)
 #   JOBS          targets run side by side (default 2)
+#   FUZZ_TARGETS  the targets to run, e.g. "npy_fuzzer tar_fuzzer" (default all)
+#   FUZZ_FLAGS    more libFuzzer flags, e.g. "-max_len=4096"
 #   FUZZ_MERGE=1  afterwards, merge the inputs that add coverage into the
 #                 checked-in corpus, fuzz/corpus/<format>/ (libFuzzer
 #                 -merge=1: only inputs with new coverage are copied)
@@ -26,11 +28,15 @@ build_dir="${1:-build/asan}"
 seconds="${FUZZ_SECONDS:-60}"
 jobs="${JOBS:-2}"
 merge="${FUZZ_MERGE:-0}"
+read -r -a extra_flags <<<"${FUZZ_FLAGS:-}"
 out_dir="${build_dir}/fuzz-campaign"
 
 fuzzers=()
 for source in fuzz/*_fuzzer.cc; do
   name="$(basename "${source}" .cc)"
+  if [[ -n "${FUZZ_TARGETS:-}" && " ${FUZZ_TARGETS} " != *" ${name} "* ]]; then
+    continue
+  fi
   if [[ ! -x "${build_dir}/fuzz/${name}" ]]; then
     echo "fuzz: ${build_dir}/fuzz/${name} is not built (make asan)" >&2
     exit 1
@@ -59,7 +65,7 @@ run_one() {
   "${build_dir}/fuzz/${name}" "${work}" "fuzz/corpus/${name%_fuzzer}" \
     -max_total_time="${seconds}" -timeout=30 -rss_limit_mb=2560 \
     -print_final_stats=1 -artifact_prefix="${artifacts}/" \
-    >"${out_dir}/${name}.log" 2>&1 || status=$?
+    ${extra_flags[@]+"${extra_flags[@]}"} >"${out_dir}/${name}.log" 2>&1 || status=$?
   echo "${status}" >"${out_dir}/${name}.status"
 }
 
@@ -77,7 +83,7 @@ for name in "${fuzzers[@]}"; do
   log="${out_dir}/${name}.log"
   runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "${log}" | tail -n 1)"
   rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "${log}" | tail -n 1)"
-  cov="$(grep -o 'cov: [0-9]*' "${log}" | tail -n 1 | cut -d' ' -f2)"
+  cov="$( (grep -o 'cov: [0-9]*' "${log}" || true) | tail -n 1 | cut -d' ' -f2)"
   total=$((total + ${runs:-0}))
   found=("${out_dir}/${name}.artifacts"/*)
   if [[ -e "${found[0]}" ]]; then
