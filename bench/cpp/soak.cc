@@ -24,8 +24,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <string>
 #include <ranges>
+#include <string>
 #include <string_view>
 
 #include <unistd.h>
