@@ -64,8 +64,11 @@ def test_fault(child_env, fault, order, concurrency, kind):
         pytest.fail(f"hung for {TIMEOUT} s; stderr:\n{e.stderr}")
     assert r.returncode >= 0, f"killed by signal {-r.returncode}; stderr:\n{r.stderr[-4000:]}"
     assert r.returncode == 0, f"exit status {r.returncode}; stderr:\n{r.stderr[-4000:]}"
-    if fault != "exit_after_stop_timed_out":  # that one may leave its pipeline to the OS
-        assert "leaked" not in r.stderr, r.stderr[-4000:]  # nanobind's report of objects alive at exit
+    # nanobind reports objects still alive at exit as leaked. The exit_*
+    # faults leave a pipeline whose call outlived the exit hook's wait: it
+    # may be left to the OS.
+    if not fault.startswith("exit_"):
+        assert "leaked" not in r.stderr, r.stderr[-4000:]
     results = [line for line in r.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == 1, r.stdout
     snap = json.loads(results[0][len("RESULT ") :])
