@@ -9,6 +9,9 @@
 #   make tsan      engine tests under ThreadSanitizer (build/tsan)
 #   make asan      C++ tests and fuzzer build under ASan+UBSan (build/asan)
 #   make fuzz-smoke  every fuzzer for a few seconds over its seeds (build/asan)
+#   make fuzz      every fuzzer for FUZZ_SECONDS (60) each; findings kept as seeds
+#   make soak      10 M items through 4 native stages; RSS growth and items/s
+#   make soak-python  the same through the Python API (the binding seam)
 #   make bench     C++ microbenchmarks and Python benchmarks vs baselines
 #   make format    clang-format the C++ sources in place
 #   make lint      format check, clang-tidy, ruff, mypy and the layer check
@@ -41,7 +44,7 @@ ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
 
 .PHONY: deps build python demo demo-cpp test tsan asan bench format clean \
   lint lint-format lint-tidy lint-python lint-ruff lint-mypy lint-layers \
-  stubs test-ext pytest-config fuzz-smoke
+  stubs test-ext pytest-config fuzz-smoke fuzz soak soak-python
 
 deps:
 	scripts/install_deps.sh
@@ -91,6 +94,25 @@ fuzz-smoke:
 	test -f $(ASAN_DIR)/CMakeCache.txt || cmake --preset asan
 	cmake --build --preset asan -j$(JOBS)
 	JOBS=$(JOBS) scripts/fuzz_smoke.sh $(ASAN_DIR)
+
+# The fuzzing campaign: scripts/fuzz.sh (FUZZ_SECONDS per target, default 60;
+# FUZZ_MERGE=1 merges new coverage into fuzz/corpus). Not part of `make test`.
+FUZZERS := $(basename $(notdir $(wildcard fuzz/*_fuzzer.cc)))
+fuzz:
+	test -f $(ASAN_DIR)/CMakeCache.txt || cmake --preset asan
+	cmake --build --preset asan -j$(JOBS) --target $(FUZZERS)
+	JOBS=$(JOBS) scripts/fuzz.sh $(ASAN_DIR)
+
+# The soak run: SOAK_ITEMS (10 M) items through 4 native stages on the
+# release build, RSS sampled as it runs. Not part of `make test`.
+SOAK_ITEMS ?= 10000000
+soak:
+	test -f $(RELEASE_DIR)/CMakeCache.txt || cmake --preset release
+	cmake --build --preset release -j$(JOBS) --target soak
+	$(RELEASE_DIR)/bench/cpp/soak --items $(SOAK_ITEMS)
+
+soak-python: python test-ext
+	$(PYTHON) scripts/soak.py --items $(SOAK_ITEMS)
 
 bench: build python test-ext
 	scripts/install_deps.sh --bench

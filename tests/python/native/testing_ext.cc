@@ -8,6 +8,8 @@
 // (include/feedline/pipeline/extension_api.h), so they run inside pipelines
 // of feedline._feedline_ext and are converted by its converter registry.
 
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -21,6 +23,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <unistd.h>
 
 #include "feedline/base/error.h"
 #include "feedline/pipeline/builder.h"
@@ -66,6 +69,48 @@ class GilProbeOp final : public MapOp {
  private:
   const bool take_gil_;
 };
+
+// Passes ints on; before passing `value` (every item if `value` < 0) it
+// writes one byte to `entered_fd` (if >= 0), then blocks in read() until one
+// byte arrives on `fd` or its write end closes: a native op that hangs until
+// the test releases it (the fault campaign).
+class GateOp final : public MapOp {
+ public:
+  GateOp(int fd, int64_t value, int entered_fd)
+      : fd_(fd), value_(value), entered_fd_(entered_fd) {}
+  Item call(Item input) override {
+    int64_t v = input.as<int64_t>();
+    if (value_ < 0 || v == value_) {
+      char byte = 0;
+      if (entered_fd_ >= 0) {
+        while (::write(entered_fd_, &byte, 1) < 0 && errno == EINTR) {
+        }
+      }
+      while (::read(fd_, &byte, 1) < 0 && errno == EINTR) {
+      }
+    }
+    return Item(v);
+  }
+  const std::type_info* input_type() const override { return &typeid(int64_t); }
+  const std::type_info* output_type() const override {
+    return &typeid(int64_t);
+  }
+
+ private:
+  const int fd_;
+  const int64_t value_;
+  const int entered_fd_;
+};
+
+// Passes ints on after `micros` microseconds of busy work (a slow op that
+// keeps its thread, without sleeping).
+int64_t spin_for(int64_t v, int64_t micros) {
+  auto end =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  volatile int64_t sink = v;
+  while (std::chrono::steady_clock::now() < end) sink = sink + 1;
+  return v;
+}
 
 class RepeatGenerator final : public ItemGenerator {
  public:
@@ -193,6 +238,22 @@ NB_MODULE(_feedline_testing, m) {
       },
       nb::arg("k"),
       "Passes ints on; raises feedline.DecodeError on multiples of k.");
+  m.def(
+      "gate",
+      [](int fd, int64_t value, int entered_fd) {
+        return wrap(std::make_shared<GateOp>(fd, value, entered_fd), "gate");
+      },
+      nb::arg("fd"), nb::arg("value"), nb::arg("entered_fd") = -1,
+      "int -> int; before `value` (< 0: every item) writes a byte to "
+      "entered_fd (if >= 0), then blocks on one byte from fd.");
+  m.def(
+      "spin",
+      [](int64_t micros) {
+        return wrap(make_map_op<int64_t>(
+                        [micros](int64_t v) { return spin_for(v, micros); }),
+                    "spin");
+      },
+      nb::arg("micros"), "int -> int after `micros` us of busy work.");
   m.def(
       "to_str",
       [] {
