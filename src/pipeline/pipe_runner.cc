@@ -407,7 +407,11 @@ void PipeRunner::run_worker() {
           pipeline_->pool().has_queued_tasks()) {
         yield = true;
       }
-      bool have_unit = !yield && take_unit_locked(&u, &popped, t);
+      // A deliverer emits first and takes its next unit on the next turn,
+      // once it has given up delivering_: were it to start a call that
+      // blocks while still the deliverer, the results completed meanwhile
+      // by other workers would wait behind that call.
+      bool have_unit = !yield && !deliverer && take_unit_locked(&u, &popped, t);
       if (have_unit) {
         end_wait_locked();
         // More queued than workers to take it: bring in another worker now,

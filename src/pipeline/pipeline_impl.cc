@@ -329,6 +329,15 @@ void PipelineImpl::cancel_upstream(StageRunner* stage) {
   }
 }
 
+void PipelineImpl::kick_all() {
+  std::vector<StageRunner*> runners;
+  {
+    MutexLock lock(state_mu_);
+    for (const auto& r : runners_) runners.push_back(r.get());
+  }
+  for (StageRunner* r : runners) r->kick();
+}
+
 std::exception_ptr PipelineImpl::failure() const {
   if (inherited()) return nullptr;
   MutexLock lock(failure_mu_);

@@ -92,6 +92,9 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
 
   // For runners.
   ThreadPool& pool() { return *pool_; }
+  // Kicks every stage (StageRunner::kick()): starts a worker wherever there
+  // is work that nobody woke a worker for. For a starving consumer.
+  void kick_all();
   const Clock& clock() const { return *clock_; }
   const BuildOptions& options() const { return options_; }
   std::stop_token stop_token() const { return stop_source_.get_token(); }

@@ -2,12 +2,21 @@
 
 #include "pipeline/sink_runner.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
 #include "feedline/concurrency/spin_wait.h"
+#include "pipeline/pipeline_impl.h"
 
 namespace feedline::detail {
+namespace {
+
+constexpr std::chrono::microseconds kStarvedKickFirst{1000};
+constexpr std::chrono::microseconds kStarvedKickMax{64000};
+
+}  // namespace
 
 void SinkRunner::start(Clock::time_point t) {
   MutexLock lock(mu_);
@@ -89,10 +98,25 @@ NextStatus SinkRunner::take_run(std::optional<Pipeline::Deadline> deadline) {
     auto pred = [&]() NO_THREAD_SAFETY_ANALYSIS { return ready(); };
     consumer_waiting_.store(true, std::memory_order_seq_cst);
     bool got = true;
-    if (deadline) {
-      got = cv_.wait_until(lock.native(), *deadline, pred);
-    } else {
-      cv_.wait(lock.native(), pred);
+    // A stage of cheap calls defers waking its downstream and wakes it
+    // before its next call only once the entries are old (pipe_runner.cc);
+    // if that call never returns, the wake-up never comes. So a starving
+    // consumer wakes every stage now and then, backing off from 1 ms to
+    // 64 ms: a wake-up of a stage with no work does nothing.
+    auto slice = kStarvedKickFirst;
+    for (;;) {
+      auto until = std::chrono::steady_clock::now() + slice;
+      const bool last = deadline && *deadline <= until;
+      if (last) until = *deadline;
+      if (cv_.wait_until(lock.native(), until, pred)) break;
+      if (last) {
+        got = false;
+        break;
+      }
+      lock.unlock();
+      pipeline_->kick_all();
+      lock.lock();
+      slice = std::min(slice * 2, kStarvedKickMax);
     }
     consumer_waiting_.store(false, std::memory_order_relaxed);
     stats_.wait_input += now() - *t0;

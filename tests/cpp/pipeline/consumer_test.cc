@@ -5,6 +5,7 @@
 // once, and the small engine helpers the Python layer builds on
 // (op_signature(), the disaggregate op's splitter).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -102,6 +103,74 @@ TEST(ConsumerTest, NextWithAnInterruptThrowsTimeoutWhenTheTimeoutPasses) {
       NextStatus::kInterrupted);
   release->open();
   EXPECT_EQ(testing::drain(p), iota(2));
+}
+
+// Cheap calls defer waking the next stage; a call that then blocks must not
+// hold back the items emitted before it: a starving consumer gets them.
+TEST(ConsumerTest, ItemsBeforeABlockedCallReachAStarvingConsumer) {
+  for (int threads : {2, 4}) {
+    auto release = std::make_shared<Gate>();
+    auto p = PipelineBuilder()
+                 .add_source(iota(48))
+                 .pipe([release](int x) {
+                   if (x == 5) release->wait();
+                   return x;
+                 })
+                 .pipe([](int x) { return x; }, {.concurrency = 2})
+                 .add_sink()
+                 .build(threads);
+    std::vector<int> got;
+    Item item;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (got.size() < 5 &&
+           p.untyped().wait_next(&item, deadline) == NextStatus::kItem) {
+      got.push_back(item.as<int>());
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, iota(5)) << threads << " threads";
+    release->open();
+    std::vector<int> rest = testing::drain(p);
+    EXPECT_EQ(rest.size(), 43u);
+  }
+}
+
+// In input order, the worker that delivers a run of results must not start
+// a blocking call while it still holds the delivery: item 4, finished by the
+// other worker after item 5's call began, must still reach the consumer.
+TEST(ConsumerTest, InOrderResultsDoNotWaitBehindTheDeliverersBlockedCall) {
+  auto entered4 = std::make_shared<Gate>();
+  auto entered5 = std::make_shared<Gate>();
+  auto release = std::make_shared<Gate>();
+  auto p = PipelineBuilder()
+               .add_source(iota(8))
+               .pipe(
+                   [=](int x) {
+                     if (x == 3) entered4->wait();  // finishes after 4 began
+                     if (x == 4) {
+                       entered4->open();
+                       entered5->wait();  // finishes after 5 began
+                     }
+                     if (x == 5) {
+                       entered5->open();
+                       release->wait();
+                     }
+                     return x;
+                   },
+                   {.concurrency = 2, .output_order = OutputOrder::kInput})
+               .add_sink()
+               .build(2);
+  std::vector<int> got;
+  Item item;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (got.size() < 5 &&
+         p.untyped().wait_next(&item, deadline) == NextStatus::kItem) {
+    got.push_back(item.as<int>());
+  }
+  EXPECT_EQ(got, iota(5));
+  release->open();
+  EXPECT_EQ(testing::drain(p), (std::vector<int>{5, 6, 7}));
 }
 
 TEST(ConsumerTest, TakeFailureHandsTheFailureOverOnceAfterTheStop) {

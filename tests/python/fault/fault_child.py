@@ -367,8 +367,10 @@ def fork_while_running(case):
     code = os.waitstatus_to_exitcode(status[0])
     gate.release()
     assert code == 0, f"the forked child exited with {code} (negative: killed by signal {-code})"
-    with r.pipeline.auto_stop():
+    try:  # started above
         r.drain()
+    finally:
+        r.pipeline.stop()
     gate.close()
     r.check()
 
