@@ -206,9 +206,9 @@ int refuse_nested_open(AVFormatContext* /*s*/, AVIOContext** /*pb*/,
 }
 
 std::string option_or(const std::map<std::string, std::string>& options,
-                      const std::string& key, std::string fallback) {
+                      const std::string& key, const char* fallback) {
   auto it = options.find(key);
-  return it != options.end() ? it->second : std::move(fallback);
+  return it != options.end() ? it->second : std::string(fallback);
 }
 
 }  // namespace
