@@ -174,10 +174,12 @@ TEST(StopInsideOpTest, RequestsTheStopAndReturnsAtOnce) {
   self = &p.untyped();
   ready.count_down();
   drain(p);  // ends: the stop discards what is left
+  // The reads may end before the op's stop() call has returned; the full
+  // stop waits for that call.
+  EXPECT_TRUE(p.untyped().stop(std::chrono::seconds(60)));
   EXPECT_TRUE(on_worker.load());
   EXPECT_EQ(returned.load(), 0);  // requested, not waited for
   EXPECT_FALSE(p.untyped().on_worker_thread());
-  EXPECT_TRUE(p.untyped().stop(std::chrono::seconds(60)));
 }
 
 // Runs `child` in a forked child process and returns its exit status (the
