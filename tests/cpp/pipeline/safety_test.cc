@@ -38,13 +38,6 @@ using testing::iota;
 #define FEEDLINE_TEST_CLANG_SANITIZER 1
 #endif
 #endif
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kThreadSanitizer = true;
-#elif defined(__has_feature)
-constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
-#else
-constexpr bool kThreadSanitizer = false;
-#endif
 #if defined(FEEDLINE_TEST_GCC_SANITIZER) || \
     defined(FEEDLINE_TEST_CLANG_SANITIZER)
 constexpr bool kAnySanitizer = true;
@@ -194,8 +187,13 @@ int in_child(F child) {
 }
 
 TEST(ForkTest, AChildLeavesInheritedPoolsAndPipelinesAloneAndRunsItsOwn) {
-  if (kThreadSanitizer) {
-    GTEST_SKIP() << "TSan does not support threads after a threaded fork";
+  // The sanitizer runtimes' own allocators are not fork-safe: a child of a
+  // threaded process can inherit an allocator lock another thread held and
+  // hang in malloc (seen under ASan). glibc's malloc is, and the release
+  // build runs this test.
+  if (kAnySanitizer) {
+    GTEST_SKIP() << "sanitizer allocators are not fork-safe in a threaded "
+                    "process";
   }
   std::latch entered(1);
   std::latch release(1);
