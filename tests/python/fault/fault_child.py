@@ -409,7 +409,7 @@ def exit_running(case):
     atexit.register(held.set)  # runs after feedline's exit hook
     _AT_EXIT.extend([busy, abandoned, it, blocked])
     for r in (busy, abandoned):
-        r.check(exact=False)
+        r.check(exact=False, running=True)  # their sources still run
 
 
 def exit_after_stop_timed_out(case):
