@@ -359,6 +359,7 @@ void bind_av(nb::module_& m) {
       },
       nb::arg("data"), nb::arg("dtype"), nb::arg("shape"));
   m.def("ffmpeg_filters", &media::ffmpeg_filters);
+  m.def("ffmpeg_decoders", &media::ffmpeg_decoders);
   m.def("ffmpeg_log_level", &media::ffmpeg_log_level);
 
   // Pipeline ops. Packets and Frames travel between native stages as owned

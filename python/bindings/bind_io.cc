@@ -48,14 +48,12 @@ using media::check_image_options;
 using media::decode_image;
 using media::decode_image_batch;
 using media::EncodedImage;
-using media::ffmpeg_versions;
 using media::ImageFailure;
 using media::ImageOptions;
 using media::Layout;
 using media::load_audio;
 using media::PixelFormat;
 using media::ResizeMode;
-using media::set_ffmpeg_log_level;
 
 // Bytes-like Python objects as a 1-D uint8 Buffer, read in place: a bytes
 // object is kept alive by the Buffer; any other buffer (bytearray,
@@ -328,8 +326,8 @@ void bind_io(nb::module_& parent) {
         nb::arg("channels"), nb::arg("start"), nb::arg("duration").none());
   m.def("set_buffer_cache_limit", &set_buffer_cache_limit, nb::arg("bytes"));
   m.def("buffer_cache_size", &buffer_cache_size);
-  m.def("ffmpeg_versions", &ffmpeg_versions);
-  m.def("set_ffmpeg_log_level", &set_ffmpeg_log_level, nb::arg("level"));
+  m.def("library_versions", &media::library_versions);
+  m.def("set_ffmpeg_log_level", &media::set_ffmpeg_log_level, nb::arg("level"));
   m.def(
       "load_audio_op",
       [](int sample_rate, int channels) {

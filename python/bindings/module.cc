@@ -113,6 +113,7 @@ NB_MODULE(_feedline_ext, m) {
   using namespace feedline::bindings;  // NOLINT(google-build-using-namespace)
   m.doc() = "Native core of feedline (private; import feedline instead).";
   m.attr("__version__") = FEEDLINE_VERSION;
+  m.attr("_build_type") = FEEDLINE_BUILD_TYPE;  // CMake config: "Debug", ...
 
   register_basic_converters();
   bind_errors(m);

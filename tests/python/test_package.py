@@ -55,9 +55,13 @@ def assert_test_message(error, kind):
 
 
 def test_version_matches_pyproject():
+    # pyproject.toml reads the version from CMakeLists.txt (one place).
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     with PYPROJECT.open("rb") as f:
-        expected = tomllib.load(f)["project"]["version"]
+        project = tomllib.load(f)
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    regex = project["tool"]["scikit-build"]["metadata"]["version"]["regex"]
+    expected = re.search(regex, (PYPROJECT.parent / "CMakeLists.txt").read_text()).group("value")
     assert isinstance(feedline.__version__, str)
     assert re.fullmatch(r"\d+\.\d+\.\d+", feedline.__version__)
     assert feedline.__version__ == expected

@@ -23,6 +23,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "feedline/base/buffer.h"
 
@@ -48,6 +50,14 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
 
 // "libavformat 59.27.100, libavcodec 59.37.100, ...".
 std::string ffmpeg_versions();
+
+// (library, "major.minor.micro") for each library feedline::media uses:
+// libavformat, libavcodec, libavutil, libavfilter, libswscale,
+// libswresample, libjpeg-turbo and libpng, in that order. The FFmpeg and
+// libpng versions are those of the libraries loaded at run time; the
+// libjpeg-turbo version is the one feedline was compiled against (TurboJPEG
+// has no run-time version query), or "unknown" without its jconfig.h.
+std::vector<std::pair<std::string, std::string>> library_versions();
 
 // Sets FFmpeg's own log level (its AV_LOG_* values: -8 quiet, 16 error,
 // 24 warning, 32 info); messages go to feedline's log sink (see

@@ -46,6 +46,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "feedline/base/buffer.h"
@@ -467,6 +468,9 @@ Buffer load_image_ffmpeg(Source source, const VideoOptions& options,
                          std::string name = "");
 
 std::vector<std::string> ffmpeg_filters();
+// (codec, decoder) for every decoder this FFmpeg has, in FFmpeg's order:
+// ("h264", "h264"), ("av1", "libdav1d"), ("vp9", "libvpx-vp9"), ...
+std::vector<std::pair<std::string, std::string>> ffmpeg_decoders();
 int ffmpeg_log_level();
 
 }  // namespace feedline::media

@@ -5,6 +5,8 @@ from collections.abc import Sequence
 from feedline._feedline_ext import io as io
 
 
+_build_type: str
+
 class Error(RuntimeError): ...
 
 class IoError(Error): ...

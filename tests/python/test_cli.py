@@ -1,0 +1,115 @@
+"""``python -m feedline info`` and ``python -m feedline demo``, run as a user
+runs them: in a subprocess, from a directory outside the repository."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import feedline
+from feedline.io import utils
+
+
+def run_feedline(tmp_path, *args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "feedline", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+def test_info_reports_versions_decoders_cpus_and_build(tmp_path):
+    done = run_feedline(tmp_path, "info")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"feedline: {feedline.__version__}" in lines
+    python = f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
+    assert any(line.startswith(f"python: {python} (CPython") for line in lines)
+    assert f"cpu count: {os.cpu_count()} ({len(os.sched_getaffinity(0))} usable by this process)" in lines
+    for lib, (major, minor, micro) in utils.get_ffmpeg_versions().items():
+        assert f"  {lib}: {major}.{minor}.{micro}" in lines
+    for lib, version in utils.get_library_versions().items():
+        assert f"  {lib}: {version}" in lines
+    assert any(re.fullmatch(r"  libjpeg-turbo: \d+\.\d+\.\d+", line) for line in lines)
+    assert any(re.fullmatch(r"  libpng: \d+\.\d+\.\d+", line) for line in lines)
+    # Decoders this FFmpeg has for certain (the tests decode them); others
+    # are listed either way, "(none)" where absent.
+    decoders = utils.get_ffmpeg_decoders()
+    for codec in ("h264", "mjpeg", "png", "flac"):
+        assert f"  {codec}: {', '.join(decoders[codec])}" in lines
+        assert codec in decoders[codec]
+    for codec in ("hevc", "vp9", "av1", "aac", "mp3", "opus"):
+        assert any(line.startswith(f"  {codec}: ") for line in lines)
+    build = feedline._feedline_ext._build_type
+    debug = "yes" if build == "Debug" else "no"
+    assert f"extension build: {build} (debug build: {debug})" in lines
+
+
+def test_info_json_is_the_same_data(tmp_path):
+    done = run_feedline(tmp_path, "info", "--json")
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["feedline"] == feedline.__version__
+    assert info["libraries"] == utils.get_library_versions()
+    assert list(info["libraries"])[:2] == ["feedline", "libavformat"]
+    assert info["decoders"]["h264"] == utils.get_ffmpeg_decoders()["h264"]
+    assert set(info["decoders"]) == {"h264", "hevc", "vp9", "av1", "aac", "mp3", "opus", "flac", "mjpeg", "png"}
+    assert info["cpu_count"] == os.cpu_count()
+    # The package installed by pip (scikit-build-core) is a Release build.
+    assert info["build_type"] in {"Release", "Debug", "RelWithDebInfo", "MinSizeRel"}
+    assert info["debug_build"] is (info["build_type"] == "Debug")
+
+
+def test_without_a_command_it_prints_usage_and_fails(tmp_path):
+    done = run_feedline(tmp_path)
+    assert done.returncode == 2
+    assert "usage: python -m feedline" in done.stderr
+    assert "{info,demo}" in done.stderr
+
+
+SUMMARY = re.compile(r"^throughput:\s+[\d,]+ images/s \(\d+ threads\)$", re.M)
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg CLI")
+def test_demo_loads_generated_jpegs_and_prints_the_summary(tmp_path):
+    done = run_feedline(tmp_path, "demo", "--images", "50")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert re.search(r"^dataset:\s+50 500x375 JPEGs made by the ffmpeg CLI in ", out, re.M), out
+    assert re.search(r"^images:\s+50 of 50 in [\d.]+ s$", out, re.M), out
+    assert SUMMARY.search(out), out
+    assert re.search(r"^CPU per image:\s+[\d.]+ ms$", out, re.M), out
+    # The per-stage statistics table names the pipeline's stages.
+    assert "read_file" in out and "decode_batch" in out
+    # The temporary dataset is removed.
+    dataset = re.search(r"^dataset:.* in (\S+)$", out, re.M).group(1)
+    assert not os.path.exists(dataset)
+
+
+def test_demo_without_ffmpeg_writes_pngs_and_keeps_data_when_asked(tmp_path):
+    # A PATH without the ffmpeg CLI: the demo falls back to PNGs it writes.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    env = dict(os.environ, PATH=str(bindir))
+    data = tmp_path / "data"
+    done = run_feedline(tmp_path, "demo", "--images", "40", "--batch", "16", "--data", str(data), env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^dataset:\s+40 500x375 PNGs in ", done.stdout, re.M), done.stdout
+    assert re.search(r"^images:\s+40 of 40 in ", done.stdout, re.M), done.stdout
+    assert SUMMARY.search(done.stdout), done.stdout
+    assert sorted(p.name for p in data.iterdir()) == [f"{i:06d}.png" for i in range(40)]
+
+
+def test_demo_jpeg_without_ffmpeg_says_what_is_missing(tmp_path):
+    (tmp_path / "bin").mkdir()
+    env = dict(os.environ, PATH=str(tmp_path / "bin"))
+    done = run_feedline(tmp_path, "demo", "--images", "4", "--format", "jpeg", env=env)
+    assert done.returncode != 0
+    assert "--format jpeg needs the ffmpeg CLI on PATH" in done.stderr
