@@ -17,6 +17,7 @@
 #   make lint      format check, clang-tidy, ruff, mypy and the layer check
 #   make stubs     regenerate the extension's type stubs (python/feedline)
 #   make test-ext  build the test-only extension _feedline_testing
+#   make test-pythons  the Python tests on each CPython 3.10-3.13 installed
 #   make clean     remove build/
 
 PYTHON ?= python3
@@ -42,7 +43,7 @@ ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
             UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 
-.PHONY: deps build python demo demo-cpp test tsan asan bench format clean \
+.PHONY: test-pythons deps build python demo demo-cpp test tsan asan bench format clean \
   lint lint-format lint-tidy lint-python lint-ruff lint-mypy lint-layers \
   stubs test-ext pytest-config fuzz-smoke fuzz soak soak-python
 
@@ -141,6 +142,11 @@ pytest-config:
 
 test-ext: pytest-config
 	cmake --build $(PYTEST_DIR) --target _feedline_testing -j$(JOBS)
+
+# The Python tests on every supported CPython installed (PYTHONS=, default
+# 3.10 to 3.13), each in its own virtual environment under build/pythons/.
+test-pythons:
+	scripts/test_pythons.sh
 
 lint: deps
 	$(MAKE) -k lint-format lint-layers lint-ruff lint-mypy lint-tidy

@@ -58,11 +58,26 @@ else:
             self.message = message
             self.exceptions = tuple(_as_exception(e) for e in exceptions)
 
+        def __reduce__(self):
+            return (type(self), (self.message, self.exceptions))
+
 
 PipelineFailure.__module__ = "feedline"
 
 
 # Called by the extension to convert the engine's failures.
+
+
+def _add_note(exc, note):
+    """``exc.add_note(note)``; on Python 3.10, which has no add_note, the
+    same ``__notes__`` list (PEP 678), which tracebacks show from 3.11."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:
+        try:
+            exc.__notes__ = [*getattr(exc, "__notes__", ()), note]
+        except AttributeError:  # an exception type without a __dict__
+            pass
 
 
 def _describe(exc):
@@ -87,10 +102,9 @@ def _describe(exc):
 def _pipeline_failure(message, stages):
     """The PipelineFailure of a pipeline whose stages failed: ``stages`` holds
     the (stage name, exception) of each, in stage order. Each exception gets
-    the note ``"Pipeline stage: <name>"`` where notes exist (Python 3.11+)."""
+    the note ``"Pipeline stage: <name>"``."""
     for stage, exc in stages:
-        if hasattr(exc, "add_note"):
-            exc.add_note(f"Pipeline stage: {stage}")
+        _add_note(exc, f"Pipeline stage: {stage}")
     return PipelineFailure(message, [exc for _, exc in stages])
 
 
