@@ -1,6 +1,8 @@
 # Everyday commands. `make test` is what CI runs (.ci/run).
 #
-#   make deps      install missing system and Python packages
+#   make deps      install missing system and Python packages (into .venv
+#                  unless a virtual environment is active; see PY below)
+#   make venv      make the project environment .venv, nothing else
 #   make build     configure and build the C++ release tree (build/release)
 #   make python    build and install the Python package with its extension
 #   make demo      the image-loading demo (dataset made on first run)
@@ -18,10 +20,27 @@
 #   make stubs     regenerate the extension's type stubs (python/feedline)
 #   make test-ext  build the test-only extension _feedline_testing
 #   make test-pythons  the Python tests on each CPython 3.10-3.13 installed
+#   make dist      an sdist and a wheel in build/dist (python -m build)
+#   make test-wheel  builds both, installs the wheel into a fresh venv and
+#                  runs tests/wheel/smoke.py there
 #   make clean     remove build/
 
 PYTHON ?= python3
 JOBS ?= 2
+
+# The interpreter every recipe uses (scripts/python_env.sh): $(PYTHON) when
+# it runs in a virtual or conda environment, else the active virtual
+# environment, else the project environment .venv made from $(PYTHON) by
+# `make deps` (or `make venv`). pip never installs into a system
+# interpreter, so this works with a distribution's /usr/bin/python3
+# (PEP 668). PYTHON_BASE is $(PYTHON) resolved before PATH changes below.
+PYTHON_BASE := $(shell command -v '$(PYTHON)' || echo '$(PYTHON)')
+PY := $(shell PYTHON='$(PYTHON_BASE)' scripts/python_env.sh)
+ifeq ($(PY),)
+$(error no usable Python: set PYTHON= to a CPython 3.10 or newer)
+endif
+# Tools pip installs into the environment (cmake, ruff) come first.
+export PATH := $(dir $(PY)):$(PATH)
 
 RELEASE_DIR := build/release
 TSAN_DIR := build/tsan
@@ -43,12 +62,15 @@ ASAN_ENV := ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
             UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 
-.PHONY: test-pythons deps build python demo demo-cpp test tsan asan bench format clean \
+.PHONY: test-pythons test-wheel dist venv deps build python demo demo-cpp test tsan asan bench format clean \
   lint lint-format lint-tidy lint-python lint-ruff lint-mypy lint-layers \
   stubs test-ext pytest-config fuzz-smoke fuzz soak soak-python
 
 deps:
-	scripts/install_deps.sh
+	PYTHON='$(PYTHON_BASE)' scripts/install_deps.sh
+
+venv:
+	@PYTHON='$(PYTHON_BASE)' scripts/python_env.sh --create >/dev/null
 
 build: deps
 	test -f $(RELEASE_DIR)/CMakeCache.txt || cmake --preset release
@@ -57,11 +79,16 @@ build: deps
 # --no-build-isolation: build against the nanobind and scikit-build-core that
 # `make deps` installed, instead of fetching fresh copies into a temporary
 # environment; this works offline and reuses build/<wheel tag> between runs.
+# The build tree is build/python-<hash of the environment>, one for each
+# environment, so that switching interpreters never reuses a CMake cache
+# made for another.
+ENV_HASH := import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])
 python: deps
-	$(PYTHON) -m pip install --no-build-isolation -q .
+	$(PY) -m pip install --no-build-isolation -q \
+	  -C build-dir="build/python-$$($(PY) -c '$(ENV_HASH)')" .
 
 demo: python
-	$(PYTHON) examples/python/image_demo.py
+	$(PY) examples/python/image_demo.py
 
 demo-cpp: build
 	$(RELEASE_DIR)/examples/cpp/pipeline_demo && $(RELEASE_DIR)/examples/cpp/clip_demo
@@ -73,7 +100,8 @@ test: deps build
 	$(MAKE) fuzz-smoke
 	$(MAKE) python
 	$(MAKE) test-ext
-	$(PYTHON) -m pytest -q tests/python
+	$(PY) -m pytest -q tests/python
+	$(MAKE) test-wheel
 
 # Builds only the test binaries labelled `engine` (and what they link).
 tsan:
@@ -113,32 +141,37 @@ soak:
 	$(RELEASE_DIR)/bench/cpp/soak --items $(SOAK_ITEMS)
 
 soak-python: python test-ext
-	$(PYTHON) scripts/soak.py --items $(SOAK_ITEMS)
+	$(PY) scripts/soak.py --items $(SOAK_ITEMS)
 
 bench: build python test-ext
-	scripts/install_deps.sh --bench
+	PYTHON='$(PYTHON_BASE)' scripts/install_deps.sh --bench
 	$(RELEASE_DIR)/bench/cpp/pipeline_benchmark
-	$(PYTHON) bench/python/pipeline_overhead.py
-	$(PYTHON) bench/python/images.py
-	$(PYTHON) bench/python/arrays.py
-	$(PYTHON) bench/python/video.py
+	$(PY) bench/python/pipeline_overhead.py
+	$(PY) bench/python/images.py
+	$(PY) bench/python/arrays.py
+	$(PY) bench/python/video.py
 
 CXX_DIRS := include src tests/cpp tests/python/native bench/cpp fuzz examples \
   python/bindings
 CXX_FILES = $(shell find $(wildcard $(CXX_DIRS)) -name '*.h' -o -name '*.cc')
-PY_DIRS := python tests/python bench/python examples/python scripts tools
+PY_DIRS := python tests/python tests/wheel bench/python examples/python scripts tools
 
 format:
 	clang-format -i $(CXX_FILES)
 
 # The tree the test extension and clang-tidy use: Release, the Python
 # extension and the test extension on, C++ tests off.
-pytest-config:
-	test -f $(PYTEST_DIR)/CMakeCache.txt || cmake -S . -B $(PYTEST_DIR) -G Ninja \
-	  -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_BUILD_PYTHON=ON \
-	  -DFEEDLINE_BUILD_PYTHON_TESTS=ON -DFEEDLINE_BUILD_TESTS=OFF \
-	  -DFEEDLINE_BUILD_EXAMPLES=OFF \
-	  -DPython_EXECUTABLE="$$($(PYTHON) -c 'import sys; print(sys.executable)')"
+# Configured anew when it was configured for another interpreter.
+pytest-config: | venv
+	@want="$$($(PY) -c 'import sys; print(sys.executable)')"; \
+	have="$$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' \
+	  $(PYTEST_DIR)/CMakeCache.txt 2>/dev/null)"; \
+	if [ "$$want" != "$$have" ]; then \
+	  rm -rf $(PYTEST_DIR) && cmake -S . -B $(PYTEST_DIR) -G Ninja \
+	    -DCMAKE_BUILD_TYPE=Release -DFEEDLINE_BUILD_PYTHON=ON \
+	    -DFEEDLINE_BUILD_PYTHON_TESTS=ON -DFEEDLINE_BUILD_TESTS=OFF \
+	    -DFEEDLINE_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE="$$want"; \
+	fi
 
 test-ext: pytest-config
 	cmake --build $(PYTEST_DIR) --target _feedline_testing -j$(JOBS)
@@ -148,33 +181,40 @@ test-ext: pytest-config
 test-pythons:
 	scripts/test_pythons.sh
 
+dist: deps
+	rm -rf build/dist
+	$(PY) -m build --outdir build/dist .
+
+test-wheel: deps
+	PYTHON='$(PY)' scripts/test_wheel.sh
+
 lint: deps
 	$(MAKE) -k lint-format lint-layers lint-ruff lint-mypy lint-tidy
 
 lint-format:
 	clang-format --dry-run -Werror $(CXX_FILES)
 
-lint-layers:
-	$(PYTHON) tools/check_layers.py
+lint-layers: | venv
+	$(PY) tools/check_layers.py
 
 lint-python: lint-ruff lint-mypy
 
-lint-ruff:
-	$(PYTHON) -m ruff check $(PY_DIRS)
-	$(PYTHON) -m ruff format --check $(PY_DIRS)
+lint-ruff: | venv
+	$(PY) -m ruff check $(PY_DIRS)
+	$(PY) -m ruff format --check $(PY_DIRS)
 
-lint-mypy:
-	$(PYTHON) -m mypy
+lint-mypy: | venv
+	$(PY) -m mypy
 
 # The project's own translation units (src/, python/bindings/) and, through
 # HeaderFilterRegex, the headers they include; any finding fails.
 lint-tidy: pytest-config
-	$(PYTHON) tools/run_clang_tidy.py -p $(PYTEST_DIR) -j $(JOBS) src python/bindings
+	$(PY) tools/run_clang_tidy.py -p $(PYTEST_DIR) -j $(JOBS) src python/bindings
 
 # Regenerates python/feedline/_feedline_ext/*.pyi from the installed
 # extension (run `make python` first).
-stubs:
-	$(PYTHON) tools/gen_stubs.py python/feedline
+stubs: | venv
+	$(PY) tools/gen_stubs.py python/feedline
 
 clean:
 	rm -rf build

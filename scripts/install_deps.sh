@@ -3,6 +3,12 @@
 # and Python packages through pip. Only missing packages are installed, so a
 # second run does nothing and finishes in a few seconds.
 #
+# pip installs only into a virtual (or conda) environment: the one that
+# scripts/python_env.sh picks, which is $PYTHON when it runs in one, else the
+# active virtual environment, else the project environment .venv that it
+# makes from $PYTHON (default python3). A system interpreter (PEP 668's
+# "externally managed" ones included) is never changed.
+#
 #   scripts/install_deps.sh           what building and testing need
 #   scripts/install_deps.sh --bench   also the baselines the benchmarks run
 set -euo pipefail
@@ -17,9 +23,11 @@ readonly DEB_PACKAGES=(
   libswresample-dev libavfilter-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
   ffmpeg
+  python3-venv
 )
 
-# PyPI requirement (name or name==version):module to import.
+# PyPI requirement (name or name==version):module to import. The linters
+# are pinned: a new ruff or mypy release may format or judge differently.
 readonly PY_PACKAGES=(
   nanobind:nanobind
   scikit-build-core:scikit_build_core
@@ -27,8 +35,9 @@ readonly PY_PACKAGES=(
   pytest:pytest
   Pillow:PIL
   scikit-image:skimage
-  ruff:ruff
-  mypy:mypy
+  ruff==0.17.6:ruff
+  mypy==2.4.1:mypy
+  build:build
 )
 
 # Baselines of the benchmarks in bench/python (only with --bench).
@@ -41,7 +50,6 @@ readonly BENCH_PY_PACKAGES=(
 # wheels link a CUDA build of torch; the bench reports it unavailable unless
 # a matching torch and torchcodec are installed by hand.
 
-PYTHON="${PYTHON:-python3}"
 changed=0
 
 py_packages=("${PY_PACKAGES[@]}")
@@ -91,14 +99,22 @@ if ((${#missing_deb[@]} > 0)); then
 fi
 
 # --- Python packages -------------------------------------------------------
+PYTHON="$("$(dirname "${BASH_SOURCE[0]}")/python_env.sh" --create)"
+echo "install_deps: Python packages go to ${PYTHON}"
+# A cmake that pip puts there is found first.
+PATH="$(dirname "${PYTHON}"):${PATH}"
+
 # One interpreter start for all checks; prints the distributions that are
 # missing or cannot be imported.
 check_py='
 import importlib, importlib.metadata, sys
 for spec in sys.argv[1:]:
     dist, module = spec.split(":")
+    name, _, pinned = dist.partition("==")
     try:
-        importlib.metadata.version(dist.split("==")[0])
+        have = importlib.metadata.version(name)
+        if pinned and have != pinned:
+            raise LookupError(have)
         importlib.import_module(module)
     except Exception:
         print(dist)

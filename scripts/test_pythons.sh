@@ -6,7 +6,7 @@
 # extension (`make test-ext`, in build/pythons/<version>/pytest), then runs
 # pytest on tests/python. Ends with one line per version and a summary line;
 # fails if any version fails. A version that is not installed is reported
-# as missing and fails the run too, unless PYTHONS names the versions to try.
+# as missing and fails the run too.
 #
 #   scripts/test_pythons.sh            PYTHONS="3.10 3.11 3.12 3.13" by default
 set -uo pipefail

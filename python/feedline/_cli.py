@@ -72,8 +72,9 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m feedline", description="feedline's command line.")
+def main(argv: list[str] | None = None, prog: str = "feedline") -> int:
+    """The ``feedline`` command (a console script) and ``python -m feedline``."""
+    ap = argparse.ArgumentParser(prog=prog, description="feedline's command line.")
     sub = ap.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="versions, FFmpeg decoders, CPU count and build type")
     info.add_argument("--json", action="store_true", help="print one JSON object")
