@@ -18,6 +18,7 @@
 #   make stubs     regenerate the extension's type stubs (python/feedline)
 #   make test-ext  build the test-only extension _feedline_testing
 #   make test-pythons  the Python tests on each CPython 3.10-3.13 installed
+#   make ffmpeg-compat  compile the FFmpeg code against newer FFmpeg headers
 #   make clean     remove build/
 
 PYTHON ?= python3
@@ -178,3 +179,11 @@ stubs:
 
 clean:
 	rm -rf build
+
+# Every file that includes FFmpeg headers compiled (-fsyntax-only, -Werror,
+# deprecations included) against the FFmpeg headers of Debian trixie (7.1)
+# and sid (the newest), fetched into build/ffmpeg-headers/ on first use:
+# scripts/ffmpeg_headers_check.sh (FFMPEG_SUITES, FFMPEG_HEADERS=<dir>).
+.PHONY: ffmpeg-compat
+ffmpeg-compat:
+	scripts/ffmpeg_headers_check.sh
