@@ -23,6 +23,7 @@
 #   make dist      an sdist and a wheel in build/dist (python -m build)
 #   make test-wheel  builds both, installs the wheel into a fresh venv and
 #                  runs tests/wheel/smoke.py there
+#   make ffmpeg-compat  compile the FFmpeg code against newer FFmpeg headers
 #   make clean     remove build/
 
 PYTHON ?= python3
@@ -218,3 +219,11 @@ stubs: | venv
 
 clean:
 	rm -rf build
+
+# Every file that includes FFmpeg headers compiled (-fsyntax-only, -Werror,
+# deprecations included) against the FFmpeg headers of Debian trixie (7.1)
+# and sid (the newest), fetched into build/ffmpeg-headers/ on first use:
+# scripts/ffmpeg_headers_check.sh (FFMPEG_SUITES, FFMPEG_HEADERS=<dir>).
+.PHONY: ffmpeg-compat
+ffmpeg-compat:
+	scripts/ffmpeg_headers_check.sh

@@ -5,7 +5,9 @@
 // memory), option dictionaries, and the FFmpeg-error-to-exception
 // converter. FFmpeg 5.1 (Debian 12) is the oldest version supported: it
 // introduced the AVChannelLayout API used here. Differences between 5.1 and
-// 7.x are handled here and nowhere else.
+// 9.x are handled here and nowhere else; `make ffmpeg-compat`
+// (scripts/ffmpeg_headers_check.sh) compiles the code against newer
+// FFmpeg headers, with deprecations as errors.
 
 #pragma once
 
@@ -46,7 +48,7 @@ extern "C" {
 namespace feedline::media::ffmpeg {
 
 // FFmpeg 5.1 declares swr_alloc_set_opts2's layouts non-const (later
-// versions take const): one of the casts the version differences need.
+// versions take const): a cast valid for every version.
 inline AVChannelLayout* layout_arg(const AVChannelLayout* layout) {
   return const_cast<AVChannelLayout*>(layout);
 }
