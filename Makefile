@@ -86,7 +86,7 @@ build: deps
 ENV_HASH := import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:10])
 python: deps
 	$(PY) -m pip install --no-build-isolation -q \
-	  -C build-dir="build/python-$$($(PY) -c '$(ENV_HASH)')" .
+	  --config-settings=build-dir="build/python-$$($(PY) -c '$(ENV_HASH)')" .
 
 demo: python
 	$(PY) examples/python/image_demo.py
