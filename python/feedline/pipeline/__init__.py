@@ -22,7 +22,7 @@ from .._feedline_ext import (
     QueueStats,
     StageStats,
 )
-from . import defs
+from . import config, defs
 from ._build import build_pipeline
 from ._builder import PipelineBuilder
 from ._hooks import (
@@ -33,6 +33,7 @@ from ._hooks import (
     TaskPerfStats,
     TaskStatsHook,
 )
+from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
 
 __all__ = [
@@ -52,7 +53,10 @@ __all__ = [
     "TaskPerfStats",
     "TaskStatsHook",
     "build_pipeline",
+    "config",
     "defs",
+    "is_eof",
+    "is_epoch_end",
 ]
 
 for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, StageStats):

@@ -33,6 +33,7 @@ import weakref
 
 from .._errors import PipelineFailure
 from .._feedline_ext import _drain_released
+from ._common import Subscriptable
 
 _LG = logging.getLogger("feedline.pipeline")
 
@@ -115,7 +116,7 @@ def _finalize(native, loop_thread, stage_hooks, pid):
         _LG.exception("cleaning up a garbage-collected pipeline failed")
 
 
-class Pipeline:
+class Pipeline(Subscriptable):
     """A built pipeline. Made by ``PipelineBuilder.build()`` or
     :func:`build_pipeline`; not started until :meth:`start` or the first read.
     """
