@@ -81,9 +81,11 @@ class _Builder:
         self.infos = []  # StageInfo of every engine stage, in engine order
         self.stats_hooks = []  # TaskStatsHook instances per engine stage
         self.stage_hooks = []  # every hook, for stage_hook()
+        self.locations = []  # per engine stage: where its config was made
 
-    def _new_stage(self, name, concurrency=None):
+    def _new_stage(self, name, concurrency=None, where=None):
         info = StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
+        self.locations.append(where)
         hooks = list(self.task_hook_factory(info)) if self.task_hook_factory is not None else []
         self.infos.append(info)
         self.stats_hooks.append([h for h in hooks if isinstance(h, TaskStatsHook)])
@@ -99,15 +101,15 @@ class _Builder:
             for i, c in enumerate(src.pipeline_configs):
                 sub = self.spec(c, with_sink=False)
                 if src.op is not None:  # tag each item with its input
-                    self._new_stage(f"{src.name}_input{i}")
+                    self._new_stage(f"{src.name}_input{i}", where=src.defined_at)
                     sub.add_pipe("map", _merge.tagger(i), f"{src.name}_input{i}", 1, False, None)
                 inputs.append(sub)
-            self._new_stage(src.name)
+            self._new_stage(src.name, where=src.defined_at)
             spec.set_merge(inputs, src.name)
             if src.op is not None:
                 self._custom_merge_op(spec, src, len(inputs))
         elif isinstance(src, SourceConfig):
-            self._new_stage("src")
+            self._new_stage("src", where=src.defined_at)
             source = src.source
             if not isinstance(source, NativeSource) and not hasattr(source, "__iter__"):
                 self.needs_loop = True
@@ -129,11 +131,11 @@ class _Builder:
         the tagged inputs (see _merge)."""
         self.needs_loop = True
         info = self._peek_info(f"{src.name}_op")
-        self._new_stage(info.stage_name)
+        self._new_stage(info.stage_name, where=src.defined_at)
         agg = _merge.CustomMergeAggregator(src.op, info, num_inputs, self.loop_thread)
         # The op's errors end the pipeline, as a failing merge does.
         spec.add_aggregate(agg, False, info.stage_name, FailureBudget.max_count(0))
-        self._new_stage(f"{src.name}_out")
+        self._new_stage(f"{src.name}_out", where=src.defined_at)
         spec.add_disaggregate(f"{src.name}_out")
 
     def _peek_info(self, name, concurrency=None):
@@ -145,7 +147,7 @@ class _Builder:
         elif isinstance(stage, PathVariantsConfig):
             self._add_path_variants(spec, stage, scope)
         elif isinstance(stage, AggregateConfig):
-            task_hooks = self._new_stage(stage.name)
+            task_hooks = self._new_stage(stage.name, where=stage.defined_at)
             agg: Aggregator
             if scope:
                 agg = _variants.ScopedAggregator(stage.op, scope)
@@ -160,7 +162,7 @@ class _Builder:
             else:
                 spec.add_aggregate(stage.op, stage.drop_last, stage.name, None)
         elif isinstance(stage, DisaggregateConfig):
-            self._new_stage(stage.name)
+            self._new_stage(stage.name, where=stage.defined_at)
             if scope:
                 spec.add_pipe("generator", _variants.scoped_disaggregate(scope), stage.name, 1, False, None)
             else:
@@ -175,7 +177,7 @@ class _Builder:
         # The router's errors (and bad indices) fail the pipeline, as in SPDL.
         fatal = FailureBudget.max_count(0)
         route = _variants.router_op(pv.router, n, pv.name, pv.batched)
-        self._new_stage(pv.name)
+        self._new_stage(pv.name, where=pv.defined_at)
         if inspect.iscoroutinefunction(route):
             self.needs_loop = True
             spec.add_pipe("async", self._async_submit(route, scope), pv.name, 1, False, fatal)
@@ -190,7 +192,7 @@ class _Builder:
                         "return one list (a Pipe of a plain or async function)"
                     )
                 self._add(spec, stage, (*scope, step))
-        self._new_stage(f"{pv.name}_merge")
+        self._new_stage(f"{pv.name}_merge", where=pv.defined_at)
         spec.add_pipe("map", _variants.merge_op(pv.batched, scope), f"{pv.name}_merge", 1, False, None)
 
     @staticmethod
@@ -205,7 +207,7 @@ class _Builder:
         return _variants.scoped_submit(submit, scope) if scope else submit
 
     def _add_pipe(self, spec, cfg: PipeConfig, scope=()):
-        task_hooks = self._new_stage(cfg.name, cfg.concurrency)
+        task_hooks = self._new_stage(cfg.name, cfg.concurrency, where=cfg.defined_at)
         args = (cfg.name, cfg.concurrency, cfg.output_order == "input", _budget(cfg.max_failures))
         op = cfg.op
         if isinstance(op, NativeOp):
@@ -428,4 +430,5 @@ def build_pipeline(
         loop_thread=builder.loop_thread if builder.needs_loop else None,
         stage_hooks=stage_hooks,
         infos=builder.infos,
+        locations=builder.locations,
     )
