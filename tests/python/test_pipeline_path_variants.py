@@ -239,16 +239,17 @@ def test_stage_names_and_task_hooks_see_only_their_paths_items():
     p = (
         PipelineBuilder()
         .add_source(range(6))
-        .path_variants(parity, [[Pipe(str, name="evens")], [Pipe(str, name="odds")]], name="split")
+        .path_variants(parity, [[Pipe(str, name="evens")], [Pipe(str, name="odds"), Aggregate(2)]], name="split")
         .add_sink(3)
         .build(num_threads=2, task_hook_factory=lambda info: [Record(info)])
     )
     with p.auto_stop():
         list(p)
     names = [str(i).split(":", 2)[2] for i in p.stage_infos]
-    assert names == ["src", "split", "evens", "odds", "split_merge", "sink"]
+    assert names == ["src", "split", "evens", "odds", "aggregate(2)", "split_merge", "sink"]
     assert sorted(seen["evens"]) == [0, 2, 4]
     assert sorted(seen["odds"]) == [1, 3, 5]
+    assert sorted(seen["aggregate(2)"]) == ["1", "3", "5"]
 
 
 class _null:

@@ -28,6 +28,7 @@ from feedline.pipeline import (
 )
 from feedline.pipeline.defs import (
     AggregateConfig,
+    Aggregator,
     DisaggregateConfig,
     Merge,
     MergeConfig,
@@ -61,6 +62,7 @@ def test_spdl_generics_are_subscriptable():
         (SinkConfig, int),
         (MergeConfig, int),
         (PathVariantsConfig, int),
+        (Aggregator, (int, list)),
     ]:
         alias = cls[params]
         assert alias.__origin__ is cls

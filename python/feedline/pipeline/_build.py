@@ -32,6 +32,7 @@ from ._pipeline import Pipeline
 from .defs import (
     AggregateConfig,
     Aggregator,
+    Collate,
     DisaggregateConfig,
     MergeConfig,
     PathVariantsConfig,
@@ -150,10 +151,11 @@ class _Builder:
             task_hooks = self._new_stage(stage.name, where=stage.defined_at)
             agg: Aggregator
             if scope:
-                agg = _variants.ScopedAggregator(stage.op, scope)
+                # Hooks wrap the path's own items only.
+                agg = Collate(stage.op) if isinstance(stage.op, int) else stage.op
                 if task_hooks:
                     agg = _HookedAggregator(agg, task_hooks)
-                spec.add_aggregate(agg, stage.drop_last, stage.name, None)
+                spec.add_aggregate(_variants.ScopedAggregator(agg, scope), stage.drop_last, stage.name, None)
             elif isinstance(stage.op, Aggregator):
                 agg = stage.op
                 if task_hooks:

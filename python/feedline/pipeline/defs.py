@@ -205,7 +205,7 @@ def _is_generator(op) -> bool:
     return inspect.isgeneratorfunction(t) or inspect.isasyncgenfunction(t)
 
 
-class Aggregator(ABC):
+class Aggregator(Subscriptable, ABC):
     """Custom batching: :meth:`accumulate` takes one item and returns a batch
     when one is ready (``None`` to keep buffering); :meth:`flush` returns what
     is left at an epoch end or at the end of the stream."""
