@@ -449,3 +449,21 @@ def test_async_merge_helpers_run_on_the_pipeline_loop():
     with p.auto_stop():
         assert list(p) == [1]
     assert len(loops) == 1
+
+
+def test_every_config_records_the_line_that_made_it():
+    here = sys._getframe().f_lineno
+    configs = [
+        SourceConfig([1]),  # here + 2
+        PipelineBuilder().add_source([1]).pipe(double).aggregate(2).disaggregate().add_sink().get_config(),  # here + 3
+        Merge([PipelineConfig(src=SourceConfig([1]))]),  # here + 4
+        MergeConfig([PipelineConfig(src=SourceConfig([1]))]),  # here + 5
+        PathVariants(lambda x: 0, [[Pipe(str)]]),  # here + 6
+    ]
+    src, cfg, merge, merge_cfg, pv = configs
+    assert src.defined_at == f"{__file__}:{here + 2}"
+    assert cfg.src.defined_at == f"{__file__}:{here + 3}"
+    assert [p.defined_at for p in cfg.pipes] == [f"{__file__}:{here + 3}"] * 3
+    assert merge.defined_at == f"{__file__}:{here + 4}"
+    assert merge_cfg.defined_at == f"{__file__}:{here + 5}"
+    assert pv.defined_at == pv.paths[0][0].defined_at == f"{__file__}:{here + 6}"

@@ -29,10 +29,12 @@ class Subscriptable:
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def caller_location() -> str | None:
+def caller_location(skip: int = 0) -> str | None:
     """``file:line`` of the first frame outside the feedline package: the
-    user's line that made a config (``Pipe(...)``, ``builder.pipe(...)``)."""
-    frame: types.FrameType | None = sys._getframe(1)
+    user's line that made a config (``Pipe(...)``, ``builder.pipe(...)``).
+    ``skip`` frames above the caller are passed over first (a dataclass's
+    generated ``__init__``, which is not in any file)."""
+    frame: types.FrameType | None = sys._getframe(1 + skip)
     while frame is not None:
         file = frame.f_code.co_filename
         if not os.path.abspath(file).startswith(_PACKAGE_DIR + os.sep):

@@ -28,9 +28,6 @@ class _Marker:
     def __repr__(self):
         return self._name
 
-    def __reduce__(self):
-        return self._name  # pickles as the module global of that name
-
 
 EOF = _Marker("EOF")
 EPOCH_END = _Marker("EPOCH_END")

@@ -74,7 +74,7 @@ class SourceConfig(Subscriptable):
 
     def __post_init__(self):
         if self.defined_at is None:
-            object.__setattr__(self, "defined_at", caller_location())
+            object.__setattr__(self, "defined_at", caller_location(skip=2))
         s = self.source
         if not (isinstance(s, NativeSource) or hasattr(s, "__iter__") or hasattr(s, "__aiter__")):
             raise ValueError(
@@ -311,7 +311,7 @@ class MergeConfig(Subscriptable):
 
     def __post_init__(self):
         if self.defined_at is None:
-            object.__setattr__(self, "defined_at", caller_location())
+            object.__setattr__(self, "defined_at", caller_location(skip=2))
         if not self.pipeline_configs:
             raise ValueError("Merge needs at least one pipeline config.")
         for c in self.pipeline_configs:
