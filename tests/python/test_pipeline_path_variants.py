@@ -367,3 +367,21 @@ def test_repr():
     assert "batched=True" in repr(PathVariants(parity, [[Pipe(str)]], batched=True))
     cfg = PipelineBuilder().add_source([1]).path_variants(parity, [[Pipe(str)]]).add_sink().get_config()
     assert "PathVariants(path0=[str(" in repr(cfg)
+
+
+def test_async_callable_router_and_numpy_indices():
+    import numpy as np
+
+    class Router:
+        async def __call__(self, x):
+            return np.int64(x % 2)
+
+    out = run(
+        PipelineBuilder()
+        .add_source(range(6))
+        .path_variants(Router(), [[Pipe(lambda x: ("a", x))], [Pipe(lambda x: ("b", x))]])
+        .add_sink(3)
+    )
+    assert sorted(out) == [("a", 0), ("a", 2), ("a", 4), ("b", 1), ("b", 3), ("b", 5)]
+    with pytest.raises(PipelineFailure):
+        run(PipelineBuilder().add_source([1]).path_variants(lambda x: "0", [[Pipe(str)]]).add_sink(3))

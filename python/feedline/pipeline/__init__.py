@@ -6,6 +6,10 @@ config classes of :mod:`feedline.pipeline.defs`) and iterate it. Every stage
 runs in the C++ engine; Python ops hold the GIL only during their call, and
 native ops (:class:`NativeOp`, e.g. from ``feedline.io.ops``) never take it.
 
+:func:`defs.PathVariants` routes items down alternative paths,
+``defs.Merge(..., op=...)`` takes a custom merge op (see :func:`is_eof`), and
+:mod:`feedline.pipeline.config` holds the process-wide defaults.
+
 Statistics are always on: :meth:`Pipeline.stats` returns a snapshot at any
 time, ``report_stats_interval`` reports them periodically to
 :class:`TaskStatsHook` callbacks and the ``feedline.pipeline`` logger, and

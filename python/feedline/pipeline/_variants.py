@@ -19,6 +19,7 @@ PathVariants" and ``("p", j)`` for "list j of a batched one's carrier".
 from __future__ import annotations
 
 import inspect
+import operator
 from typing import Any
 
 from .defs import Aggregator, _call_target
@@ -198,8 +199,9 @@ class ScopedAggregator(Aggregator):
 
 
 def _check_index(index, n: int, name: str) -> int:
-    if isinstance(index, bool) or not isinstance(index, int):
+    if isinstance(index, bool) or not hasattr(index, "__index__"):
         raise TypeError(f"the router of {name} must return an int, got {type(index).__name__}")
+    index = operator.index(index)  # also NumPy integers
     if not 0 <= index < n:
         raise IndexError(f"the router of {name} returned {index}; there are {n} paths")
     return index
