@@ -5,6 +5,7 @@ reprs and errors."""
 
 import asyncio
 import functools
+import itertools
 import logging
 import os
 import subprocess
@@ -229,6 +230,30 @@ def test_custom_merge_op_round_robin_returning_early():
     p = build_pipeline(_merged(round_robin, [1, 2, 3], range(4, 10)), num_threads=2)
     with p.auto_stop():
         assert list(p) == [1, 4, 2, 5, 3, 6]
+
+
+def _read_all(p, timeout=30):
+    out = []
+    while True:
+        try:
+            out.append(p.get_item(timeout=timeout))
+        except EOFError:
+            return out
+
+
+def test_custom_merge_op_returning_early_ends_endless_inputs():
+    # Each input's EOF comes when that input ends; the op returns then, and
+    # the endless input's source stops.
+    p = build_pipeline(_merged(round_robin, itertools.count(100), range(3)), num_threads=2)
+    with p.auto_stop():
+        assert _read_all(p) == [100, 0, 101, 1, 102, 2, 103]
+
+
+def test_custom_merge_op_early_return_in_each_epoch():
+    p = build_pipeline(_merged(round_robin, range(100, 1000), range(2), continuous=True), num_threads=2)
+    with p.auto_stop():
+        for _ in range(3):
+            assert list(p.get_iterator(timeout=30)) == [100, 0, 101, 1, 102]
 
 
 def test_custom_merge_op_gets_its_stage_info_and_every_item():

@@ -94,27 +94,33 @@ class _Builder:
         # Hooks that are not stats hooks run around each call.
         return [h for h in hooks if not isinstance(h, TaskStatsHook)]
 
-    def spec(self, config: PipelineConfig, with_sink: bool) -> _PipelineSpec:
+    def spec(self, config: PipelineConfig, with_sink: bool, stoppers=()) -> _PipelineSpec:
+        """The engine spec of ``config``. ``stoppers``: the EarlyStop of
+        every custom merge op this pipeline feeds (its sources obey them)."""
         spec = _PipelineSpec()
         src = config.src
         if isinstance(src, MergeConfig):
             inputs = []
+            stopper = _merge.EarlyStop() if src.op is not None else None
+            inner = (*stoppers, stopper) if stopper is not None else stoppers
             for i, c in enumerate(src.pipeline_configs):
-                sub = self.spec(c, with_sink=False)
-                if src.op is not None:  # tag each item with its input
+                sub = self.spec(c, with_sink=False, stoppers=inner)
+                if stopper is not None:  # tag each item with its input; EOF at its end
                     self._new_stage(f"{src.name}_input{i}", where=src.defined_at)
-                    sub.add_pipe("map", _merge.tagger(i), f"{src.name}_input{i}", 1, False, None)
+                    sub.add_aggregate(_merge.InputEnd(i), False, f"{src.name}_input{i}", None)
                 inputs.append(sub)
             self._new_stage(src.name, where=src.defined_at)
             spec.set_merge(inputs, src.name)
-            if src.op is not None:
-                self._custom_merge_op(spec, src, len(inputs))
+            if stopper is not None:
+                self._custom_merge_op(spec, src, len(inputs), stopper)
         elif isinstance(src, SourceConfig):
             self._new_stage("src", where=src.defined_at)
             source = src.source
             if not isinstance(source, NativeSource) and not hasattr(source, "__iter__"):
                 self.needs_loop = True
                 source = _asyncio.AsyncSource(source, self.loop_thread)
+            if stoppers and not isinstance(source, NativeSource):
+                source = _merge.StoppableSource(source, stoppers)
             spec.set_source(source, "src", src.continuous)
         else:
             raise TypeError(f"src must be a SourceConfig or MergeConfig, got {type(src).__name__}")
@@ -127,13 +133,13 @@ class _Builder:
             spec.set_sink(config.sink.buffer_size)
         return spec
 
-    def _custom_merge_op(self, spec, src: MergeConfig, num_inputs: int):
+    def _custom_merge_op(self, spec, src: MergeConfig, num_inputs: int, stopper):
         """The stages that run a custom merge op after the engine's merge of
         the tagged inputs (see _merge)."""
         self.needs_loop = True
         info = self._peek_info(f"{src.name}_op")
         self._new_stage(info.stage_name, where=src.defined_at)
-        agg = _merge.CustomMergeAggregator(src.op, info, num_inputs, self.loop_thread)
+        agg = _merge.CustomMergeAggregator(src.op, info, num_inputs, self.loop_thread, stopper)
         # The op's errors end the pipeline, as a failing merge does.
         spec.add_aggregate(agg, False, info.stage_name, FailureBudget.max_count(0))
         self._new_stage(f"{src.name}_out", where=src.defined_at)
