@@ -46,9 +46,10 @@ def is_eof(item) -> bool:
 
 
 def is_epoch_end(item) -> bool:
-    """True for an epoch-end marker. feedline's engine carries epoch ends out
-    of band (each epoch of a continuous source ends a ``for`` loop), so user
-    code meets this marker only where SPDL's documentation says it may."""
+    """True for SPDL's epoch-end marker. feedline's engine carries epoch ends
+    out of band (each epoch of a continuous source ends a ``for`` loop, and a
+    custom merge op sees EOF at each epoch end), so user code never receives
+    the marker; the test exists for code written for SPDL."""
     return item is EPOCH_END
 
 
