@@ -385,3 +385,24 @@ def test_async_callable_router_and_numpy_indices():
     assert sorted(out) == [("a", 0), ("a", 2), ("a", 4), ("b", 1), ("b", 3), ("b", 5)]
     with pytest.raises(PipelineFailure):
         run(PipelineBuilder().add_source([1]).path_variants(lambda x: "0", [[Pipe(str)]]).add_sink(3))
+
+
+def test_path_variants_inside_merged_pipelines_and_a_custom_merge():
+    from feedline.pipeline import is_eof
+
+    async def concat(info, input_queues, output_queue):
+        for q in input_queues:
+            while not is_eof(item := await q.get()):
+                await output_queue.put(item)
+
+    def inputs():
+        pv = PathVariants(parity, [[Pipe(lambda x: ("e", x))], [Pipe(lambda x: ("o", x))]])
+        return [PipelineConfig(src=SourceConfig(range(4)), pipes=[pv]), PipelineConfig(src=SourceConfig(range(10, 12)))]
+
+    for op in (None, concat):
+        p = build_pipeline(PipelineConfig(src=Merge(inputs(), op=op), sink=SinkConfig(3)), num_threads=2)
+        with p.auto_stop():
+            out = list(p)
+        assert sorted(out, key=repr) == sorted([("e", 0), ("o", 1), ("e", 2), ("o", 3), 10, 11], key=repr)
+        if op is concat:  # the op takes input 0 to its end first
+            assert out[-2:] == [10, 11]
