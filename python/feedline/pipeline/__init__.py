@@ -6,6 +6,10 @@ config classes of :mod:`feedline.pipeline.defs`) and iterate it. Every stage
 runs in the C++ engine; Python ops hold the GIL only during their call, and
 native ops (:class:`NativeOp`, e.g. from ``feedline.io.ops``) never take it.
 
+:func:`defs.PathVariants` routes items down alternative paths,
+``defs.Merge(..., op=...)`` takes a custom merge op (see :func:`is_eof`), and
+:mod:`feedline.pipeline.config` holds the process-wide defaults.
+
 Statistics are always on: :meth:`Pipeline.stats` returns a snapshot at any
 time, ``report_stats_interval`` reports them periodically to
 :class:`TaskStatsHook` callbacks and the ``feedline.pipeline`` logger, and
@@ -22,7 +26,7 @@ from .._feedline_ext import (
     QueueStats,
     StageStats,
 )
-from . import defs
+from . import config, defs
 from ._build import build_pipeline
 from ._builder import PipelineBuilder
 from ._hooks import (
@@ -33,6 +37,7 @@ from ._hooks import (
     TaskPerfStats,
     TaskStatsHook,
 )
+from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
 
 __all__ = [
@@ -52,7 +57,10 @@ __all__ = [
     "TaskPerfStats",
     "TaskStatsHook",
     "build_pipeline",
+    "config",
     "defs",
+    "is_eof",
+    "is_epoch_end",
 ]
 
 for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, StageStats):

@@ -7,15 +7,18 @@ per item runs in the engine.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
+import logging
 import os
 import threading
 import warnings
 from fractions import Fraction
 
 from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
-from . import _asyncio
+from . import _asyncio, _merge, _variants
+from . import config as _config
 from ._hooks import (
     StageHooks,
     StageInfo,
@@ -29,16 +32,21 @@ from ._pipeline import Pipeline
 from .defs import (
     AggregateConfig,
     Aggregator,
+    Collate,
     DisaggregateConfig,
     MergeConfig,
+    PathVariantsConfig,
     PipeConfig,
     PipelineConfig,
     SourceConfig,
     _call_target,
     _check_max_failures,
+    _indent,
 )
 
 __all__ = ["build_pipeline"]
+
+_LG = logging.getLogger("feedline.pipeline")
 
 _pipeline_ids = itertools.count()
 _pipeline_ids_lock = threading.Lock()
@@ -74,9 +82,11 @@ class _Builder:
         self.infos = []  # StageInfo of every engine stage, in engine order
         self.stats_hooks = []  # TaskStatsHook instances per engine stage
         self.stage_hooks = []  # every hook, for stage_hook()
+        self.locations = []  # per engine stage: where its config was made
 
-    def _new_stage(self, name, concurrency=None):
+    def _new_stage(self, name, concurrency=None, where=None):
         info = StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
+        self.locations.append(where)
         hooks = list(self.task_hook_factory(info)) if self.task_hook_factory is not None else []
         self.infos.append(info)
         self.stats_hooks.append([h for h in hooks if isinstance(h, TaskStatsHook)])
@@ -84,24 +94,38 @@ class _Builder:
         # Hooks that are not stats hooks run around each call.
         return [h for h in hooks if not isinstance(h, TaskStatsHook)]
 
-    def spec(self, config: PipelineConfig, with_sink: bool) -> _PipelineSpec:
+    def spec(self, config: PipelineConfig, with_sink: bool, stoppers=()) -> _PipelineSpec:
+        """The engine spec of ``config``. ``stoppers``: the EarlyStop of
+        every custom merge op this pipeline feeds (its sources obey them)."""
         spec = _PipelineSpec()
         src = config.src
         if isinstance(src, MergeConfig):
-            inputs = [self.spec(c, with_sink=False) for c in src.pipeline_configs]
-            self._new_stage(src.name)
+            inputs = []
+            stopper = _merge.EarlyStop() if src.op is not None else None
+            inner = (*stoppers, stopper) if stopper is not None else stoppers
+            for i, c in enumerate(src.pipeline_configs):
+                sub = self.spec(c, with_sink=False, stoppers=inner)
+                if stopper is not None:  # tag each item with its input; EOF at its end
+                    self._new_stage(f"{src.name}_input{i}", where=src.defined_at)
+                    sub.add_aggregate(_merge.InputEnd(i), False, f"{src.name}_input{i}", None)
+                inputs.append(sub)
+            self._new_stage(src.name, where=src.defined_at)
             spec.set_merge(inputs, src.name)
+            if stopper is not None:
+                self._custom_merge_op(spec, src, len(inputs), stopper)
         elif isinstance(src, SourceConfig):
-            self._new_stage("src")
+            self._new_stage("src", where=src.defined_at)
             source = src.source
             if not isinstance(source, NativeSource) and not hasattr(source, "__iter__"):
                 self.needs_loop = True
                 source = _asyncio.AsyncSource(source, self.loop_thread)
+            if stoppers and not isinstance(source, NativeSource):
+                source = _merge.StoppableSource(source, stoppers)
             spec.set_source(source, "src", src.continuous)
         else:
             raise TypeError(f"src must be a SourceConfig or MergeConfig, got {type(src).__name__}")
         for stage in config.pipes:
-            self._add(spec, stage)
+            self._add(spec, stage, ())
         if with_sink:
             if config.sink is None:
                 raise ValueError("the pipeline has no sink (call add_sink())")
@@ -109,12 +133,36 @@ class _Builder:
             spec.set_sink(config.sink.buffer_size)
         return spec
 
-    def _add(self, spec, stage):
+    def _custom_merge_op(self, spec, src: MergeConfig, num_inputs: int, stopper):
+        """The stages that run a custom merge op after the engine's merge of
+        the tagged inputs (see _merge)."""
+        self.needs_loop = True
+        info = self._peek_info(f"{src.name}_op")
+        self._new_stage(info.stage_name, where=src.defined_at)
+        agg = _merge.CustomMergeAggregator(src.op, info, num_inputs, self.loop_thread, stopper)
+        # The op's errors end the pipeline, as a failing merge does.
+        spec.add_aggregate(agg, False, info.stage_name, FailureBudget.max_count(0))
+        self._new_stage(f"{src.name}_out", where=src.defined_at)
+        spec.add_disaggregate(f"{src.name}_out")
+
+    def _peek_info(self, name, concurrency=None):
+        return StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
+
+    def _add(self, spec, stage, scope):
         if isinstance(stage, PipeConfig):
-            self._add_pipe(spec, stage)
+            self._add_pipe(spec, stage, scope)
+        elif isinstance(stage, PathVariantsConfig):
+            self._add_path_variants(spec, stage, scope)
         elif isinstance(stage, AggregateConfig):
-            task_hooks = self._new_stage(stage.name)
-            if isinstance(stage.op, Aggregator):
+            task_hooks = self._new_stage(stage.name, where=stage.defined_at)
+            agg: Aggregator
+            if scope:
+                # Hooks wrap the path's own items only.
+                agg = Collate(stage.op) if isinstance(stage.op, int) else stage.op
+                if task_hooks:
+                    agg = _HookedAggregator(agg, task_hooks)
+                spec.add_aggregate(_variants.ScopedAggregator(agg, scope), stage.drop_last, stage.name, None)
+            elif isinstance(stage.op, Aggregator):
                 agg = stage.op
                 if task_hooks:
                     agg = _HookedAggregator(agg, task_hooks)
@@ -122,16 +170,60 @@ class _Builder:
             else:
                 spec.add_aggregate(stage.op, stage.drop_last, stage.name, None)
         elif isinstance(stage, DisaggregateConfig):
-            self._new_stage(stage.name)
-            spec.add_disaggregate(stage.name)
+            self._new_stage(stage.name, where=stage.defined_at)
+            if scope:
+                spec.add_pipe("generator", _variants.scoped_disaggregate(scope), stage.name, 1, False, None)
+            else:
+                spec.add_disaggregate(stage.name)
         else:
             raise TypeError(f"unknown stage config {type(stage).__name__}")
 
-    def _add_pipe(self, spec, cfg: PipeConfig):
-        task_hooks = self._new_stage(cfg.name, cfg.concurrency)
+    def _add_path_variants(self, spec, pv: PathVariantsConfig, scope):
+        n = len(pv.paths)
+        if _variants.in_batched_path(scope):
+            raise ValueError(f"{pv.name}: a PathVariants cannot be nested inside a batched path")
+        # The router's errors (and bad indices) fail the pipeline, as in SPDL.
+        fatal = FailureBudget.max_count(0)
+        route = _variants.router_op(pv.router, n, pv.name, pv.batched)
+        self._new_stage(pv.name, where=pv.defined_at)
+        if inspect.iscoroutinefunction(route):
+            self.needs_loop = True
+            spec.add_pipe("async", self._async_submit(route, scope), pv.name, 1, False, fatal)
+        else:
+            spec.add_pipe("map", _variants.scoped_map(route, scope) if scope else route, pv.name, 1, False, fatal)
+        for i, path in enumerate(pv.paths):
+            step = ("p", i) if pv.batched else ("r", i)
+            for stage in path:
+                if pv.batched and not self._one_to_one(stage):
+                    raise ValueError(
+                        f"{pv.name}: stage {stage!r} of batched path {i} must take one list and "
+                        "return one list (a Pipe of a plain or async function)"
+                    )
+                self._add(spec, stage, (*scope, step))
+        self._new_stage(f"{pv.name}_merge", where=pv.defined_at)
+        spec.add_pipe("map", _variants.merge_op(pv.batched, scope), f"{pv.name}_merge", 1, False, None)
+
+    @staticmethod
+    def _one_to_one(stage) -> bool:
+        if not isinstance(stage, PipeConfig) or isinstance(stage.op, NativeOp):
+            return False
+        t = _call_target(stage.op)
+        return not (inspect.isgeneratorfunction(t) or inspect.isasyncgenfunction(t))
+
+    def _async_submit(self, afn, scope):
+        submit = _asyncio.coroutine_submit(afn, self.loop_thread)
+        return _variants.scoped_submit(submit, scope) if scope else submit
+
+    def _add_pipe(self, spec, cfg: PipeConfig, scope=()):
+        task_hooks = self._new_stage(cfg.name, cfg.concurrency, where=cfg.defined_at)
         args = (cfg.name, cfg.concurrency, cfg.output_order == "input", _budget(cfg.max_failures))
         op = cfg.op
         if isinstance(op, NativeOp):
+            if scope:
+                raise ValueError(
+                    f"stage '{cfg.name}' runs a native op, which cannot run inside a PathVariants "
+                    "path; wrap it in a Python function or apply it before or after the PathVariants"
+                )
             if task_hooks:
                 raise ValueError(
                     f"stage '{cfg.name}' runs a native op, which runs no per-call task hooks; "
@@ -144,12 +236,14 @@ class _Builder:
             self.needs_loop = True
             if task_hooks:
                 op = hooked_coroutine(op, task_hooks)
-            spec.add_pipe("async", _asyncio.coroutine_submit(op, self.loop_thread), *args)
+            spec.add_pipe("async", self._async_submit(op, scope), *args)
         elif inspect.isasyncgenfunction(target):
             self.needs_loop = True
             gen = _asyncio.async_generator(op, self.loop_thread)
             if task_hooks:
                 gen = hooked_generator(gen, task_hooks)
+            if scope:
+                gen = _variants.scoped_generator(gen, scope)
             spec.add_pipe("generator", gen, *args)
         elif inspect.isgeneratorfunction(target):
             gen = op
@@ -157,14 +251,64 @@ class _Builder:
                 gen = _asyncio.executor_generator(gen, cfg.executor)
             if task_hooks:
                 gen = hooked_generator(gen, task_hooks)
+            if scope:
+                gen = _variants.scoped_generator(gen, scope)
             spec.add_pipe("generator", gen, *args)
         else:
             if task_hooks:
                 op = hooked_map(op, task_hooks)
             if cfg.executor is not None:
-                spec.add_pipe("async", _asyncio.executor_submit(op, cfg.executor), *args)
+                submit = _asyncio.executor_submit(op, cfg.executor)
+                spec.add_pipe("async", _variants.scoped_submit(submit, scope) if scope else submit, *args)
             else:
-                spec.add_pipe("map", op, *args)
+                spec.add_pipe("map", _variants.scoped_map(op, scope) if scope else op, *args)
+
+
+def _default_hook_factory(interval):
+    cls = _config.get_default_hook_class()
+    if cls is None or cls is TaskStatsHook:
+        return None  # the engine's statistics are TaskStatsHook's
+
+    def factory(info):
+        return [cls(info, interval=interval)]
+
+    return factory
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10 (PEP 678 by hand)
+        notes = getattr(exc, "__notes__", None)
+        with contextlib.suppress(AttributeError):
+            exc.__notes__ = [*(notes or []), note]  # type: ignore[attr-defined]
+
+
+def _stage_lines(stages, indent):
+    for stage in stages:
+        where = f"  (defined at {stage.defined_at})" if stage.defined_at else ""
+        yield f"{indent}- {stage!r}{where}"
+        if isinstance(stage, PathVariantsConfig):
+            for i, path in enumerate(stage.paths):
+                yield f"{indent}  path{i}:"
+                yield from _stage_lines(path, indent + "    ")
+
+
+def _config_note(config: PipelineConfig) -> str:
+    """The config, with where each part was defined, for build errors."""
+    src = config.src
+    where = f"  (defined at {src.defined_at})" if src.defined_at else ""
+    lines = ["PipelineConfig:"]
+    if isinstance(src, MergeConfig):
+        lines.append(f" - Source: Merge {src.name!r}{where}")
+        for c in src.pipeline_configs:
+            lines.append(_indent(_config_note(c), "     "))
+    else:
+        lines.append(f" - Source: {src!r}{where}")
+    lines.append(" - Pipes:")
+    lines.extend(_stage_lines(config.pipes, "   "))
+    lines.append(f" - Sink: {config.sink!r}")
+    return "\n".join(lines)
 
 
 class _HookedAggregator(Aggregator):
@@ -218,14 +362,34 @@ def build_pipeline(
             summary line per ``failure_log_interval`` seconds.
         queue_class, use_thread_output_queue: accepted for SPDL
             compatibility; feedline's queues are native and always measured,
-            so a custom queue class is ignored with a warning.
+            so a custom queue class (here or from
+            ``config.set_default_queue_class()``) is ignored with a warning.
         background_tasks: not supported (raises if given).
+
+    Without ``task_hook_factory``, each stage gets the hook of
+    :func:`feedline.pipeline.config.set_default_hook_class`: with the default
+    (:class:`TaskStatsHook`) the engine's own statistics serve, and no hook
+    object is made; another class is made per stage as
+    ``cls(info, interval=report_stats_interval)``; ``None``: no hooks. The
+    callback of ``config.set_default_build_callback()`` is called with
+    ``config`` first (its errors are logged, never raised).
+
+    Errors in the description raise here, with a note naming the config and
+    the file and line where each stage was defined.
     """
     if not isinstance(config, PipelineConfig):
         raise TypeError(f"build_pipeline takes a PipelineConfig, got {type(config).__name__}")
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
     _check_max_failures(max_failures, "build")
+    callback = _config.get_default_build_callback()
+    if callback is not None:
+        try:
+            callback(config)
+        except Exception:
+            _LG.exception("the default build callback failed")
+    if queue_class is None and _config.get_default_queue_class() is not None:
+        queue_class = _config.get_default_queue_class()
     if queue_class is not None:
         warnings.warn(
             "feedline's queues are native and always measured; queue_class is ignored",
@@ -235,12 +399,18 @@ def build_pipeline(
     if background_tasks:
         raise NotImplementedError("background_tasks are not supported by feedline")
     del use_thread_output_queue  # the native sink is already thread-based
+    if task_hook_factory is None:
+        task_hook_factory = _default_hook_factory(report_stats_interval)
 
     with _pipeline_ids_lock:
         pipeline_id = next(_pipeline_ids)
     name = name or f"pipeline{pipeline_id}"
     builder = _Builder(pipeline_id, stage_id, task_hook_factory, name)
-    spec = builder.spec(config, with_sink=True)
+    try:
+        spec = builder.spec(config, with_sink=True)
+    except Exception as e:
+        _add_note(e, _config_note(config))
+        raise
     stage_hooks = StageHooks(builder.stage_hooks)
     dispatcher = StatsDispatcher(
         infos=builder.infos,
@@ -249,19 +419,24 @@ def build_pipeline(
         interval=report_stats_interval,
         on_end=stage_hooks.exit,
     )
-    native = spec.build(
-        num_threads=num_threads,
-        max_failures=_budget(max_failures),
-        report_interval=float(report_stats_interval),
-        stats_callback=dispatcher,
-        failure_log_burst=failure_log_burst,
-        failure_log_interval=float(failure_log_interval),
-        name=name,
-    )
+    try:
+        native = spec.build(
+            num_threads=num_threads,
+            max_failures=_budget(max_failures),
+            report_interval=float(report_stats_interval),
+            stats_callback=dispatcher,
+            failure_log_burst=failure_log_burst,
+            failure_log_interval=float(failure_log_interval),
+            name=name,
+        )
+    except Exception as e:
+        _add_note(e, _config_note(config))
+        raise
     return Pipeline(
         native,
         description=repr(config),
         loop_thread=builder.loop_thread if builder.needs_loop else None,
         stage_hooks=stage_hooks,
         infos=builder.infos,
+        locations=builder.locations,
     )

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 from ._build import build_pipeline
+from ._common import Subscriptable
 from ._pipeline import Pipeline
 from .defs import (
     Aggregate,
     Aggregator,
     Disaggregate,
+    PathVariants,
     Pipe,
     PipelineConfig,
     SinkConfig,
     SourceConfig,
+    _indent,
 )
 
 __all__ = ["PipelineBuilder"]
 
 
-class PipelineBuilder:
+class PipelineBuilder(Subscriptable):
     """Describes a pipeline step by step, then builds it.
 
     Example::
@@ -85,6 +89,18 @@ class PipelineBuilder:
         self._pipes.append(Disaggregate())
         return self
 
+    def path_variants(
+        self,
+        router: Callable,
+        paths: Sequence[Sequence],
+        name: str | None = None,
+        batched: bool = False,
+    ) -> PipelineBuilder:
+        """Adds a stage that routes each item down one of ``paths`` (lists
+        of stage configs) and merges them back (see :func:`defs.PathVariants`)."""
+        self._pipes.append(PathVariants(router, paths, name=name, batched=batched))
+        return self
+
     def add_sink(self, buffer_size: int = 3) -> PipelineBuilder:
         """Sets the output buffer: up to ``buffer_size`` items wait for the
         consumer."""
@@ -106,5 +122,13 @@ class PipelineBuilder:
         :func:`build_pipeline`."""
         return build_pipeline(self.get_config(), num_threads=num_threads, **kwargs)
 
-    def __str__(self):
-        return repr(self.get_config())
+    def __repr__(self):
+        """The description so far, also before the source or sink is set."""
+        src = "(not set)" if self._src is None else repr(self._src)
+        lines = ["PipelineBuilder", " - Source:" + ("\n" + _indent(src, "   ") if "\n" in src else " " + src)]
+        lines.append(" - Pipes:")
+        lines.extend(f"   - {p!r}" for p in self._pipes)
+        lines.append(f" - Sink: {'(not set)' if self._sink is None else repr(self._sink)}")
+        return "\n".join(lines)
+
+    __str__ = __repr__

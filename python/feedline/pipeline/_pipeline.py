@@ -31,10 +31,14 @@ import os
 import threading
 import weakref
 
-from .._errors import PipelineFailure
+from .._errors import PipelineFailure, _add_note
 from .._feedline_ext import _drain_released
+from ._common import Subscriptable
 
 _LG = logging.getLogger("feedline.pipeline")
+
+_STAGE_NOTE = "Pipeline stage: "
+_DEFINED_AT = "Stage defined at "
 
 __all__ = ["Pipeline"]
 
@@ -115,13 +119,14 @@ def _finalize(native, loop_thread, stage_hooks, pid):
         _LG.exception("cleaning up a garbage-collected pipeline failed")
 
 
-class Pipeline:
+class Pipeline(Subscriptable):
     """A built pipeline. Made by ``PipelineBuilder.build()`` or
     :func:`build_pipeline`; not started until :meth:`start` or the first read.
     """
 
-    def __init__(self, native, *, description, loop_thread, stage_hooks, infos):
+    def __init__(self, native, *, description, loop_thread, stage_hooks, infos, locations=None):
         self._native = native
+        self._locations = list(locations or ())
         self._description = description
         self._loop_thread = loop_thread
         self._stage_hooks = stage_hooks
@@ -192,6 +197,8 @@ class Pipeline:
         done = self._native.stop(timeout)
         if done and self._failure is None:
             self._failure = self._native.take_failure()
+            if self._failure is not None:
+                self._locate(self._failure)
         if self._loop_thread is not None:
             self._loop_thread.close(timeout)
         self._stage_hooks.exit()
@@ -224,8 +231,9 @@ class Pipeline:
         self._ensure_started()
         try:
             return self._native.get(timeout)
-        except PipelineFailure:
+        except PipelineFailure as e:
             self._failure_seen = True
+            self._locate(e)
             raise
 
     def get_iterator(self, *, timeout: float | None = None):
@@ -239,12 +247,28 @@ class Pipeline:
     def _iterate(self, epoch):
         try:
             yield from epoch
-        except PipelineFailure:
+        except PipelineFailure as e:
             self._failure_seen = True
+            self._locate(e)
             raise
 
     def __iter__(self):
         return self.get_iterator()
+
+    def _locate(self, failure) -> None:
+        """Adds ``"Stage defined at file:line"`` (the user's line that made
+        the stage's config) after each stage exception's stage note, once."""
+        for exc in getattr(failure, "exceptions", ()):
+            notes = getattr(exc, "__notes__", None) or []
+            if any(n.startswith(_DEFINED_AT) for n in notes):
+                continue
+            for note in notes:
+                if not note.startswith(_STAGE_NOTE):
+                    continue
+                index = note[len(_STAGE_NOTE) :].split(":", 1)[0]
+                if index.isdigit() and int(index) < len(self._locations) and self._locations[int(index)]:
+                    _add_note(exc, f"{_DEFINED_AT}{self._locations[int(index)]}")
+                break
 
     # -- observability -------------------------------------------------------
 

@@ -3,8 +3,9 @@
 The same classes and helpers as ``spdl.pipeline.defs``: a
 :class:`PipelineConfig` is a source (:class:`SourceConfig` or a
 :class:`MergeConfig` of other pipelines), a list of processing stages
-(:func:`Pipe`, :func:`Aggregate`, :func:`Disaggregate`) and a
-:class:`SinkConfig`. :func:`feedline.pipeline.build_pipeline` turns one into a
+(:func:`Pipe`, :func:`Aggregate`, :func:`Disaggregate`,
+:func:`PathVariants`) and a :class:`SinkConfig`. Every config class can be
+subscripted (``PipelineConfig[int]``) for annotations, as in SPDL. :func:`feedline.pipeline.build_pipeline` turns one into a
 running :class:`~feedline.pipeline.Pipeline`; ``PipelineBuilder`` produces the
 same objects.
 """
@@ -20,6 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from .._feedline_ext import NativeOp, NativeSource
+from ._common import Subscriptable, caller_location, locate, locate_source_object
 
 __all__ = [
     "Aggregate",
@@ -30,6 +32,8 @@ __all__ = [
     "DisaggregateConfig",
     "Merge",
     "MergeConfig",
+    "PathVariants",
+    "PathVariantsConfig",
     "Pipe",
     "PipeConfig",
     "PipelineConfig",
@@ -39,29 +43,24 @@ __all__ = [
 
 
 def _locate(obj) -> str:
-    """``module.name at file:line`` for functions, the class name otherwise."""
-    target = obj
-    while isinstance(target, functools.partial):
-        target = target.func
-    name = getattr(target, "__qualname__", None) or type(target).__name__
-    module = getattr(target, "__module__", None)
-    try:
-        file = inspect.getsourcefile(target)
-        line = inspect.getsourcelines(target)[1]
-        where = f" at {file}:{line}"
-    except (TypeError, OSError):
-        where = ""
-    return f"{module}.{name}{where}" if module else f"{name}{where}"
+    """``module.name at file:line`` of an op (see _common.locate)."""
+    return locate(obj)
 
 
 def _source_repr(src) -> str:
     if isinstance(src, NativeSource):
         return repr(src)
-    return f"<{type(src).__name__} object at {id(src):#x}>"
+    return locate_source_object(src)
+
+
+def _defined_at() -> Any:
+    """A dataclass field holding where the config was made (``file:line``
+    of the user's call); shown in build errors, not compared."""
+    return dataclasses.field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclasses.dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(Subscriptable):
     """The source of a pipeline: an iterable, an async iterable or a
     :class:`~feedline.pipeline.NativeSource`.
 
@@ -71,8 +70,11 @@ class SourceConfig:
 
     source: Iterable | AsyncIterable | NativeSource
     continuous: bool = False
+    defined_at: str | None = _defined_at()
 
     def __post_init__(self):
+        if self.defined_at is None:
+            object.__setattr__(self, "defined_at", caller_location(skip=2))
         s = self.source
         if not (isinstance(s, NativeSource) or hasattr(s, "__iter__") or hasattr(s, "__aiter__")):
             raise ValueError(
@@ -99,7 +101,7 @@ def _check_max_failures(max_failures, where: str):
 
 
 @dataclasses.dataclass(frozen=True)
-class PipeConfig:
+class PipeConfig(Subscriptable):
     """One processing stage: ``op`` applied to every item. Made by :func:`Pipe`."""
 
     name: str
@@ -108,6 +110,7 @@ class PipeConfig:
     executor: Any = None
     output_order: str = "completion"
     max_failures: int | Fraction | None = None
+    defined_at: str | None = _defined_at()
 
     def __repr__(self):
         op = repr(self.op) if isinstance(self.op, NativeOp) else _locate(self.op)
@@ -173,6 +176,7 @@ def Pipe(  # noqa: N802 (SPDL's name)
         executor=executor,
         output_order=output_order,
         max_failures=max_failures,
+        defined_at=caller_location(),
     )
 
 
@@ -201,7 +205,7 @@ def _is_generator(op) -> bool:
     return inspect.isgeneratorfunction(t) or inspect.isasyncgenfunction(t)
 
 
-class Aggregator(ABC):
+class Aggregator(Subscriptable, ABC):
     """Custom batching: :meth:`accumulate` takes one item and returns a batch
     when one is ready (``None`` to keep buffering); :meth:`flush` returns what
     is left at an epoch end or at the end of the stream."""
@@ -239,12 +243,13 @@ class Collate(Aggregator):
 
 
 @dataclasses.dataclass(frozen=True)
-class AggregateConfig:
+class AggregateConfig(Subscriptable):
     """Batches items. Made by :func:`Aggregate`."""
 
     name: str
     op: int | Aggregator
     drop_last: bool = False
+    defined_at: str | None = _defined_at()
 
     def __repr__(self):
         return self.name
@@ -260,14 +265,15 @@ def Aggregate(input: int | Aggregator, /, *, drop_last: bool = False) -> Aggrega
         raise ValueError(f"the batch size must be >= 1, got {input}")
     desc = str(input) if isinstance(input, int) else repr(input)
     name = f"aggregate({desc}, drop_last=True)" if drop_last else f"aggregate({desc})"
-    return AggregateConfig(name=name, op=input, drop_last=drop_last)
+    return AggregateConfig(name=name, op=input, drop_last=drop_last, defined_at=caller_location())
 
 
 @dataclasses.dataclass(frozen=True)
-class DisaggregateConfig:
+class DisaggregateConfig(Subscriptable):
     """Splits each batch into its items. Made by :func:`Disaggregate`."""
 
     name: str = "disaggregate"
+    defined_at: str | None = _defined_at()
 
     def __repr__(self):
         return self.name
@@ -275,11 +281,11 @@ class DisaggregateConfig:
 
 def Disaggregate() -> DisaggregateConfig:  # noqa: N802
     """A stage that splits each batch (a list or other iterable) into items."""
-    return DisaggregateConfig()
+    return DisaggregateConfig(defined_at=caller_location())
 
 
 @dataclasses.dataclass(frozen=True)
-class SinkConfig:
+class SinkConfig(Subscriptable):
     """The output buffer the consumer reads from (``buffer_size`` >= 1 items)."""
 
     buffer_size: int
@@ -290,58 +296,157 @@ class SinkConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class MergeConfig:
-    """Several pipelines (without sinks) merged into one stream, items in
-    arrival order. Made by :func:`Merge`."""
+class MergeConfig(Subscriptable):
+    """Several pipelines (without sinks) merged into one stream. Made by
+    :func:`Merge`.
+
+    ``name`` names the merge stage in reprs, statistics and errors. ``op`` is
+    an optional custom merge: ``async op(info, input_queues, output_queue)``.
+    """
 
     pipeline_configs: Sequence[PipelineConfig]
+    op: Callable | None = None
     name: str = "merge"
+    defined_at: str | None = _defined_at()
+
+    def __post_init__(self):
+        if self.defined_at is None:
+            object.__setattr__(self, "defined_at", caller_location(skip=2))
+        if not self.pipeline_configs:
+            raise ValueError("Merge needs at least one pipeline config.")
+        for c in self.pipeline_configs:
+            if not isinstance(c, PipelineConfig):
+                raise TypeError(f"Merge takes PipelineConfig objects, got {type(c).__name__}")
+        if self.op is not None and not callable(self.op):
+            raise TypeError(f"the merge op must be an async function, got {type(self.op).__name__}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"the merge name must be a non-empty str, got {self.name!r}")
 
     def __repr__(self):
+        args = []
+        if self.name != "merge":
+            args.append(f"name={self.name!r}")
+        if self.op is not None:
+            args.append(f"op={_locate(self.op)}")
+        head = f"Merge({', '.join(args)}," if args else "Merge("
         inner = "\n".join(_indent(repr(c), "    ") for c in self.pipeline_configs)
-        return f"Merge(\n{inner}\n)"
+        return f"{head}\n{inner}\n)"
 
 
-def Merge(pipeline_configs: Sequence[PipelineConfig], op=None) -> MergeConfig:  # noqa: N802
+def Merge(  # noqa: N802 (SPDL's name)
+    pipeline_configs: Sequence[PipelineConfig],
+    op: Callable | None = None,
+    *,
+    name: str = "merge",
+) -> MergeConfig:
     """Merges the outputs of several pipelines into one stream.
 
-    Each config is a pipeline without processing limits of its own; its sink
-    is ignored. Items come in the order they arrive; in continuous mode, every
-    input must finish an epoch before the merged epoch ends. A custom merge
-    ``op`` (SPDL's asyncio-queue protocol) is not supported: feedline merges
-    natively.
+    Each config is a pipeline whose sink is ignored. Without ``op``, the
+    engine merges them natively: items in the order they arrive; in continuous
+    mode every input finishes an epoch before the merged epoch ends.
+
+    ``op`` is a custom merge, as in SPDL: ``async def op(info, input_queues,
+    output_queue)`` with one ``asyncio.Queue`` per input. It takes items
+    from the inputs (each input ends with an item for which
+    :func:`~feedline.pipeline.is_eof` is true) and puts what it emits
+    into ``output_queue``; it may return early. ``info`` is the merge stage's
+    :class:`~feedline.pipeline.StageInfo`. The op runs on the pipeline's event
+    loop; with a continuous source it runs once per epoch.
+
+    ``name`` names the merge stage in reprs, statistics and errors.
     """
-    if op is not None:
-        raise NotImplementedError(
-            "feedline merges natively; a custom merge op is not supported. "
-            "Merge the pipelines and re-order items in a following pipe instead."
-        )
     if not pipeline_configs:
         raise ValueError("Merge needs at least one pipeline config.")
-    for c in pipeline_configs:
-        if not isinstance(c, PipelineConfig):
-            raise TypeError(f"Merge takes PipelineConfig objects, got {type(c).__name__}")
-    return MergeConfig(pipeline_configs=list(pipeline_configs))
+    return MergeConfig(pipeline_configs=list(pipeline_configs), op=op, name=name, defined_at=caller_location())
 
 
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
+_STAGE_TYPES = (PipeConfig, AggregateConfig, DisaggregateConfig)
+
+
 @dataclasses.dataclass(frozen=True)
-class PipelineConfig:
+class PathVariantsConfig(Subscriptable):
+    """Routes each item down one of several paths of stages, then merges the
+    paths back into one stream. Made by :func:`PathVariants`."""
+
+    name: str
+    router: Callable
+    paths: Sequence[Sequence[PipeConfig | AggregateConfig | DisaggregateConfig | PathVariantsConfig]]
+    batched: bool = False
+    defined_at: str | None = _defined_at()
+
+    def __repr__(self):
+        args = [f"path{i}=[{', '.join(repr(s) for s in path)}]" for i, path in enumerate(self.paths)]
+        if self.batched:
+            args.insert(0, "batched=True")
+        head = "PathVariants" if self.name == "path_variants" else f"PathVariants[{self.name}]"
+        return f"{head}({', '.join(args)})"
+
+
+def PathVariants(  # noqa: N802 (SPDL's name)
+    router: Callable,
+    paths: Sequence[Sequence[PipeConfig | AggregateConfig | DisaggregateConfig | PathVariantsConfig]],
+    name: str | None = None,
+    batched: bool = False,
+) -> PathVariantsConfig:
+    """A stage that sends each item down one of ``paths`` and merges them back.
+
+    ``router(item) -> int`` picks the path (an index into ``paths``; a sync or
+    ``async def`` function). Each path is a non-empty list of stages
+    (:func:`Pipe`, :func:`Aggregate`, :func:`Disaggregate` or a nested
+    :func:`PathVariants`); paths may differ in length. The merge emits items
+    as the paths finish them. The router's errors, and an index out of range,
+    fail the pipeline.
+
+    With ``batched=True`` the stage takes batches (lists): ``router(batch)``
+    returns one index per element, each path gets one list per batch (empty
+    when no element goes its way) and must return one list for it, and the
+    merge concatenates the paths' lists in path order (an empty result is
+    dropped).
+    """
+    if not callable(router):
+        raise TypeError(f"the router must be callable, got {type(router).__name__}")
+    if isinstance(paths, (str, bytes)) or not isinstance(paths, Sequence) or not paths:
+        raise ValueError("PathVariants needs at least one path (a list of stage lists)")
+    checked = []
+    for i, path in enumerate(paths):
+        if isinstance(path, (str, bytes)) or not isinstance(path, Sequence) or not path:
+            raise ValueError(f"path {i} of PathVariants must be a non-empty list of stages")
+        for stage in path:
+            if not isinstance(stage, (*_STAGE_TYPES, PathVariantsConfig)):
+                raise TypeError(
+                    f"path {i} of PathVariants: a path holds Pipe, Aggregate, Disaggregate or "
+                    f"PathVariants stages, got {type(stage).__name__}"
+                )
+        checked.append(list(path))
+    return PathVariantsConfig(
+        name=name or "path_variants",
+        router=router,
+        paths=checked,
+        batched=bool(batched),
+        defined_at=caller_location(),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig(Subscriptable):
     """A whole pipeline: source (or merge), processing stages, sink."""
 
     src: SourceConfig | MergeConfig
-    pipes: Sequence[PipeConfig | AggregateConfig | DisaggregateConfig] = ()
+    pipes: Sequence[PipeConfig | AggregateConfig | DisaggregateConfig | PathVariantsConfig] = ()
     sink: SinkConfig | None = None
 
     def __post_init__(self):
         if not isinstance(self.src, (SourceConfig, MergeConfig)):
             raise TypeError(f"src must be a SourceConfig or MergeConfig, got {type(self.src).__name__}")
         for p in self.pipes:
-            if not isinstance(p, (PipeConfig, AggregateConfig, DisaggregateConfig)):
-                raise TypeError(f"pipes must be Pipe/Aggregate/Disaggregate configs, got {type(p).__name__}")
+            if not isinstance(p, (*_STAGE_TYPES, PathVariantsConfig)):
+                raise TypeError(
+                    f"pipes must be Pipe/Aggregate/Disaggregate/PathVariants configs, got {type(p).__name__}"
+                )
 
     def __repr__(self):
         src = repr(self.src)

@@ -1,0 +1,130 @@
+"""Process-wide defaults of feedline.pipeline, as ``spdl.pipeline.config``.
+
+- :func:`set_default_hook_class`: the hook each stage gets when
+  ``build_pipeline`` has no ``task_hook_factory``.
+- :func:`set_default_queue_class`: accepted for SPDL code; feedline's queues
+  are native, so a class set here is ignored with a warning at build time.
+- :func:`set_default_build_callback`: called with every PipelineConfig that
+  is built (to log or record descriptions).
+- :func:`set_compact_log`: one-line failure logs. feedline's failure logs
+  are always one line per failure (type, message, file and line of the op),
+  rate-limited per stage; the setting is kept for code that reads it.
+
+The defaults are read when a pipeline is built; pipelines built before a
+change keep what they had.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from ._hooks import TaskStatsHook
+
+__all__ = [
+    "get_default_build_callback",
+    "get_default_hook_class",
+    "get_default_queue_class",
+    "is_compact_log_enabled",
+    "set_compact_log",
+    "set_default_build_callback",
+    "set_default_hook_class",
+    "set_default_queue_class",
+]
+
+_lock = threading.Lock()
+_hook_class: type | None = TaskStatsHook
+_queue_class: type | None = None
+_build_callback: Callable[[Any], None] | None = None
+_compact_log: bool | None = None  # None: not read from the environment yet
+
+_TRUE = ("1", "true", "TRUE", "on", "ON", "yes", "YES")
+_FALSE = ("0", "false", "FALSE", "off", "OFF", "no", "NO")
+_ENV = ("FEEDLINE_PIPELINE_COMPACT_LOG", "SPDL_PIPELINE_COMPACT_LOG")
+
+
+def set_default_hook_class(cls: type | None = TaskStatsHook) -> None:
+    """Sets the hook class of stages built without ``task_hook_factory``.
+
+    ``cls(info, interval=report_stats_interval)`` is made per stage; ``None``
+    disables default hooks. With :class:`TaskStatsHook` (the default) the
+    engine's native statistics report, and no hook object is made.
+    """
+    if cls is not None and not callable(cls):
+        raise TypeError(f"the default hook class must be a class or None, got {type(cls).__name__}")
+    global _hook_class
+    with _lock:
+        _hook_class = cls
+
+
+def get_default_hook_class() -> type | None:
+    """The class set by :func:`set_default_hook_class` (TaskStatsHook)."""
+    return _hook_class
+
+
+def set_default_queue_class(cls: type | None = None) -> None:
+    """Records a default queue class, as SPDL's setter does. feedline's
+    inter-stage queues are native and always measured: building a pipeline
+    while a class is set warns that it is ignored. ``None`` resets."""
+    global _queue_class
+    with _lock:
+        _queue_class = cls
+
+
+def get_default_queue_class() -> type | None:
+    """The class set by :func:`set_default_queue_class`; None: the native
+    queues (the default)."""
+    return _queue_class
+
+
+def set_default_build_callback(callback: Callable[[Any], None] | None) -> None:
+    """Sets a function called with the PipelineConfig of every pipeline that
+    ``build_pipeline`` (or ``PipelineBuilder.build``) builds, before it is
+    built. Its exceptions are logged, never raised. ``None`` removes it."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"the build callback must be callable or None, got {type(callback).__name__}")
+    global _build_callback
+    with _lock:
+        _build_callback = callback
+
+
+def get_default_build_callback() -> Callable[[Any], None] | None:
+    """The callback set by :func:`set_default_build_callback`, or None."""
+    return _build_callback
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    if value in _TRUE:
+        return True
+    if value not in _FALSE:
+        warnings.warn(f"{name}={value!r} is not a boolean (1/0, true/false, on/off, yes/no); using False", stacklevel=3)
+    return False
+
+
+def _compact_from_env() -> bool:
+    for name in _ENV:
+        value = os.environ.get(name)
+        if value is not None:
+            return _parse_bool(name, value)
+    return False
+
+
+def set_compact_log(enabled: bool | None) -> None:
+    """Overrides ``FEEDLINE_PIPELINE_COMPACT_LOG`` (or SPDL's
+    ``SPDL_PIPELINE_COMPACT_LOG``); ``None`` reads the environment again."""
+    global _compact_log
+    with _lock:
+        _compact_log = None if enabled is None else bool(enabled)
+
+
+def is_compact_log_enabled() -> bool:
+    """Whether compact failure logs are asked for: the value given to
+    :func:`set_compact_log`, else the environment variable (read once)."""
+    global _compact_log
+    with _lock:
+        if _compact_log is None:
+            _compact_log = _compact_from_env()
+        return _compact_log
