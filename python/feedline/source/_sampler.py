@@ -148,6 +148,11 @@ class DistributedRandomSampler:
         if self._p is None and draws > self._n:
             raise ValueError(f"num_draws must be <= n ({self._n}) without weights (no replacement), got {draws}")
         if self._drop_last:
+            if draws < self._world_size and num_draws is None:
+                raise ValueError(
+                    f"n ({self._n}) must be >= world_size ({self._world_size}) "
+                    "with ddp_drop_last_distributed_round=True"
+                )
             if draws < self._world_size:
                 raise ValueError(
                     f"num_draws must be >= world_size ({self._world_size}) "
