@@ -1,6 +1,8 @@
 """feedline.dataloader.DataLoader: SPDL's arguments, one warm pipeline across
 epochs, len(), cache_iterator/CacheDataLoader, and bad arguments."""
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -223,3 +225,16 @@ def test_cache_dataloader_wraps_a_loader():
     assert list(cached) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]] + [[0, 1, 2, 3], [4, 5, 6, 7]] * 2
     with pytest.raises(ValueError, match="return_caches_after"):
         CacheDataLoader(dl, 3, 2)
+
+
+def test_torch_stays_optional():
+    # Importing the loaders (and running one) never imports torch.
+    code = (
+        "import sys\n"
+        "from feedline.dataloader import DataLoader, default_collate\n"
+        "import feedline.source\n"
+        "assert list(DataLoader(range(4), batch_size=2, output_order='input')) == [[0, 1], [2, 3]]\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

@@ -121,35 +121,35 @@ def test_resume_at_an_epoch_boundary_before_the_for_ends():
     assert dl.state_dict()["epoch"] == 1 and dl.state_dict()["position"] == 0
 
 
-def test_resume_through_embed_shuffle_and_local_directory(tmp_path):
+@pytest.mark.parametrize("shuffle_last", [False, True])
+def test_resume_through_embed_shuffle_and_local_directory(tmp_path, shuffle_last):
     for i in range(30):
         (tmp_path / f"{i:02d}.txt").write_text(str(i))
 
     def loader():
-        src = embed_shuffle(LocalDirectory(tmp_path, "*.txt"))
+        src = embed_shuffle(LocalDirectory(tmp_path, "*.txt"), shuffle_last=shuffle_last)
         return DataLoader(
             src, preprocessor=lambda p: int(p.read_text()), batch_size=4, num_threads=3, output_order="input"
         )
 
-    reference = []
     dl = loader()
-    for _ in range(2):
-        reference.append([x for b in dl for x in b])
-    assert sorted(reference[0]) == list(range(30)) and reference[0] != reference[1]
+    reference = [[x for b in dl for x in b] for _ in range(3)]
+    assert all(sorted(r) == list(range(30)) for r in reference)
+    assert reference[1] != reference[2] and reference[0] != reference[1]
     first = loader()
-    got = []
+    got = [[x for b in first for x in b], []]
     for b in first:
-        got += b
-        if len(got) >= 12:
+        got[1] += b
+        if len(got[1]) >= 12:
             break
     state = first.state_dict()
+    assert state["epoch"] == 1
     first.close()
     second = loader()
     second.load_state_dict(state)
-    got += [x for b in second for x in b]
-    got2 = [x for b in second for x in b]
-    assert got == reference[0]
-    assert got2 == reference[1]
+    got[1] += [x for b in second for x in b]
+    got.append([x for b in second for x in b])
+    assert got == reference
 
 
 def test_state_is_small_and_cheap_whatever_the_dataset_size():

@@ -64,27 +64,37 @@ class _EmbedShuffle(Generic[T]):
         self._shuffle_last = bool(shuffle_last)
         self._epoch = check_int("epoch", epoch, minimum=0)  # the next pass's epoch
         self._current = self._epoch  # the epoch of the pass in progress (or last)
+        self._shuffled_with: int | None = None  # the seed of the last shuffle
 
     def __len__(self) -> int:
         return len(self._src)
 
     def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch`` (shuffled with that seed)."""
+        """The next pass is epoch ``epoch``: shuffled with seed ``epoch``
+        before it, or with ``shuffle_last``, in the order the end of epoch
+        ``epoch - 1`` shuffled to (the source's own order for epoch 0)."""
         self._epoch = check_int("epoch", epoch, minimum=0)
+        if self._shuffle_last and epoch > 0 and self._shuffled_with != epoch - 1:
+            _shuffle_timed(self._src, epoch - 1)
+            self._shuffled_with = epoch - 1
 
     def __iter__(self) -> Iterator[T]:
         self._current = self._epoch
         if not self._shuffle_last:
             # A resumed pass shuffles with the seed it was saved with, which
             # keeps the source's loaded position (see the samplers).
-            _shuffle_timed(self._src, self._epoch)
+            self._shuffle(self._epoch)
             self._epoch += 1
         try:
             yield from self._src
         finally:
             if self._shuffle_last:
-                _shuffle_timed(self._src, self._epoch)
+                self._shuffle(self._epoch)
                 self._epoch += 1
+
+    def _shuffle(self, seed: int) -> None:
+        _shuffle_timed(self._src, seed)
+        self._shuffled_with = seed
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"epoch": self._current if not self._shuffle_last else self._epoch}
