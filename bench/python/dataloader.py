@@ -11,13 +11,21 @@ training loop as torch tensors, with 2 threads or 2 worker processes:
   batch (imports done before), what every job start and, for loaders that
   are rebuilt, every epoch pays;
 - steady images/s: the rate after the first batch, over ``--steady``
-  images (default 3,000);
-- CPU-seconds per image (user+sys of the worker and its waited-for
-  children) and peak RSS (worker + largest child);
+  images (default 3,000); and the CPU those images cost (the loader
+  process's threads and, for the DataLoader, its live worker processes, from
+  /proc), which gives the rate 2 idle cores would allow ("2-core capacity"):
+  on a shared machine the wall rate moves with other load, the CPU cost
+  much less;
+- CPU-seconds per image over the whole run (user+sys of the worker and its
+  waited-for children, start-up included) and peak RSS (worker + largest
+  child);
 - for feedline: ``state_dict()`` cost (mean over 20,000 calls, mid-epoch)
   and its size (pickled bytes).
 
-Contenders, each in its own process:
+Every contender runs ``--rounds`` times (default 3), in its own process
+each time, alternating with the others; the tables give medians.
+
+Contenders:
 
 - ``torch``: ``torch.utils.data.DataLoader(dataset, batch_size=32,
   num_workers=2, multiprocessing_context="spawn")`` over a map-style dataset
@@ -29,6 +37,8 @@ Contenders, each in its own process:
   num_threads=2)``: native ops, each batch decoded straight into one Buffer
   (libjpeg-turbo decodes at a reduced DCT scale first, see
   bench/python/images.py), handed over with ``feedline.io.to_torch``.
+- ``feedline-full-decode``: the same with ``dct_scaling=False``: every JPEG
+  decoded at full size before the resize, as Pillow does.
 - ``adapter-pillow``: the one-line migration: the same Pillow dataset in
   ``feedline.dataloader.PyTorchDataLoader(dataset, batch_size=32,
   num_workers=2)`` (2 threads, torch's default collate).
@@ -41,7 +51,7 @@ DataLoader's, steady images/s >= 3x, ``state_dict()`` <= 10 us and
 
 Run::
 
-    python bench/python/dataloader.py            # ~1-2 min on 2 cores
+    python bench/python/dataloader.py            # ~2 min on 2 cores
     python bench/python/dataloader.py --quick    # smoke run
     python bench/python/dataloader.py --only feedline,torch
 """
@@ -56,6 +66,7 @@ import pathlib
 import pickle
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -80,6 +91,7 @@ class Contender:
 
 CONTENDERS = [
     Contender("feedline", "feedline DataLoader, native ops"),
+    Contender("feedline-full-decode", "feedline DataLoader, native ops, full-size decode"),
     Contender("adapter-feedline-io", "feedline PyTorchDataLoader, feedline.io dataset"),
     Contender("adapter-pillow", "feedline PyTorchDataLoader, Pillow dataset (1-line port)"),
     Contender("torch", "PyTorch DataLoader, 2 workers (spawn), Pillow"),
@@ -133,10 +145,12 @@ def make_loader(name, paths):
         )
     from feedline.dataloader import DataLoader, PyTorchDataLoader
 
-    if name == "feedline":
+    if name in ("feedline", "feedline-full-decode"):
         from feedline.io import ops
 
-        decode = ops.decode_batch(resize_shorter=SHORTER, crop=CROP, layout="HWC", dtype="uint8")
+        decode = ops.decode_batch(
+            resize_shorter=SHORTER, crop=CROP, layout="HWC", dtype="uint8", dct_scaling=name == "feedline"
+        )
         return DataLoader(
             paths,
             preprocessor=ops.read_file(),
@@ -164,6 +178,18 @@ def _as_tensor(batch):
     return to_torch(batch)
 
 
+def _process_cpu(pids):
+    """CPU seconds (user+sys) of this process's threads and of the live
+    processes ``pids``, read while they run (/proc/PID/stat, in clock ticks)."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def _state_cost(loader):
     """Mean seconds per state_dict() call and the pickled size, mid-epoch."""
     calls = 20000
@@ -180,10 +206,10 @@ def worker_main(name, args):
     try:
         import torch  # noqa: F401
 
-        if name != "feedline":
+        if not name.startswith("feedline"):
             import PIL.Image  # noqa: F401
     except ImportError as e:
-        if name == "feedline" and e.name == "torch":
+        if name.startswith("feedline") and e.name == "torch":
             pass
         else:
             print(json.dumps({"unavailable": f"{e.name or e} not installed"}))
@@ -195,13 +221,17 @@ def worker_main(name, args):
     it = iter(loader)
     first = _as_tensor(next(it))
     t1 = time.perf_counter()
+    pids = [w.pid for w in getattr(it, "_workers", [])]  # torch's worker processes
+    steady_cpu0 = _process_cpu(pids)
     count, bad = first.shape[0], int(tuple(first.shape[1:]) != (CROP, CROP, 3))
     while count < BATCH + args.steady:
         batch = _as_tensor(next(it))
         bad += int(tuple(batch.shape[1:]) != (CROP, CROP, 3))
         count += batch.shape[0]
     t2 = time.perf_counter()
+    steady_cpu = _process_cpu(pids) - steady_cpu0
     report = {"ttfb_s": t1 - t0, "steady_images": count - first.shape[0], "steady_s": t2 - t1, "count": count}
+    report["steady_cpu_s"] = steady_cpu
     if name != "torch":
         report["state_s"], report["state_bytes"] = _state_cost(loader)
         loader.close()
@@ -235,29 +265,54 @@ def ensure_dataset(data, n):
 
 @dataclasses.dataclass
 class Result:
+    """A contender's reports, one per round."""
+
     contender: Contender
-    report: dict | None = None
+    reports: list = dataclasses.field(default_factory=list)
     note: str = ""
 
     @property
     def ok(self):
-        r = self.report
-        return r is not None and "unavailable" not in r and not r.get("bad_batches")
+        good = [r for r in self.reports if "unavailable" not in r and not r.get("bad_batches")]
+        return bool(self.reports) and len(good) == len(self.reports)
+
+    def median(self, fn):
+        return statistics.median(fn(r) for r in self.reports) if self.ok else None
 
     def rate(self):
-        return self.report["steady_images"] / self.report["steady_s"] if self.ok else None
+        return self.median(lambda r: r["steady_images"] / r["steady_s"])
+
+    def rates(self):
+        return sorted(r["steady_images"] / r["steady_s"] for r in self.reports)
 
     def ttfb(self):
-        return self.report["ttfb_s"] if self.ok else None
+        return self.median(lambda r: r["ttfb_s"])
+
+    def steady_cpu(self):
+        """CPU seconds per image while steady."""
+        return self.median(lambda r: r["steady_cpu_s"] / r["steady_images"])
+
+    def capacity(self):
+        """Images/s the steady CPU cost allows on NUM_THREADS idle cores."""
+        cpu = self.steady_cpu()
+        return None if cpu is None else NUM_THREADS / cpu
+
+    def total_cpu(self):
+        return self.median(lambda r: r["cpu_s"] / r["count"])
 
 
-def run_contender(contender, args):
+def run_contender(contender, args, result):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", contender.name]
     cmd += ["--images", str(args.images), "--steady", str(args.steady), "--data", str(args.data)]
     report, note = run_json(cmd, args.timeout, contender.name)
-    if report is not None and "unavailable" in report:
-        note = report["unavailable"]
-    return Result(contender, report, note)
+    if report is None:
+        result.note = note
+        result.reports.append({"unavailable": note})
+    elif "unavailable" in report:
+        result.note = report["unavailable"]
+        result.reports.append(report)
+    else:
+        result.reports.append(report)
 
 
 def _ratio(x, base):
@@ -265,28 +320,41 @@ def _ratio(x, base):
 
 
 def print_table(results):
-    base = next((r for r in results if r.contender.name == "torch"), None)
-    base_rate = base.rate() if base else None
-    base_ttfb = base.ttfb() if base else None
-    base_cpu = base.report["cpu_s"] / base.report["count"] if base and base.ok else None
-    header = ("contender", "1st batch s", "vs torch", "images/s", "vs torch", "CPU ms/img", "vs torch", "RSS MiB")
+    base = next((r for r in results if r.contender.name == "torch" and r.ok), None)
+
+    def vs(value, attr):
+        return _ratio(value, getattr(base, attr)() if base else None)
+
+    header = (
+        "contender",
+        "1st batch s",
+        "vs torch",
+        "images/s (min-max)",
+        "vs torch",
+        "steady CPU ms/img",
+        "2-core capacity/s",
+        "vs torch",
+        "CPU ms/img (all)",
+        "RSS MiB",
+    )
     rows = []
     for r in results:
         if not r.ok:
-            rows.append((r.contender.label, *["-"] * 7, f"n/a: {r.note}"))
+            rows.append((r.contender.label, *["-"] * (len(header) - 1), f"n/a: {r.note}"))
             continue
-        rep = r.report
-        cpu = rep["cpu_s"] / rep["count"]
+        lo, hi = r.rates()[0], r.rates()[-1]
         rows.append(
             (
                 r.contender.label,
                 f"{r.ttfb():.3f}",
-                _ratio(r.ttfb(), base_ttfb),
-                f"{r.rate():,.0f}",
-                _ratio(r.rate(), base_rate),
-                f"{cpu * 1e3:.2f}",
-                _ratio(cpu, base_cpu),
-                f"{rep['peak_rss_kib'] / 1024:.0f}",
+                vs(r.ttfb(), "ttfb"),
+                f"{r.rate():,.0f} ({lo:,.0f}-{hi:,.0f})",
+                vs(r.rate(), "rate"),
+                f"{r.steady_cpu() * 1e3:.2f}",
+                f"{r.capacity():,.0f}",
+                vs(r.capacity(), "capacity"),
+                f"{r.total_cpu() * 1e3:.2f}",
+                f"{max(rep['peak_rss_kib'] for rep in r.reports) / 1024:.0f}",
                 "",
             )
         )
@@ -297,8 +365,9 @@ def print_table(results):
         cells = [str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
         print("  ".join(cells) + (f"  {row[-1]}" if row[-1] else ""))
     for r in results:
-        if r.ok and "state_s" in r.report:
-            us, size = r.report["state_s"] * 1e6, r.report["state_bytes"]
+        if r.ok and "state_s" in r.reports[0]:
+            us = statistics.median(rep["state_s"] for rep in r.reports) * 1e6
+            size = max(rep["state_bytes"] for rep in r.reports)
             print(f"  state_dict() of {r.contender.name}: {us:.2f} us per call, {size} bytes pickled")
 
 
@@ -311,12 +380,16 @@ def print_summary(results, quick):
     parts = []
     met = True
     if tc and tc.ok:
-        ttfb, rate = fl.ttfb() / tc.ttfb(), fl.rate() / tc.rate()
-        parts += [f"first batch {ttfb:.3f}x torch (goal <= 0.1x)", f"steady {rate:.2f}x torch (goal >= 3x)"]
+        ttfb, rate, cap = fl.ttfb() / tc.ttfb(), fl.rate() / tc.rate(), fl.capacity() / tc.capacity()
+        parts += [
+            f"first batch {ttfb:.3f}x torch (goal <= 0.1x)",
+            f"steady {rate:.2f}x torch (goal >= 3x; {cap:.2f}x by steady CPU per image)",
+        ]
         met = met and ttfb <= 0.1 and rate >= 3
     else:
         parts.append("torch baseline n/a")
-    us, size = fl.report["state_s"] * 1e6, fl.report["state_bytes"]
+    us = statistics.median(r["state_s"] for r in fl.reports) * 1e6
+    size = max(r["state_bytes"] for r in fl.reports)
     parts += [f"state_dict {us:.2f} us (goal <= 10)", f"{size} B (goal <= 1024)"]
     met = met and us <= 10 and size <= 1024
     verdict = "smoke run, not meaningful" if quick else ("all goals met" if met else "goals NOT met")
@@ -336,23 +409,30 @@ def parent_main(args):
     print(f"Loaders for a training loop: {args.images} JPEGs {WIDTH}x{HEIGHT} in {args.data}")
     print(f"  decode -> shorter side {SHORTER} -> crop {CROP}x{CROP} uint8 HWC -> batches of {BATCH} torch tensors")
     print(f"  {NUM_THREADS} threads / workers; steady rate over {args.steady} images after the first batch")
+    print(f"  median of {args.rounds} round(s), contenders alternated (reversed every other round)")
     print(f"Python {platform.python_version()}, CPUs {os.cpu_count()}, load average {load}")
     if args.quick:
         print("--quick: smoke run only; do not read the numbers.")
-    results = []
-    for name in names:
-        print(f"  running {name} ...", flush=True)
-        results.append(run_contender(BY_NAME[name], args))
-    print_table(results)
-    print_summary(results, args.quick)
-    feedline_failed = [r for r in results if r.contender.name != "torch" and not r.ok and r.report is None]
-    return 1 if feedline_failed else 0
+    results = {name: Result(BY_NAME[name]) for name in names}
+    for round_ in range(args.rounds):
+        order = names if round_ % 2 == 0 else names[::-1]
+        for name in order:
+            print(f"  round {round_ + 1}: {name} ...", flush=True)
+            run_contender(BY_NAME[name], args, results[name])
+    ordered = [results[n] for n in names]
+    print_table(ordered)
+    print_summary(ordered, args.quick)
+    failed = [
+        r for r in ordered if r.contender.name.startswith("feedline") and not r.ok and r.note.startswith("worker")
+    ]
+    return 1 if failed else 0
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--images", type=int, default=10000, help="dataset size (default 10000)")
     p.add_argument("--steady", type=int, default=3000, help="images timed after the first batch (default 3000)")
+    p.add_argument("--rounds", type=int, default=3, help="runs of every contender (median reported)")
     p.add_argument("--only", help=f"comma-separated contenders out of {','.join(BY_NAME)}")
     p.add_argument("--quick", action="store_true", help="smoke run: 200 images, 64 timed")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="dataset folder (made if missing)")
@@ -360,7 +440,7 @@ def parse_args(argv):
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.images, args.steady = 200, 64
+        args.images, args.steady, args.rounds = 200, 64, 1
     if args.images < 1 or args.steady < 1 or args.steady + BATCH > args.images:
         p.error("--images and --steady must be positive, with --steady + 32 <= --images")
     return args

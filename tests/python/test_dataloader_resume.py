@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+import feedline
 from feedline.dataloader import DataLoader, item_rng
 from feedline.source import DistributedRandomSampler, embed_shuffle
 from feedline.source.local_directory import LocalDirectory
@@ -150,6 +151,42 @@ def test_resume_through_embed_shuffle_and_local_directory(tmp_path, shuffle_last
     got[1] += [x for b in second for x in b]
     got.append([x for b in second for x in b])
     assert got == reference
+
+
+@pytest.mark.parametrize("order", ["input", "completion"])
+def test_resume_after_the_pipeline_failed(order):
+    def pre(i):
+        if i % 5 == 2:
+            raise ValueError(f"bad {i}")
+        return i
+
+    def loader(**kw):
+        return DataLoader(range(60), preprocessor=pre, batch_size=3, num_threads=2, output_order=order, **kw)
+
+    reference = [x for b in loader() for x in b]
+    first = loader(max_failures=3)  # the 4th failed call fails the pipeline
+    got = []
+    with pytest.raises(feedline.PipelineFailure):
+        for b in first:
+            got += b
+    assert 0 < len(got) < len(reference)
+    state = first.state_dict()
+    second = loader()
+    second.load_state_dict(state)
+    rest = [x for b in second for x in b]
+    if order == "input":
+        assert got + rest == reference
+    else:
+        assert sorted(got + rest) == sorted(reference)
+    # The failed loader itself continues on a new pipeline from the same
+    # state (and fails again after 4 more failed calls).
+    again = []
+    with pytest.raises(feedline.PipelineFailure):
+        for b in first:
+            again += b
+    assert again and not set(again) & set(got)
+    if order == "input":
+        assert again == rest[: len(again)]
 
 
 def test_state_is_small_and_cheap_whatever_the_dataset_size():

@@ -7,6 +7,7 @@ import contextvars
 import functools
 import inspect
 import math
+from fractions import Fraction
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -110,6 +111,12 @@ class DataLoader(Generic[T, U]):
         timeout: seconds a batch may take to arrive (None: no limit).
         output_order: ``"completion"`` (default) or ``"input"``.
         seed: the ``seed`` of :func:`item_rng` (feedline's addition).
+        max_failures: failed calls tolerated before the pipeline fails (an
+            int, -1 for unlimited, or a Fraction rate; see
+            ``feedline.pipeline.build_pipeline``). Then the ``for`` raises
+            :class:`feedline.PipelineFailure` after the batches that made it
+            through, and the next ``for`` continues on a new pipeline from
+            what was delivered (feedline's addition).
 
     Resumable (beyond SPDL): ``state_dict()`` is a few integers, ``{epoch,
     position, done, seed}``, counted from what the consumer has received;
@@ -138,6 +145,7 @@ class DataLoader(Generic[T, U]):
         timeout: float | None = None,
         output_order: str = "completion",
         seed: int = 0,
+        max_failures: int | Fraction = -1,
     ) -> None:
         if not hasattr(src, "__iter__"):
             raise ValueError(f"src must be an iterable, got {type(src).__name__}")
@@ -163,6 +171,12 @@ class DataLoader(Generic[T, U]):
         self._timeout = timeout
         self._output_order = output_order
         self._seed = check_int("seed", seed, minimum=0)
+        if isinstance(max_failures, Fraction):
+            if not 0 < max_failures <= 1:
+                raise ValueError(f"a Fraction max_failures must be in (0, 1], got {max_failures}")
+        else:
+            max_failures = check_int("max_failures", max_failures, minimum=-1)
+        self._max_failures = max_failures
         # Counted mode: a native op cannot carry an item's position.
         self._tagged = not isinstance(preprocessor, NativeOp) and not isinstance(aggregator, NativeOp)
         self._epoch = 0  # the epoch the consumer reads (or reads next)
@@ -219,7 +233,7 @@ class DataLoader(Generic[T, U]):
         if self._transfer_fn is not None:
             fn = _tag_batch_fn(self._transfer_fn, tracker) if tagged else self._transfer_fn
             b.pipe(fn, concurrency=1, name="transfer")
-        return b.add_sink(self._buffer_size).build(num_threads=n)
+        return b.add_sink(self._buffer_size).build(num_threads=n, max_failures=self._max_failures)
 
     def _close_pipeline(self) -> None:
         pipeline, self._pipeline = self._pipeline, None
