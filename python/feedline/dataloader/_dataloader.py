@@ -7,8 +7,8 @@ import contextvars
 import functools
 import inspect
 import math
-from fractions import Fraction
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 import numpy as np
