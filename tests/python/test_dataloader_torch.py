@@ -158,4 +158,10 @@ def test_rejected_arguments():
 def test_get_pytorch_dataloader():
     loader = get_pytorch_dataloader(Images(), batch_size=10, num_workers=2)
     assert isinstance(loader, PyTorchDataLoader) and len(loader) == 4
+    assert sorted(_labels(list(loader))) == list(range(37))  # SPDL's default: completion order
+    loader = get_pytorch_dataloader(Images(), batch_size=10, num_workers=2, in_order=True)
     assert _labels(list(loader)) == list(range(37))
+    with pytest.warns(UserWarning, match="num_workers=0"):
+        get_pytorch_dataloader(Images(), num_workers=0)
+    with pytest.raises(ValueError, match="persistent_workers"):
+        get_pytorch_dataloader(Images(), persistent_workers=True)

@@ -250,12 +250,56 @@ def _pin(batch: Any) -> Any:
     return pin(batch)
 
 
-def get_pytorch_dataloader(dataset: Any, *args: Any, **kwargs: Any) -> PyTorchDataLoader:
-    """SPDL's name for the adapter: ``PyTorchDataLoader(dataset, ...)``.
+def get_pytorch_dataloader(
+    dataset: Any,
+    batch_size: int | None = 1,
+    shuffle: bool | None = False,
+    sampler: Iterable[Any] | None = None,
+    batch_sampler: Iterable[Sequence[Any]] | None = None,
+    num_workers: int = 1,
+    collate_fn: Callable[[Any], Any] | None = None,
+    pin_memory: bool = False,
+    drop_last: bool = False,
+    timeout: float | None = None,
+    worker_init_fn: Callable[[int], None] | None = None,
+    multiprocessing_context: Any = None,
+    generator: Any = None,
+    *,
+    prefetch_factor: int = 2,
+    persistent_workers: bool = False,
+    pin_memory_device: str | None = None,
+    in_order: bool = False,
+) -> PyTorchDataLoader:
+    """SPDL's function for the adapter, with SPDL's defaults
+    (``num_workers=1``, ``in_order=False``): a :class:`PyTorchDataLoader`.
 
     SPDL runs ``dataset[i]`` in worker processes; feedline runs it on
-    threads (see :class:`PyTorchDataLoader`).
+    ``num_workers`` threads. As in SPDL, ``num_workers=0`` warns and uses 1,
+    and ``persistent_workers=True`` is refused (ValueError).
     """
-    if kwargs.get("num_workers", 1) == 0:
+    if persistent_workers:
+        raise ValueError("persistent_workers is not supported (the loader is always warm)")
+    num_workers = check_int("num_workers", num_workers, minimum=0)
+    if num_workers == 0:
         warnings.warn("num_workers=0: loading on 1 thread", stacklevel=2)
-    return PyTorchDataLoader(dataset, *args, **kwargs)
+        num_workers = 1
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"timeout must be >= 0, got {timeout!r}")
+    return PyTorchDataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        sampler=sampler,
+        batch_sampler=batch_sampler,
+        num_workers=num_workers,
+        collate_fn=collate_fn,
+        pin_memory=pin_memory,
+        drop_last=drop_last,
+        timeout=timeout or 0,
+        worker_init_fn=worker_init_fn,
+        multiprocessing_context=multiprocessing_context,
+        generator=generator,
+        prefetch_factor=prefetch_factor,
+        pin_memory_device=pin_memory_device or "",
+        in_order=in_order,
+    )
