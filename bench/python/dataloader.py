@@ -221,7 +221,8 @@ def worker_main(name, args):
     it = iter(loader)
     first = _as_tensor(next(it))
     t1 = time.perf_counter()
-    pids = [w.pid for w in getattr(it, "_workers", [])]  # torch's worker processes
+    # torch's worker processes (a private attribute of its iterator; none for feedline).
+    pids = [w.pid for w in getattr(it, "_workers", [])]
     steady_cpu0 = _process_cpu(pids)
     count, bad = first.shape[0], int(tuple(first.shape[1:]) != (CROP, CROP, 3))
     while count < BATCH + args.steady:

@@ -232,6 +232,25 @@ def test_counted_mode_with_native_ops(tmp_path):
     assert head + [sizes(b) for b in second] == reference
 
 
+def test_counted_mode_counts_items_without_batching(tmp_path):
+    from feedline.io import ops
+
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"{i}.bin"
+        p.write_bytes(bytes(i + 1))
+        paths.append(str(p))
+    dl = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    it = iter(dl)
+    head = [len(bytes(next(it))) for _ in range(2)]
+    state = dl.state_dict()
+    assert state["position"] == 2
+    dl.close()
+    again = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    again.load_state_dict(state)
+    assert head + [len(bytes(x)) for x in again] == [1, 2, 3, 4, 5, 6]
+
+
 @pytest.mark.parametrize(
     "state,match",
     [

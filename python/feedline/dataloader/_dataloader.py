@@ -231,7 +231,7 @@ class DataLoader(Generic[T, U]):
             agg = _tag_single(agg_fn, tracker) if tagged else agg_fn
             b.pipe(agg, concurrency=n, output_order=out_order, name="aggregate")
         if self._transfer_fn is not None:
-            fn = _tag_batch_fn(self._transfer_fn, tracker) if tagged else self._transfer_fn
+            fn = _tag_single(self._transfer_fn, tracker) if tagged else self._transfer_fn
             b.pipe(fn, concurrency=1, name="transfer")
         return b.add_sink(self._buffer_size).build(num_threads=n, max_failures=self._max_failures)
 
@@ -273,7 +273,7 @@ class DataLoader(Generic[T, U]):
                     tracker.mark(item_epoch, positions)
                     yield value
             else:
-                per_batch = self._batch_size is not None or self._aggregator is not None
+                per_batch = self._batch_size is not None
                 for value in pipeline.get_iterator(timeout=self._timeout):
                     tracker.add_count(epoch, _batch_len(value) if per_batch else 1)
                     yield value
@@ -407,5 +407,3 @@ def _tag_single(fn: Callable[[Any], Any], tracker: Tracker) -> Callable[..., Any
 
     return single
 
-
-_tag_batch_fn = _tag_single
