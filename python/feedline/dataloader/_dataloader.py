@@ -406,4 +406,3 @@ def _tag_single(fn: Callable[[Any], Any], tracker: Tracker) -> Callable[..., Any
         return (epoch, positions, out)
 
     return single
-
