@@ -238,3 +238,17 @@ def test_torch_stays_optional():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_item_rng_in_interleaved_async_preprocessors():
+    import asyncio
+
+    from feedline.source import item_rng as keyed_rng
+
+    async def pre(i):
+        for _ in range(i % 3):
+            await asyncio.sleep(0)  # let the other coroutines run in between
+        return i, int(item_rng().integers(1 << 30))
+
+    got = sorted(DataLoader(range(40), preprocessor=pre, num_threads=4, seed=2))
+    assert got == [(i, int(keyed_rng(2, 0, i).integers(1 << 30))) for i in range(40)]
