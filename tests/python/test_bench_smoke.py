@@ -62,3 +62,16 @@ def test_video_benchmark_runs():
     assert "Whole clips" in r.stdout and "Windows of 8 frames" in r.stdout
     rows = [line for line in r.stdout.splitlines() if line.startswith("feedline ")]
     assert len(rows) == 4 and all(row.endswith("yes") for row in rows), r.stdout
+
+
+def test_dataloader_benchmark_runs(tmp_path):
+    # torch (the baseline and the adapter contenders) is optional; the
+    # feedline DataLoader must run and report its state_dict() cost.
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "dataloader.py"), "--quick", "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUMMARY:" in r.stdout

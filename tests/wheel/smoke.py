@@ -73,6 +73,9 @@ def every_module_imports(tmp: Path) -> None:
         "feedline.io",
         "feedline.io.ops",
         "feedline.io.utils",
+        "feedline.dataloader",
+        "feedline.source",
+        "feedline.source.utils",
     ):
         assert public in names, f"{public} missing from the wheel ({names})"
 
@@ -105,6 +108,25 @@ def pipeline_python_stages(tmp: Path) -> None:
     with pipeline.auto_stop():
         batches = list(pipeline)
     assert sorted(x for b in batches for x in b) == [2 * i for i in range(100)]
+
+
+@check
+def dataloader_resumes(tmp: Path) -> None:
+    from feedline.dataloader import DataLoader
+    from feedline.source import DistributedRandomSampler
+
+    def loader() -> DataLoader:
+        sampler = DistributedRandomSampler(50, rank=0, world_size=1)
+        return DataLoader(sampler, preprocessor=lambda i: i, batch_size=8, num_threads=2, output_order="input")
+
+    reference = [x for b in loader() for x in b]
+    first = loader()
+    it = iter(first)
+    head = next(it) + next(it)
+    second = loader()
+    second.load_state_dict(first.state_dict())
+    first.close()
+    assert head + [x for b in second for x in b] == reference
 
 
 @check

@@ -1,0 +1,408 @@
+"""DataLoader: a source, a preprocessor, batching and a hand-off, on one
+warm feedline pipeline that lives across epochs, with resumable state."""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from fractions import Fraction
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from .._errors import PipelineFailure
+from ..pipeline import NativeOp, Pipeline, PipelineBuilder
+from ..source._checks import check_int, check_state
+from ..source.utils import item_rng as _item_rng
+from ._progress import Progress, Tracker
+
+__all__ = ["DataLoader", "item_rng"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+# (seed, epoch, position) of the item the current preprocessor call works on.
+_ITEM_KEY: contextvars.ContextVar[tuple[int, int, int] | None] = contextvars.ContextVar(
+    "feedline_dataloader_item", default=None
+)
+
+_STATE_VERSION = 1
+
+
+def item_rng() -> np.random.Generator:
+    """Inside a :class:`DataLoader` preprocessor: a NumPy Generator for the
+    item being processed, determined by ``(seed, epoch, position)`` alone
+    (:func:`feedline.source.item_rng`), so augmentations are the same at any
+    thread count, in any completion order and after a resume.
+
+    Raises:
+        RuntimeError: called outside a DataLoader preprocessor.
+    """
+    key = _ITEM_KEY.get()
+    if key is None:
+        raise RuntimeError("item_rng() is only available inside a DataLoader preprocessor call")
+    return _item_rng(*key)
+
+
+def _batch_len(batch: Any) -> int:
+    try:
+        return len(batch)
+    except TypeError:
+        shape = getattr(batch, "shape", None)
+        if shape:
+            return int(shape[0])
+        return 1
+
+
+class _Passes:
+    """The continuous source: one pass over ``src`` per epoch, each item
+    tagged ``(epoch, position, item)`` (in counted mode the item alone).
+    The first pass of a resumed loader skips the positions already done."""
+
+    def __init__(self, src: Iterable[Any], first_epoch: int, resume: Progress | None, tagged: bool) -> None:
+        self._src = src
+        self._next_epoch = first_epoch
+        self._resume = resume
+        self._tagged = tagged
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, self._next_epoch = self._next_epoch, self._next_epoch + 1
+        skip, self._resume = self._resume, None
+        set_epoch = getattr(self._src, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+        tagged = self._tagged
+        for position, item in enumerate(self._src):
+            if skip is not None and position in skip:
+                continue
+            yield (epoch, position, item) if tagged else item
+
+
+class DataLoader(Generic[T, U]):
+    """Iterates ``src`` through a feedline pipeline, one epoch per ``for``.
+
+    The pipeline is ``src -> preprocessor [num_threads] -> batch(batch_size,
+    drop_last) -> aggregator [num_threads] -> transfer_fn [1] -> buffer
+    (buffer_size)``, built once and kept warm across epochs (the source runs
+    continuously; the next epoch starts loading while the last batches of
+    this one are consumed). Before each epoch's pass the loader calls
+    ``src.set_epoch(epoch)`` if ``src`` has it (the samplers of
+    :mod:`feedline.source`, :func:`~feedline.source.utils.embed_shuffle`,
+    ``torch.utils.data.DistributedSampler``), so the order of every epoch is
+    a function of its number.
+
+    Args:
+        src: an iterable of items (indices, paths, samples). It must give
+            the same order for the same epoch number (see above).
+        preprocessor: applied to every item on ``num_threads`` threads; a
+            Python callable, an ``async def`` function or a
+            :class:`~feedline.pipeline.NativeOp`. A ``None`` result drops the
+            item; an exception is a failed item (dropped, counted, logged).
+        batch_size: items per batch (None: no batching).
+        drop_last: drop each epoch's last partial batch.
+        aggregator: applied to each batch (a list); a callable or NativeOp.
+        transfer_fn: applied to each batch, one call at a time (GPU copies).
+        buffer_size: batches ready for the consumer.
+        num_threads: threads of the pipeline (and concurrency of the
+            preprocessor and aggregator).
+        timeout: seconds a batch may take to arrive (None: no limit).
+        output_order: ``"completion"`` (default) or ``"input"``.
+        seed: the ``seed`` of :func:`item_rng` (feedline's addition).
+        max_failures: failed calls tolerated before the pipeline fails (an
+            int, -1 for unlimited, or a Fraction rate; see
+            ``feedline.pipeline.build_pipeline``). Then the ``for`` raises
+            :class:`feedline.PipelineFailure` after the batches that made it
+            through, and the next ``for`` continues on a new pipeline from
+            what was delivered (feedline's addition).
+
+    Resumable (beyond SPDL): ``state_dict()`` is a few integers, ``{epoch,
+    position, done, seed}``, counted from what the consumer has received;
+    ``load_state_dict()`` makes the next ``for`` deliver exactly the items
+    of that epoch not yet delivered: with ``output_order="input"`` the same
+    sequence as an uninterrupted run, otherwise the same items (those in
+    flight at the checkpoint are loaded again, never lost), at any thread
+    count, and then the following epochs as usual. A ``for`` left early
+    (``break``) is continued by the next ``for``. With a NativeOp
+    preprocessor or aggregator, items carry no position: the state counts
+    delivered items, which is exact with ``output_order="input"`` when no
+    item fails (a failed item makes the resume load one item again).
+    """
+
+    def __init__(
+        self,
+        src: Iterable[T],
+        *,
+        preprocessor: Callable[[T], U] | NativeOp | None = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        aggregator: Callable[[list[U]], Any] | NativeOp | None = None,
+        transfer_fn: Callable[[Any], Any] | None = None,
+        buffer_size: int = 3,
+        num_threads: int = 8,
+        timeout: float | None = None,
+        output_order: str = "completion",
+        seed: int = 0,
+        max_failures: int | Fraction = -1,
+    ) -> None:
+        if not hasattr(src, "__iter__"):
+            raise ValueError(f"src must be an iterable, got {type(src).__name__}")
+        if batch_size is not None:
+            batch_size = check_int("batch_size", batch_size, minimum=1)
+        self._buffer_size = check_int("buffer_size", buffer_size, minimum=1)
+        self._num_threads = check_int("num_threads", num_threads, minimum=1)
+        if timeout is not None and not (timeout > 0):
+            raise ValueError(f"timeout must be > 0 seconds or None, got {timeout!r}")
+        if output_order not in ("completion", "input"):
+            raise ValueError(f"output_order must be 'completion' or 'input', got {output_order!r}")
+        for name, fn in (("preprocessor", preprocessor), ("aggregator", aggregator), ("transfer_fn", transfer_fn)):
+            if fn is not None and not (callable(fn) or isinstance(fn, NativeOp)):
+                raise ValueError(f"{name} must be callable or a NativeOp, got {type(fn).__name__}")
+        if hasattr(src, "__len__") and len(src) == 0:  # type: ignore[arg-type]
+            raise ValueError("src is empty")
+        self._src = src
+        self._preprocessor = preprocessor
+        self._batch_size = batch_size
+        self._drop_last = bool(drop_last)
+        self._aggregator = aggregator
+        self._transfer_fn = transfer_fn
+        self._timeout = timeout
+        self._output_order = output_order
+        self._seed = check_int("seed", seed, minimum=0)
+        if isinstance(max_failures, Fraction):
+            if not 0 < max_failures <= 1:
+                raise ValueError(f"a Fraction max_failures must be in (0, 1], got {max_failures}")
+        else:
+            max_failures = check_int("max_failures", max_failures, minimum=-1)
+        self._max_failures = max_failures
+        # Counted mode: a native op cannot carry an item's position.
+        self._tagged = not isinstance(preprocessor, NativeOp) and not isinstance(aggregator, NativeOp)
+        self._epoch = 0  # the epoch the consumer reads (or reads next)
+        self._tracker = Tracker()
+        self._resume: Progress | None = None  # skipped by the first pass of the next pipeline
+        self._pipeline: Pipeline | None = None
+
+    # -- sizes -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Batches per epoch (items without ``batch_size``): from ``len(src)``."""
+        n = len(self._src)  # type: ignore[arg-type]
+        if self._batch_size is None:
+            return n
+        return n // self._batch_size if self._drop_last else math.ceil(n / self._batch_size)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next (or current) ``for`` reads."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next ``for`` read epoch ``epoch`` from its start (a no-op
+        when it is the current epoch, so calling it every epoch as with
+        ``DistributedSampler`` is harmless)."""
+        epoch = check_int("epoch", epoch, minimum=0)
+        if epoch == self._epoch:
+            return
+        self._close_pipeline()
+        self._epoch = epoch
+        self._tracker.set(epoch, Progress())
+        self._resume = None
+
+    # -- the pipeline ------------------------------------------------------------
+
+    def _build(self) -> Pipeline:
+        tagged, tracker, out_order, n = self._tagged, self._tracker, self._output_order, self._num_threads
+        # In tagged mode neither op is native (see __init__).
+        pre: Any = self._preprocessor
+        agg_fn: Any = self._aggregator
+        source = _Passes(self._src, self._epoch, self._resume, tagged)
+        self._resume = None
+        b = PipelineBuilder().add_source(source, continuous=True)
+        if self._preprocessor is not None:
+            op = _tag_preprocessor(pre, tracker, self._seed) if tagged else pre
+            b.pipe(op, concurrency=n, output_order=out_order, name="preprocess")
+        if self._batch_size is not None:
+            b.aggregate(self._batch_size, drop_last=self._drop_last)
+            if tagged:
+                b.pipe(_tag_batch(agg_fn, tracker), concurrency=n, output_order=out_order, name="aggregate")
+        if self._aggregator is not None and not (tagged and self._batch_size is not None):
+            agg = _tag_single(agg_fn, tracker) if tagged else agg_fn
+            b.pipe(agg, concurrency=n, output_order=out_order, name="aggregate")
+        if self._transfer_fn is not None:
+            fn = _tag_single(self._transfer_fn, tracker) if tagged else self._transfer_fn
+            b.pipe(fn, concurrency=1, name="transfer")
+        return b.add_sink(self._buffer_size).build(num_threads=n, max_failures=self._max_failures)
+
+    def _close_pipeline(self) -> None:
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            try:
+                pipeline.stop()
+            except PipelineFailure:
+                pass  # already raised to the consumer, or belonging to an abandoned run
+
+    def close(self) -> None:
+        """Stops the pipeline (the next ``for`` builds a new one and
+        continues from the current state)."""
+        self._close_pipeline()
+        self._resume = self._tracker.get(self._epoch)
+
+    def __enter__(self) -> DataLoader[T, U]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- iteration -----------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._pipeline is None:
+            if self._resume is None:
+                self._resume = self._tracker.get(self._epoch)
+            self._pipeline = self._build()
+        return self._epoch_items(self._pipeline)
+
+    def _epoch_items(self, pipeline: Pipeline) -> Iterator[Any]:
+        tracker, epoch = self._tracker, self._epoch
+        try:
+            if self._tagged:
+                for tagged in pipeline.get_iterator(timeout=self._timeout):
+                    item_epoch, positions, value = _untag(tagged)
+                    tracker.mark(item_epoch, positions)
+                    yield value
+            else:
+                per_batch = self._batch_size is not None
+                for value in pipeline.get_iterator(timeout=self._timeout):
+                    tracker.add_count(epoch, _batch_len(value) if per_batch else 1)
+                    yield value
+        except PipelineFailure:
+            # The pipeline is dead; the next `for` builds a new one and
+            # continues from what was delivered.
+            self._close_pipeline()
+            self._resume = tracker.get(epoch)
+            raise
+        tracker.finish(epoch)
+        self._epoch = epoch + 1
+
+    # -- state -------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"version", "epoch", "position", "done", "seed"}``: the epoch
+        being read, the count of its leading items done (delivered, failed
+        or dropped), the runs of later items done, and the item seed."""
+        state = self._tracker.state(self._epoch)
+        state["seed"] = self._seed
+        state["version"] = _STATE_VERSION
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores a ``state_dict()``; the next ``for`` continues that epoch.
+        Stops a running pipeline first."""
+        state = check_state(state, "DataLoader", ("epoch", "position"))
+        version = state.get("version", _STATE_VERSION)
+        if version != _STATE_VERSION:
+            raise ValueError(f"DataLoader state version {version!r} is not supported (expected {_STATE_VERSION})")
+        epoch, progress = Tracker.parse(state)
+        if not self._tagged and progress.above:
+            raise ValueError("done must be empty for a DataLoader whose ops are native (counted mode)")
+        seed = check_int("seed", state.get("seed", self._seed), minimum=0)
+        self._close_pipeline()
+        self._epoch, self._seed = epoch, seed
+        self._tracker.set(epoch, progress)
+        self._resume = progress.copy()
+
+    def __repr__(self) -> str:
+        return (
+            f"DataLoader(src={type(self._src).__name__}, batch_size={self._batch_size}, "
+            f"num_threads={self._num_threads}, output_order={self._output_order!r}, epoch={self._epoch})"
+        )
+
+
+# -- op wrappers: carry (epoch, positions) past the user's functions ---------------
+
+
+def _tag_preprocessor(fn: Callable[[Any], Any], tracker: Tracker, seed: int) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def apre(tagged: tuple[int, int, Any]) -> Any:
+            epoch, position, item = tagged
+            token = _ITEM_KEY.set((seed, epoch, position))
+            try:
+                out = await fn(item)
+            except BaseException:
+                tracker.mark(epoch, (position,))
+                raise
+            finally:
+                _ITEM_KEY.reset(token)
+            if out is None:
+                tracker.mark(epoch, (position,))
+                return None
+            return (epoch, (position,), out)
+
+        return apre
+
+    @functools.wraps(fn)
+    def pre(tagged: tuple[int, int, Any]) -> Any:
+        epoch, position, item = tagged
+        token = _ITEM_KEY.set((seed, epoch, position))
+        try:
+            out = fn(item)
+        except BaseException:
+            tracker.mark(epoch, (position,))
+            raise
+        finally:
+            _ITEM_KEY.reset(token)
+        if out is None:
+            tracker.mark(epoch, (position,))
+            return None
+        return (epoch, (position,), out)
+
+    return pre
+
+
+def _untag(value: Any) -> tuple[int, tuple[int, ...], Any]:
+    """A preprocessed item, or a raw tagged one (no preprocessor)."""
+    epoch, positions, item = value
+    if isinstance(positions, int):
+        positions = (positions,)
+    return epoch, positions, item
+
+
+def _tag_batch(aggregator: Callable[[list[Any]], Any] | None, tracker: Tracker) -> Callable[..., Any]:
+    def batch(items: list[Any]) -> Any:
+        untagged = [_untag(v) for v in items]
+        epoch = untagged[0][0]
+        positions = tuple(p for _, ps, _ in untagged for p in ps)
+        values = [v for _, _, v in untagged]
+        if aggregator is None:
+            return (epoch, positions, values)
+        try:
+            out = aggregator(values)
+        except BaseException:
+            tracker.mark(epoch, positions)
+            raise
+        if out is None:
+            tracker.mark(epoch, positions)
+            return None
+        return (epoch, positions, out)
+
+    return batch
+
+
+def _tag_single(fn: Callable[[Any], Any], tracker: Tracker) -> Callable[..., Any]:
+    def single(value: Any) -> Any:
+        epoch, positions, item = _untag(value)
+        try:
+            out = fn(item)
+        except BaseException:
+            tracker.mark(epoch, positions)
+            raise
+        if out is None:
+            tracker.mark(epoch, positions)
+            return None
+        return (epoch, positions, out)
+
+    return single

@@ -1,0 +1,267 @@
+"""Resumable iteration: a DataLoader (and its sources) stopped at any point,
+checkpointed with state_dict() and restored into a new loader with
+load_state_dict(), delivers exactly the items an uninterrupted run would have
+delivered after that point: the same sequence with output_order="input", the
+same items per epoch otherwise; across epoch boundaries, with failed and
+dropped items, and at any thread count."""
+
+import pickle
+import timeit
+from collections import Counter
+
+import pytest
+
+import feedline
+from feedline.dataloader import DataLoader, item_rng
+from feedline.source import DistributedRandomSampler, embed_shuffle
+from feedline.source.local_directory import LocalDirectory
+
+EPOCHS = 3
+N = 23
+
+
+def _preprocess(i):
+    # Items 3, 10, 17 fail; multiples of 11 are dropped (None); every item
+    # carries a random number from its (seed, epoch, position).
+    if i % 7 == 3:
+        raise ValueError(f"item {i} is bad")
+    if i % 11 == 0:
+        return None
+    return (i, int(item_rng().integers(1 << 30)))
+
+
+def _loader(threads, order, batch_size):
+    sampler = DistributedRandomSampler(N, rank=0, world_size=1, seed=11, ddp_drop_last_distributed_round=False)
+    return DataLoader(
+        sampler,
+        preprocessor=_preprocess,
+        batch_size=batch_size,
+        num_threads=threads,
+        output_order=order,
+        buffer_size=2,
+        seed=5,
+    )
+
+
+def _items(batch, batch_size):
+    return list(batch) if batch_size else [batch]
+
+
+def _run_to_end(dl, batch_size, out):
+    """Reads until EPOCHS epochs are done; appends (epoch, item)."""
+    while dl.epoch < EPOCHS:
+        epoch = dl.epoch
+        for batch in dl:
+            out += [(epoch, x) for x in _items(batch, batch_size)]
+
+
+def _run_batches(dl, batch_size, count, out):
+    """Reads `count` batches, across epochs, leaving the last `for` open."""
+    got = 0
+    while got < count:
+        epoch = dl.epoch
+        for batch in dl:
+            out += [(epoch, x) for x in _items(batch, batch_size)]
+            got += 1
+            if got == count:
+                return
+
+
+def _per_epoch(stream):
+    return {e: Counter(x for ep, x in stream if ep == e) for e in range(EPOCHS)}
+
+
+@pytest.mark.parametrize("batch_size", [4, None])
+@pytest.mark.parametrize(
+    "order,threads,resume_threads",
+    [("input", 1, 3), ("input", 3, 1), ("completion", 1, 4), ("completion", 4, 2), ("completion", 2, 2)],
+)
+def test_resume_at_every_point_matches_an_uninterrupted_run(order, threads, resume_threads, batch_size):
+    reference = []
+    _run_to_end(_loader(threads, order, batch_size), batch_size, reference)
+    # Count the batches of an uninterrupted run (input order: the same
+    # number every run; completion: the same too, batch sizes are fixed).
+    counting = _loader(threads, order, batch_size)
+    batches = 0
+    while counting.epoch < EPOCHS:
+        batches += sum(1 for _ in counting)
+    assert len(reference) > 40, "the reference run delivered too little"
+    assert batches >= EPOCHS * 4
+    step = 1 if batch_size else 3
+    for stop in range(0, batches + 1, step):
+        head = []
+        first = _loader(threads, order, batch_size)
+        _run_batches(first, batch_size, stop, head)
+        state = pickle.loads(pickle.dumps(first.state_dict()))
+        first.close()  # the job is killed: whatever was in flight is lost
+        tail = []
+        second = _loader(resume_threads, order, batch_size)
+        second.load_state_dict(state)
+        _run_to_end(second, batch_size, tail)
+        if order == "input":
+            assert head + tail == reference, f"stopped after {stop} batches"
+        else:
+            assert _per_epoch(head + tail) == _per_epoch(reference), f"stopped after {stop} batches"
+
+
+def test_resume_at_an_epoch_boundary_before_the_for_ends():
+    # The last batch of epoch 0 was received, but the loop had not seen the
+    # end of the epoch: the restored loader's first `for` is empty.
+    dl = DataLoader(range(8), batch_size=4, num_threads=2, output_order="input")
+    it = iter(dl)
+    assert [next(it), next(it)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    state = dl.state_dict()
+    assert (state["epoch"], state["position"]) == (0, 8)
+    again = DataLoader(range(8), batch_size=4, num_threads=2, output_order="input")
+    again.load_state_dict(state)
+    assert list(again) == []
+    assert again.epoch == 1
+    assert list(again) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # After the loop ended, the state is the start of the next epoch.
+    list(it)
+    assert dl.state_dict()["epoch"] == 1 and dl.state_dict()["position"] == 0
+
+
+@pytest.mark.parametrize("shuffle_last", [False, True])
+def test_resume_through_embed_shuffle_and_local_directory(tmp_path, shuffle_last):
+    for i in range(30):
+        (tmp_path / f"{i:02d}.txt").write_text(str(i))
+
+    def loader():
+        src = embed_shuffle(LocalDirectory(tmp_path, "*.txt"), shuffle_last=shuffle_last)
+        return DataLoader(
+            src, preprocessor=lambda p: int(p.read_text()), batch_size=4, num_threads=3, output_order="input"
+        )
+
+    dl = loader()
+    reference = [[x for b in dl for x in b] for _ in range(3)]
+    assert all(sorted(r) == list(range(30)) for r in reference)
+    assert reference[1] != reference[2] and reference[0] != reference[1]
+    first = loader()
+    got = [[x for b in first for x in b], []]
+    for b in first:
+        got[1] += b
+        if len(got[1]) >= 12:
+            break
+    state = first.state_dict()
+    assert state["epoch"] == 1
+    first.close()
+    second = loader()
+    second.load_state_dict(state)
+    got[1] += [x for b in second for x in b]
+    got.append([x for b in second for x in b])
+    assert got == reference
+
+
+@pytest.mark.parametrize("order", ["input", "completion"])
+def test_resume_after_the_pipeline_failed(order):
+    def pre(i):
+        if i % 5 == 2:
+            raise ValueError(f"bad {i}")
+        return i
+
+    def loader(**kw):
+        return DataLoader(range(60), preprocessor=pre, batch_size=3, num_threads=2, output_order=order, **kw)
+
+    reference = [x for b in loader() for x in b]
+    first = loader(max_failures=3)  # the 4th failed call fails the pipeline
+    got = []
+    with pytest.raises(feedline.PipelineFailure):
+        for b in first:
+            got += b
+    assert 0 < len(got) < len(reference)
+    state = first.state_dict()
+    second = loader()
+    second.load_state_dict(state)
+    rest = [x for b in second for x in b]
+    if order == "input":
+        assert got + rest == reference
+    else:
+        assert sorted(got + rest) == sorted(reference)
+    # The failed loader itself continues on a new pipeline from the same
+    # state (and fails again after 4 more failed calls).
+    again = []
+    with pytest.raises(feedline.PipelineFailure):
+        for b in first:
+            again += b
+    assert again and not set(again) & set(got)
+    if order == "input":
+        assert again == rest[: len(again)]
+
+
+def test_state_is_small_and_cheap_whatever_the_dataset_size():
+    n = 1_000_000
+    dl = DataLoader(
+        DistributedRandomSampler(n, rank=0, world_size=1), preprocessor=lambda i: i, batch_size=32, num_threads=4
+    )
+    it = iter(dl)
+    for _ in range(50):
+        next(it)
+    state = dl.state_dict()
+    assert len(pickle.dumps(state)) <= 1024
+    assert set(state) == {"version", "epoch", "position", "done", "seed"}
+    per_call = min(timeit.repeat(dl.state_dict, number=200, repeat=3)) / 200
+    assert per_call < 1e-3  # the goal (10 us) is measured by bench/python/dataloader.py
+    dl.close()
+
+
+def test_counted_mode_with_native_ops(tmp_path):
+    from feedline.io import ops
+
+    paths = []
+    for i in range(10):
+        p = tmp_path / f"{i}.bin"
+        p.write_bytes(bytes([i]) * (i + 1))
+        paths.append(str(p))
+
+    def loader():
+        return DataLoader(paths, preprocessor=ops.read_file(), batch_size=3, num_threads=2, output_order="input")
+
+    def sizes(batch):
+        return [len(bytes(x)) for x in batch]
+
+    reference = [sizes(b) for b in loader()]
+    first = loader()
+    it = iter(first)
+    head = [sizes(next(it))]
+    state = first.state_dict()
+    assert state["position"] == 3
+    first.close()
+    second = loader()
+    second.load_state_dict(state)
+    assert head + [sizes(b) for b in second] == reference
+
+
+def test_counted_mode_counts_items_without_batching(tmp_path):
+    from feedline.io import ops
+
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"{i}.bin"
+        p.write_bytes(bytes(i + 1))
+        paths.append(str(p))
+    dl = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    it = iter(dl)
+    head = [len(bytes(next(it))) for _ in range(2)]
+    state = dl.state_dict()
+    assert state["position"] == 2
+    dl.close()
+    again = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    again.load_state_dict(state)
+    assert head + [len(bytes(x)) for x in again] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    "state,match",
+    [
+        ({}, "misses epoch, position"),
+        ({"epoch": -1, "position": 0}, "epoch must be >= 0, got -1"),
+        ({"epoch": 0, "position": 0, "version": 99}, "version 99 is not supported"),
+        ({"epoch": 0, "position": 5, "done": [7]}, r"\[start, stop\] pairs"),
+        ({"epoch": 0, "position": 5, "done": [4, 6]}, "position < start < stop"),
+        ([1, 2], "takes a dict, got list"),
+    ],
+)
+def test_bad_states(state, match):
+    with pytest.raises(ValueError, match=match):
+        DataLoader(range(4)).load_state_dict(state)
