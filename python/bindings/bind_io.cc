@@ -22,6 +22,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -35,6 +36,7 @@
 #include "feedline/media/image.h"
 #include "feedline/ops/av_ops.h"
 #include "feedline/ops/io_ops.h"
+#include "feedline/ops/samples.h"
 #include "feedline/pipeline/op.h"
 #include "py_ref.h"
 
@@ -356,6 +358,9 @@ void bind_io(nb::module_& parent) {
         "decode_batch"};
   });
   m.def("stack_op", [] { return NativeOp{ops::stack(), "stack"}; });
+  m.def("on_field", [](const NativeOp& op, ops::Field field) {
+    return NativeOp{ops::on_field(op.op, std::move(field)), op.name};
+  });
 }
 
 }  // namespace feedline::bindings

@@ -9,13 +9,16 @@
 #include <typeindex>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 
 #include "bindings.h"
 #include "feedline/base/log.h"
 #include "feedline/ops/adapt.h"
+#include "feedline/ops/samples.h"
 
 namespace nb = nanobind;
 
@@ -66,6 +69,40 @@ nb::object batch_to_python(Item& item) {
                     to_python(std::move(batch[i])).release().ptr());
   }
   return list;
+}
+
+// Samples (feedline/ops/samples.h): the record a tuple or dict, `field` an
+// index or key into it; a batch's record is the first row's with each field
+// a column (the list of its rows' values) and `field` the batch.
+nb::object key_of(const ops::Field& f) {
+  return std::visit([](const auto& v) { return nb::cast(v); }, f);
+}
+nb::handle record_of(const ops::Record& r) { return r->as<PyObj>().get(); }
+nb::object sample_to_python(Item& item) {
+  auto& s = item.as<ops::Sample>();
+  const bool tuple = PyTuple_Check(record_of(s.record).ptr());
+  nb::object out = nb::steal(tuple ? PySequence_List(record_of(s.record).ptr())
+                                   : PyDict_Copy(record_of(s.record).ptr()));
+  out[key_of(s.field)] = to_python(std::move(s.payload));
+  return tuple ? nb::steal(PyList_AsTuple(out.ptr())) : out;
+}
+nb::object sample_batch_to_python(Item& item) {
+  auto& b = item.as<ops::SampleBatch>();
+  nb::handle first = record_of(b.records.at(0));
+  const bool tuple = PyTuple_Check(first.ptr());
+  nb::object out = nb::steal(tuple ? PySequence_List(first.ptr())
+                                   : PyDict_Copy(first.ptr()));
+  nb::object keys =
+      nb::steal(tuple ? PyObject_CallOneArg((PyObject*)&PyRange_Type,
+                                            nb::int_(nb::len(first)).ptr())
+                      : PySequence_List(first.ptr()));
+  for (nb::handle k : keys) {
+    nb::list column;
+    for (const ops::Record& r : b.records) column.append(record_of(r)[k]);
+    out[k] = column;
+  }
+  out[key_of(b.field)] = to_python(std::move(b.batch));
+  return tuple ? nb::steal(PyList_AsTuple(out.ptr())) : out;
 }
 
 Item int_from_python(nb::handle obj) {
@@ -253,6 +290,23 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
   }
 }
 
+Item sample_from_python(nb::handle obj, const ops::Field& field,
+                        const std::type_info& wanted) {
+  std::string where = "field " + ops::field_name(field) + " of a sample";
+  nb::object value =
+      nb::steal(PyObject_GetItem(obj.ptr(), key_of(field).ptr()));
+  if (!value.is_valid()) {
+    PyErr_Clear();
+    throw InvalidArgument("no " + where + " (give the op its field=)");
+  }
+  try {
+    return Item(ops::Sample{from_python(value, wanted), field,
+                            std::make_shared<Item>(PyObj::borrow(obj.ptr()))});
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(e.what()) + " (" + where + ")");
+  }
+}
+
 ConversionCounts& conversion_counts() {
   static ConversionCounts counts;
   return counts;
@@ -268,6 +322,9 @@ void register_basic_converters() {
                 &str_from_python);
   register_type(typeid(ItemBatch), "list", &batch_to_python);
   register_type(typeid(PyObj), "object");
+  register_type(typeid(ops::Sample), "sample", &sample_to_python);
+  register_type(typeid(ops::SampleBatch), "sample batch",
+                &sample_batch_to_python);
 }
 
 }  // namespace feedline::bindings

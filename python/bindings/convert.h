@@ -28,6 +28,7 @@
 #include <nanobind/nanobind.h>
 
 #include "feedline/base/error.h"
+#include "feedline/ops/samples.h"
 #include "feedline/pipeline/item.h"
 #include "feedline/pipeline/op.h"
 #include "py_ref.h"
@@ -106,6 +107,12 @@ nanobind::object to_python(Item&& item);
 // then the object itself). Throws: InvalidArgument naming both types when the
 // object does not convert. Requires: the GIL.
 Item from_python(nanobind::handle obj, const std::type_info& wanted);
+
+// `obj` (a tuple or dict) as an ops::Sample: its `field` converted to
+// `wanted`, the object itself the record. Throws: InvalidArgument naming the
+// field when it is missing or does not convert. Requires: the GIL.
+Item sample_from_python(nanobind::handle obj, const ops::Field& field,
+                        const std::type_info& wanted);
 
 // Wraps `op`, which takes an ItemBatch of `element` items, so that the Python
 // values among a batch's elements (a native aggregate after a Python stage)

@@ -12,6 +12,7 @@
 #include "convert.h"
 #include "feedline/base/error.h"
 #include "feedline/ops/adapt.h"
+#include "feedline/ops/samples.h"
 #include "feedline/ops/shared_completion.h"
 #include "feedline/pipeline/stats.h"
 #include "py_ref.h"
@@ -210,12 +211,21 @@ class PyAggregatorOp final : public PyOp<MapOp> {
   const bool drop_last_;
 };
 
-// Converts a Python value to the native type the wrapped op takes.
-void convert_input(Item& input, const std::type_info& wanted) {
-  if (!input.holds<PyObj>()) return;
+// Converts a Python value to the native type the wrapped op takes; for an
+// op on `field` (non-null), a tuple or dict to a sample, as is a sample of
+// another field (once more a Python value).
+void convert_input(Item& input, const std::type_info& wanted,
+                   const ops::Field* field) {
+  auto* s = field != nullptr ? input.get_if<ops::Sample>() : nullptr;
+  if (!input.holds<PyObj>() && (s == nullptr || s->field == *field)) return;
   GilScope gil;
-  PyObj obj = input.take_as<PyObj>();
-  input = python_call([&] { return from_python(obj.get(), wanted); });
+  input = python_call([&] {
+    nb::object obj = to_python(std::move(input));
+    if (field != nullptr &&
+        (PyTuple_Check(obj.ptr()) || PyDict_Check(obj.ptr())))
+      return sample_from_python(obj, *field, wanted);
+    return from_python(obj, wanted);
+  });
 }
 
 }  // namespace
@@ -252,17 +262,20 @@ OpPtr make_disaggregate_any_op() {
 OpPtr adapt_native_op(OpPtr op) {
   const std::type_info* input = op->input_type();
   const std::type_info* output = op->output_type();
+  const Op* raw = op.get();
+  const ops::Field* field = ops::op_field(*op);  // owned by `op`
   if (input == nullptr && output == nullptr) return op;
   if (input != nullptr && *input == typeid(PyObj)) input = nullptr;  // any
   if (input == nullptr) return ops::adapt(std::move(op), {nullptr, output});
   // Also takes Python values that convert to `input`.
-  return ops::adapt(std::move(op),
-                    {input, output,
-                     [input](const std::type_info& t) {
-                       return t == *input || (t == typeid(PyObj) &&
-                                              can_convert_from_python(*input));
-                     },
-                     [input](Item& item) { convert_input(item, *input); }});
+  return ops::adapt(
+      std::move(op),
+      {input, output,
+       [input, raw](const std::type_info& t) {
+         return raw->accepts(t) ||
+                (t == typeid(PyObj) && can_convert_from_python(*input));
+       },
+       [input, field](Item& item) { convert_input(item, *input, field); }});
 }
 
 SourceFactory make_python_source(nb::object iterable) {
