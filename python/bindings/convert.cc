@@ -42,9 +42,13 @@ nb::object make_exception(const char* feedline_class,
   return cls(message);
 }
 
+// Function `name` of Python module `module`.
+nb::object helper(const char* module, const char* name) {
+  return nb::module_::import_(module).attr(name);
+}
 // A function of feedline/_errors.py, which builds the exceptions of failures.
 nb::object errors_helper(const char* name) {
-  return nb::module_::import_("feedline._errors").attr(name);
+  return helper("feedline._errors", name);
 }
 
 // "Type: message (at file.py:12 in fn)" for `exc` (feedline/_errors.py); its
@@ -71,38 +75,23 @@ nb::object batch_to_python(Item& item) {
   return list;
 }
 
-// Samples (feedline/ops/samples.h): the record a tuple or dict, `field` an
-// index or key into it; a batch's record is the first row's with each field
-// a column (the list of its rows' values) and `field` the batch.
+// Samples (feedline/ops/samples.h), given back to Python by
+// feedline/_samples.py in the shape of their record (a tuple or dict).
 nb::object key_of(const ops::Field& f) {
   return std::visit([](const auto& v) { return nb::cast(v); }, f);
 }
 nb::handle record_of(const ops::Record& r) { return r->as<PyObj>().get(); }
 nb::object sample_to_python(Item& item) {
   auto& s = item.as<ops::Sample>();
-  const bool tuple = PyTuple_Check(record_of(s.record).ptr());
-  nb::object out = nb::steal(tuple ? PySequence_List(record_of(s.record).ptr())
-                                   : PyDict_Copy(record_of(s.record).ptr()));
-  out[key_of(s.field)] = to_python(std::move(s.payload));
-  return tuple ? nb::steal(PyList_AsTuple(out.ptr())) : out;
+  return helper("feedline._samples", "with_field")(
+      record_of(s.record), key_of(s.field), to_python(std::move(s.payload)));
 }
 nb::object sample_batch_to_python(Item& item) {
   auto& b = item.as<ops::SampleBatch>();
-  nb::handle first = record_of(b.records.at(0));
-  const bool tuple = PyTuple_Check(first.ptr());
-  nb::object out = nb::steal(tuple ? PySequence_List(first.ptr())
-                                   : PyDict_Copy(first.ptr()));
-  nb::object keys =
-      nb::steal(tuple ? PyObject_CallOneArg((PyObject*)&PyRange_Type,
-                                            nb::int_(nb::len(first)).ptr())
-                      : PySequence_List(first.ptr()));
-  for (nb::handle k : keys) {
-    nb::list column;
-    for (const ops::Record& r : b.records) column.append(record_of(r)[k]);
-    out[k] = column;
-  }
-  out[key_of(b.field)] = to_python(std::move(b.batch));
-  return tuple ? nb::steal(PyList_AsTuple(out.ptr())) : out;
+  nb::list records;
+  for (const ops::Record& r : b.records) records.append(record_of(r));
+  return helper("feedline._samples", "columns")(records, key_of(b.field),
+                                                to_python(std::move(b.batch)));
 }
 
 Item int_from_python(nb::handle obj) {
