@@ -350,11 +350,12 @@ void bind_io(nb::module_& parent) {
   m.def("decode_image_op", [](const ImageOptions& options) {
     return NativeOp{ops::decode_image(options), "decode_image"};
   });
-  m.def("decode_batch_op", [](const ImageOptions& options) {
+  m.def("decode_batch_op", [](const ImageOptions& options,
+                              std::optional<ops::Field> field) {
     // Python values among a batch's elements become encoded files first.
     return NativeOp{
         convert_batch_elements(ops::decode_batch(options),
-                               typeid(ops::EncodedFile), "decode_batch"),
+                               typeid(ops::EncodedFile), "decode_batch", field),
         "decode_batch"};
   });
   m.def("stack_op", [] { return NativeOp{ops::stack(), "stack"}; });

@@ -135,13 +135,14 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
 }
 
 OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             const std::string& name) {
+                             const std::string& name,
+                             std::optional<ops::Field> field) {
   const Op& inner = *op;
   return ops::adapt(
       std::move(op),
       {inner.input_type(), inner.output_type(),
        [&inner](const std::type_info& t) { return inner.accepts(t); },
-       [&element, name](Item& input) {
+       [&element, name, field](Item& input) {
          ItemBatch* batch = input.get_if<ItemBatch>();
          auto python = [](const Item& i) { return i.holds<PyObj>(); };
          if (!batch || std::none_of(batch->begin(), batch->end(), python))
@@ -149,9 +150,10 @@ OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
          GilScope gil;  // one hold for the batch
          ops::convert_each(
              *batch,
-             [&element](Item& e) {
+             [&](Item& e) {
                if (e.holds<PyObj>())
-                 e = from_python(e.as<PyObj>().get(), element);
+                 e = value_from_python(e.as<PyObj>().get(), element,
+                                       field ? &*field : nullptr);
              },
              name);
        }});
@@ -279,17 +281,19 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
   }
 }
 
-Item sample_from_python(nb::handle obj, const ops::Field& field,
-                        const std::type_info& wanted) {
-  std::string where = "field " + ops::field_name(field) + " of a sample";
+Item value_from_python(nb::handle obj, const std::type_info& wanted,
+                       const ops::Field* field) {
+  if (!field || !(PyTuple_Check(obj.ptr()) || PyDict_Check(obj.ptr())))
+    return from_python(obj, wanted);
+  std::string where = "field " + ops::field_name(*field) + " of a sample";
   nb::object value =
-      nb::steal(PyObject_GetItem(obj.ptr(), key_of(field).ptr()));
+      nb::steal(PyObject_GetItem(obj.ptr(), key_of(*field).ptr()));
   if (!value.is_valid()) {
     PyErr_Clear();
     throw InvalidArgument("no " + where + " (give the op its field=)");
   }
   try {
-    return Item(ops::Sample{from_python(value, wanted), field,
+    return Item(ops::Sample{from_python(value, wanted), *field,
                             std::make_shared<Item>(PyObj::borrow(obj.ptr()))});
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(std::string(e.what()) + " (" + where + ")");

@@ -220,11 +220,7 @@ void convert_input(Item& input, const std::type_info& wanted,
   if (!input.holds<PyObj>() && (s == nullptr || s->field == *field)) return;
   GilScope gil;
   input = python_call([&] {
-    nb::object obj = to_python(std::move(input));
-    if (field != nullptr &&
-        (PyTuple_Check(obj.ptr()) || PyDict_Check(obj.ptr())))
-      return sample_from_python(obj, *field, wanted);
-    return from_python(obj, wanted);
+    return value_from_python(to_python(std::move(input)), wanted, field);
   });
 }
 

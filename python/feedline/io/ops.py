@@ -23,6 +23,20 @@ and logged with its path, within the pipeline's ``max_failures``.
 ``aggregate(n)`` then :func:`decode_batch` decodes each batch straight into
 its Buffer instead (no per-image buffer and no copy; failed images are left
 out of their batch and logged).
+
+Samples: every op also takes a *sample*, a tuple or dict of which it works
+on one field (``field=``: a tuple's index, default 0, or a dict's key) and
+gives the sample back in its shape with that field replaced; the other
+fields ride along untouched, without the GIL::
+
+    source = [("a.jpg", 3), ("b.jpg", 5), ...]          # (path, label)
+    ... .pipe(ops.read_file()).pipe(ops.decode_image(...))  # -> (Buffer, 3)
+    ... .aggregate(32).pipe(ops.decode_batch(...))        # -> (Buffer, [3, 5, ...])
+
+A batch op gives the batch in the sample's shape with every other field a
+column: the list of the rows' values, in row order (``{"image": Buffer,
+"label": [...]}`` for dicts). A row it leaves out (an image that does not
+decode) leaves out its fields too, so rows and labels stay aligned.
 """
 
 from __future__ import annotations
@@ -35,13 +49,16 @@ from ._options import image_options
 Field = int | str
 
 
+def _checked(field: Field | None) -> Field | None:
+    if field is not None and (isinstance(field, bool) or not isinstance(field, (int, str))):
+        raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
+    return field
+
+
 def _on(op, field: Field | None):
     """`op`, taking samples whose payload is `field` (None: payloads only)."""
-    if field is None:
-        return op
-    if isinstance(field, bool) or not isinstance(field, (int, str)):
-        raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
-    return _io.on_field(op, field)
+    return op if _checked(field) is None else _io.on_field(op, field)
+
 
 __all__ = [
     "load_audio",
@@ -67,7 +84,7 @@ def decode_image(*, field: Field | None = 0, **options):
     return _on(_io.decode_image_op(image_options(**options)), field)
 
 
-def decode_batch(**options):
+def decode_batch(*, field: Field | None = 0, **options):
     """A batch (list) of encoded images -> one Buffer ``(N, ...)``, each
     image decoded straight into its slot: no per-image buffer, no copy. Put
     it after ``aggregate(n)``; options as :func:`decode_image`, and they must
@@ -76,7 +93,7 @@ def decode_batch(**options):
     failure of the stage: logged, counted in its statistics and held against
     its ``max_failures``. The call fails only if no image of the batch
     decodes (which counts each image once)."""
-    return _io.decode_batch_op(image_options(**options))
+    return _io.decode_batch_op(image_options(**options), _checked(field))
 
 
 def stack():
