@@ -36,7 +36,6 @@
 #include "feedline/media/image.h"
 #include "feedline/ops/av_ops.h"
 #include "feedline/ops/io_ops.h"
-#include "feedline/ops/samples.h"
 #include "feedline/pipeline/op.h"
 #include "py_ref.h"
 
@@ -350,17 +349,14 @@ void bind_io(nb::module_& parent) {
   m.def("decode_image_op", [](const ImageOptions& options) {
     return NativeOp{ops::decode_image(options), "decode_image"};
   });
-  m.def("decode_batch_op", [](const ImageOptions& options,
-                              std::optional<ops::Field> field) {
-    // Python values among a batch's elements become encoded files first.
-    return NativeOp{
-        convert_batch_elements(ops::decode_batch(options),
-                               typeid(ops::EncodedFile), "decode_batch", field),
-        "decode_batch"};
+  m.def("decode_batch_op", [](const ImageOptions& options) {
+    return NativeOp{ops::decode_batch(options), "decode_batch",
+                    &typeid(ops::EncodedFile)};  // from Python values
   });
   m.def("stack_op", [] { return NativeOp{ops::stack(), "stack"}; });
   m.def("on_field", [](const NativeOp& op, ops::Field field) {
-    return NativeOp{ops::on_field(op.op, std::move(field)), op.name};
+    return NativeOp{ops::on_field(op.op, std::move(field)), op.name,
+                    op.element};
   });
 }
 

@@ -9,16 +9,13 @@
 #include <typeindex>
 #include <unordered_map>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/variant.h>
 
 #include "bindings.h"
 #include "feedline/base/log.h"
 #include "feedline/ops/adapt.h"
-#include "feedline/ops/samples.h"
 
 namespace nb = nanobind;
 
@@ -42,20 +39,16 @@ nb::object make_exception(const char* feedline_class,
   return cls(message);
 }
 
-// Function `name` of Python module `module`.
+// Function `name` of module `module` (feedline._errors, feedline._samples).
 nb::object helper(const char* module, const char* name) {
   return nb::module_::import_(module).attr(name);
-}
-// A function of feedline/_errors.py, which builds the exceptions of failures.
-nb::object errors_helper(const char* name) {
-  return helper("feedline._errors", name);
 }
 
 // "Type: message (at file.py:12 in fn)" for `exc` (feedline/_errors.py); its
 // type's name alone if that fails. Requires: the GIL.
 std::string describe_python_exception(nb::handle exc) {
   try {
-    return nb::cast<std::string>(errors_helper("_describe")(exc));
+    return nb::cast<std::string>(helper("feedline._errors", "_describe")(exc));
   } catch (const std::exception&) {
     PyErr_Clear();
     return Py_TYPE(exc.ptr())->tp_name;
@@ -75,8 +68,7 @@ nb::object batch_to_python(Item& item) {
   return list;
 }
 
-// Samples (feedline/ops/samples.h), given back to Python by
-// feedline/_samples.py in the shape of their record (a tuple or dict).
+// Samples (feedline/ops/samples.h), given back in their record's shape.
 nb::object key_of(const ops::Field& f) {
   return std::visit([](const auto& v) { return nb::cast(v); }, f);
 }
@@ -86,7 +78,7 @@ nb::object sample_to_python(Item& item) {
   return helper("feedline._samples", "with_field")(
       record_of(s.record), key_of(s.field), to_python(std::move(s.payload)));
 }
-nb::object sample_batch_to_python(Item& item) {
+nb::object samples_to_python(Item& item) {
   auto& b = item.as<ops::SampleBatch>();
   nb::list records;
   for (const ops::Record& r : b.records) records.append(record_of(r));
@@ -134,31 +126,6 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
       std::chrono::duration<double>(std::min(seconds, 1e9)));
 }
 
-OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             const std::string& name,
-                             std::optional<ops::Field> field) {
-  const Op& inner = *op;
-  return ops::adapt(
-      std::move(op),
-      {inner.input_type(), inner.output_type(),
-       [&inner](const std::type_info& t) { return inner.accepts(t); },
-       [&element, name, field](Item& input) {
-         ItemBatch* batch = input.get_if<ItemBatch>();
-         auto python = [](const Item& i) { return i.holds<PyObj>(); };
-         if (!batch || std::none_of(batch->begin(), batch->end(), python))
-           return;
-         GilScope gil;  // one hold for the batch
-         ops::convert_each(
-             *batch,
-             [&](Item& e) {
-               if (e.holds<PyObj>())
-                 e = value_from_python(e.as<PyObj>().get(), element,
-                                       field ? &*field : nullptr);
-             },
-             name);
-       }});
-}
-
 [[noreturn]] void throw_python_error() {
   PyObject* type = nullptr;
   PyObject* value = nullptr;
@@ -204,11 +171,11 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     for (const StageError& stage : e.errors())
       stages.append(
           nb::make_tuple(stage.stage, to_python_exception(stage.error)));
-    return errors_helper("_pipeline_failure")(e.what(), stages);
+    return helper("feedline._errors", "_pipeline_failure")(e.what(), stages);
   } catch (const TooManyFailures& e) {
     nb::object cause =
         e.last_error() ? to_python_exception(e.last_error()) : nb::none();
-    return errors_helper("_too_many_failures")(e.what(), cause);
+    return helper("feedline._errors", "_too_many_failures")(e.what(), cause);
   } catch (const Error& e) {
     return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {
@@ -285,19 +252,9 @@ Item value_from_python(nb::handle obj, const std::type_info& wanted,
                        const ops::Field* field) {
   if (!field || !(PyTuple_Check(obj.ptr()) || PyDict_Check(obj.ptr())))
     return from_python(obj, wanted);
-  std::string where = "field " + ops::field_name(*field) + " of a sample";
-  nb::object value =
-      nb::steal(PyObject_GetItem(obj.ptr(), key_of(*field).ptr()));
-  if (!value.is_valid()) {
-    PyErr_Clear();
-    throw InvalidArgument("no " + where + " (give the op its field=)");
-  }
-  try {
-    return Item(ops::Sample{from_python(value, wanted), *field,
-                            std::make_shared<Item>(PyObj::borrow(obj.ptr()))});
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string(e.what()) + " (" + where + ")");
-  }
+  nb::object value = helper("feedline._samples", "field")(obj, key_of(*field));
+  return Item(ops::Sample{from_python(value, wanted), *field,
+                          std::make_shared<Item>(PyObj::borrow(obj.ptr()))});
 }
 
 ConversionCounts& conversion_counts() {
@@ -316,8 +273,7 @@ void register_basic_converters() {
   register_type(typeid(ItemBatch), "list", &batch_to_python);
   register_type(typeid(PyObj), "object");
   register_type(typeid(ops::Sample), "sample", &sample_to_python);
-  register_type(typeid(ops::SampleBatch), "sample batch",
-                &sample_batch_to_python);
+  register_type(typeid(ops::SampleBatch), "sample batch", &samples_to_python);
 }
 
 }  // namespace feedline::bindings

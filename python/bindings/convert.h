@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <string>
 #include <typeinfo>
 
@@ -109,22 +108,11 @@ nanobind::object to_python(Item&& item);
 // object does not convert. Requires: the GIL.
 Item from_python(nanobind::handle obj, const std::type_info& wanted);
 
-// from_python(obj, wanted), or for a tuple or dict `obj` and a `field`, an
-// ops::Sample: its `field` converted, `obj` the record. Throws:
-// InvalidArgument naming the field when it is missing or does not convert.
-// Requires: the GIL.
+// from_python(obj, wanted); for a tuple or dict `obj` and a `field`, an
+// ops::Sample of `obj` with its `field` converted (a missing field raises
+// feedline/_samples.py's ValueError). Requires: the GIL.
 Item value_from_python(nanobind::handle obj, const std::type_info& wanted,
                        const ops::Field* field);
-
-// Wraps `op`, which takes an ItemBatch of `element` items, so that the Python
-// values among a batch's elements (a native aggregate after a Python stage)
-// are converted to `element` (samples, given a `field`) first, all under one GIL hold. An element that
-// does not convert is logged as a warning naming `name`, its index and the
-// reason, and left out of the batch; the call fails (InvalidArgument) when
-// no element of a non-empty batch converts. Native elements pass unchanged.
-OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             const std::string& name,
-                             std::optional<ops::Field> field);
 
 // Conversions done so far, for tests that check where the seam is crossed.
 struct ConversionCounts {

@@ -12,7 +12,6 @@
 #include "convert.h"
 #include "feedline/base/error.h"
 #include "feedline/ops/adapt.h"
-#include "feedline/ops/samples.h"
 #include "feedline/ops/shared_completion.h"
 #include "feedline/pipeline/stats.h"
 #include "py_ref.h"
@@ -211,19 +210,6 @@ class PyAggregatorOp final : public PyOp<MapOp> {
   const bool drop_last_;
 };
 
-// Converts a Python value to the native type the wrapped op takes; for an
-// op on `field` (non-null), a tuple or dict to a sample, as is a sample of
-// another field (once more a Python value).
-void convert_input(Item& input, const std::type_info& wanted,
-                   const ops::Field* field) {
-  auto* s = field != nullptr ? input.get_if<ops::Sample>() : nullptr;
-  if (!input.holds<PyObj>() && (s == nullptr || s->field == *field)) return;
-  GilScope gil;
-  input = python_call([&] {
-    return value_from_python(to_python(std::move(input)), wanted, field);
-  });
-}
-
 }  // namespace
 
 OpPtr make_python_map_op(nb::object fn) {
@@ -255,23 +241,18 @@ OpPtr make_disaggregate_any_op() {
   });
 }
 
-OpPtr adapt_native_op(OpPtr op) {
-  const std::type_info* input = op->input_type();
-  const std::type_info* output = op->output_type();
-  const Op* raw = op.get();
-  const ops::Field* field = ops::op_field(*op);  // owned by `op`
-  if (input == nullptr && output == nullptr) return op;
-  if (input != nullptr && *input == typeid(PyObj)) input = nullptr;  // any
-  if (input == nullptr) return ops::adapt(std::move(op), {nullptr, output});
-  // Also takes Python values that convert to `input`.
-  return ops::adapt(
-      std::move(op),
-      {input, output,
-       [input, raw](const std::type_info& t) {
-         return raw->accepts(t) ||
-                (t == typeid(PyObj) && can_convert_from_python(*input));
-       },
-       [input, field](Item& item) { convert_input(item, *input, field); }});
+OpPtr adapt_native_op(OpPtr op, const std::type_info* element,
+                      const std::string& name) {
+  static const ops::Foreign python{
+      &typeid(PyObj), &can_convert_from_python,
+      [](const std::function<void()>& f) {
+        GilScope gil;
+        python_call(f);
+      },
+      [](Item& item, const std::type_info& wanted, const ops::Field* field) {
+        item = value_from_python(to_python(std::move(item)), wanted, field);
+      }};
+  return ops::take_foreign(std::move(op), python, element, name);
 }
 
 SourceFactory make_python_source(nb::object iterable) {

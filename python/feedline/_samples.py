@@ -1,13 +1,20 @@
-"""Samples leaving native ops: the record a sample came in, given back.
-
-The extension calls these when a sample (a tuple or dict whose payload a
-native op worked on, see docs/ops.md) reaches Python. The record itself is
-never changed: the result is a new object of the same shape.
+"""Samples at the seam of native ops (docs/ops.md): the payload a native op
+takes out of a tuple or dict, and the record given back with its field
+replaced, or as the columns of a batch. The extension calls these; a record
+itself is never changed.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def field(record: Any, key: Any) -> Any:
+    """``record[key]``, the payload a native op works on."""
+    try:
+        return record[key]
+    except (KeyError, IndexError, TypeError):
+        raise ValueError(f"no field {key!r} in a sample of {len(record)} (give the op its field=)") from None
 
 
 def with_field(record: Any, key: Any, value: Any) -> Any:

@@ -49,15 +49,13 @@ from ._options import image_options
 Field = int | str
 
 
-def _checked(field: Field | None) -> Field | None:
-    if field is not None and (isinstance(field, bool) or not isinstance(field, (int, str))):
-        raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
-    return field
-
-
 def _on(op, field: Field | None):
     """`op`, taking samples whose payload is `field` (None: payloads only)."""
-    return op if _checked(field) is None else _io.on_field(op, field)
+    if field is None:
+        return op
+    if isinstance(field, bool) or not isinstance(field, (int, str)):
+        raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
+    return _io.on_field(op, field)
 
 
 __all__ = [
@@ -93,7 +91,7 @@ def decode_batch(*, field: Field | None = 0, **options):
     failure of the stage: logged, counted in its statistics and held against
     its ``max_failures``. The call fails only if no image of the batch
     decodes (which counts each image once)."""
-    return _io.decode_batch_op(image_options(**options), _checked(field))
+    return _on(_io.decode_batch_op(image_options(**options)), field)
 
 
 def stack():
