@@ -243,7 +243,7 @@ OpPtr make_disaggregate_any_op() {
 
 OpPtr adapt_native_op(OpPtr op, const std::type_info* element,
                       const std::string& name) {
-  static const ops::Foreign python{
+  static const ops::Foreign kPython{
       &typeid(PyObj), &can_convert_from_python,
       [](const std::function<void()>& f) {
         GilScope gil;
@@ -252,7 +252,7 @@ OpPtr adapt_native_op(OpPtr op, const std::type_info* element,
       [](Item& item, const std::type_info& wanted, const ops::Field* field) {
         item = value_from_python(to_python(std::move(item)), wanted, field);
       }};
-  return ops::take_foreign(std::move(op), python, element, name);
+  return ops::take_foreign(std::move(op), kPython, element, name);
 }
 
 SourceFactory make_python_source(nb::object iterable) {

@@ -129,9 +129,7 @@ def zip_members(*, field: Field | None = 0):
     return _on(_io.zip_members_op(), field)
 
 
-def load_audio(
-    *, sample_rate: int | None = None, num_channels: int | None = None, field: Field | None = 0
-):
+def load_audio(*, sample_rate: int | None = None, num_channels: int | None = None, field: Field | None = 0):
     """Encoded audio (any format FFmpeg reads; from :func:`read_file`,
     :func:`tar_members` or bytes) -> float32 Buffer (channels, samples)."""
     return _on(_io.load_audio_op(sample_rate or 0, num_channels or 0), field)

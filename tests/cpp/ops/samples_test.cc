@@ -54,7 +54,7 @@ media::ImageOptions sized(int w, int h) {
 
 // The grey level of row `row` of an (N, H, W, 3) uint8 batch.
 int level_of(const Buffer& batch, int64_t row) {
-  const int64_t per_row = batch.nbytes() / batch.shape()[0];
+  const auto per_row = static_cast<int64_t>(batch.nbytes()) / batch.shape()[0];
   return batch.data_as<const uint8_t>()[row * per_row];
 }
 
@@ -146,14 +146,13 @@ TEST(SamplesTest, DecodeBatchDropsTheRecordOfAFailedImage) {
   OpPtr op = decode_batch(sized(8, 6));
   ItemBatch batch;
   const std::vector<int> levels = {10, 20, -1, 40, 50};  // -1: corrupt
-  for (std::size_t i = 0; i < levels.size(); ++i) {
+  for (int level : levels) {
     EncodedFile f =
-        levels[i] < 0
+        level < 0
             ? encoded("bad.png", {1, 2, 3, 4})
-            : encoded("ok.png",
-                      solid_png(12, 9, static_cast<uint8_t>(levels[i])));
+            : encoded("ok.png", solid_png(12, 9, static_cast<uint8_t>(level)));
     batch.push_back(sample(Item(std::move(f)), Field{std::string("image")},
-                           std::to_string(levels[i])));
+                           std::to_string(level)));
   }
   SampleBatch out = call(op, Item(std::move(batch))).take_as<SampleBatch>();
   const Buffer& images = out.batch.as<Buffer>();
@@ -177,7 +176,9 @@ TEST(SamplesTest, StackKeepsRecordsInRowOrder) {
   SampleBatch out = call(op, Item(std::move(batch))).take_as<SampleBatch>();
   ASSERT_EQ(out.records.size(), 3u);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(out.batch.as<Buffer>().data_as<uint8_t>()[i * 2], i);
+    EXPECT_EQ(out.batch.as<Buffer>()
+                  .data_as<uint8_t>()[2 * static_cast<std::size_t>(i)],
+              i);
     EXPECT_EQ(label_of(out.records[i]), std::to_string(i));
   }
   // A batch that mixes samples and plain items is refused, naming the row.
