@@ -69,8 +69,7 @@ class PipelineSpecBuilder {
                 std::optional<FailureBudget> budget) {
     OpPtr native;
     if (kind == "native") {
-      const auto& n = nb::cast<const NativeOp&>(op);
-      native = adapt_native_op(n.op, n.element, n.name);
+      native = adapt_native_op(nb::cast<const NativeOp&>(op));
     } else if (kind == "map" || kind == "generator" || kind == "async") {
       native = kind == "map"         ? make_python_map_op(std::move(op))
                : kind == "generator" ? make_python_generator_op(std::move(op))

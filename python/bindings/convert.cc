@@ -25,6 +25,7 @@ namespace {
 struct Registry {
   std::unordered_map<std::type_index, ToPythonFn> to_python;
   std::unordered_map<std::type_index, FromPythonFn> from_python;
+  nb::handle samples;  // feedline/_samples.py, imported once (and kept)
 };
 
 Registry& registry() {
@@ -39,7 +40,7 @@ nb::object make_exception(const char* feedline_class,
   return cls(message);
 }
 
-// Function `name` of module `module` (feedline._errors, feedline._samples).
+// Function `name` of module `module` (feedline._errors).
 nb::object helper(const char* module, const char* name) {
   return nb::module_::import_(module).attr(name);
 }
@@ -75,15 +76,15 @@ nb::object key_of(const ops::Field& f) {
 nb::handle record_of(const ops::Record& r) { return r->as<PyObj>().get(); }
 nb::object sample_to_python(Item& item) {
   auto& s = item.as<ops::Sample>();
-  return helper("feedline._samples", "with_field")(
+  return registry().samples.attr("with_field")(
       record_of(s.record), key_of(s.field), to_python(std::move(s.payload)));
 }
 nb::object samples_to_python(Item& item) {
   auto& b = item.as<ops::SampleBatch>();
   nb::list records;
   for (const ops::Record& r : b.records) records.append(record_of(r));
-  return helper("feedline._samples", "columns")(records, key_of(b.field),
-                                                to_python(std::move(b.batch)));
+  return registry().samples.attr("columns")(records, key_of(b.field),
+                                            to_python(std::move(b.batch)));
 }
 
 Item int_from_python(nb::handle obj) {
@@ -252,7 +253,7 @@ Item value_from_python(nb::handle obj, const std::type_info& wanted,
                        const ops::Field* field) {
   if (!field || !(PyTuple_Check(obj.ptr()) || PyDict_Check(obj.ptr())))
     return from_python(obj, wanted);
-  nb::object value = helper("feedline._samples", "field")(obj, key_of(*field));
+  nb::object value = registry().samples.attr("field")(obj, key_of(*field));
   return Item(ops::Sample{from_python(value, wanted), *field,
                           std::make_shared<Item>(PyObj::borrow(obj.ptr()))});
 }
@@ -272,6 +273,7 @@ void register_basic_converters() {
                 &str_from_python);
   register_type(typeid(ItemBatch), "list", &batch_to_python);
   register_type(typeid(PyObj), "object");
+  registry().samples = nb::module_::import_("feedline._samples").release();
   register_type(typeid(ops::Sample), "sample", &sample_to_python);
   register_type(typeid(ops::SampleBatch), "sample batch", &samples_to_python);
 }

@@ -241,8 +241,7 @@ OpPtr make_disaggregate_any_op() {
   });
 }
 
-OpPtr adapt_native_op(OpPtr op, const std::type_info* element,
-                      const std::string& name) {
+OpPtr adapt_native_op(const NativeOp& op) {
   static const ops::Foreign kPython{
       &typeid(PyObj), &can_convert_from_python,
       [](const std::function<void()>& f) {
@@ -252,7 +251,7 @@ OpPtr adapt_native_op(OpPtr op, const std::type_info* element,
       [](Item& item, const std::type_info& wanted, const ops::Field* field) {
         item = value_from_python(to_python(std::move(item)), wanted, field);
       }};
-  return ops::take_foreign(std::move(op), kPython, element, name);
+  return ops::take_foreign(op.op, kPython, op.element, op.name);
 }
 
 SourceFactory make_python_source(nb::object iterable) {
