@@ -243,3 +243,20 @@ def test_decode_batch_takes_python_samples_of_bytes():
     assert labels == [0, 1, 3, 5]
     assert [level(row) for row in np.asarray(batch)] == [0, 10, 30, 50]
     assert next(s for s in stats.stages if "decode" in s.name).failures == 2
+
+
+def test_records_are_rebuilt_in_their_shape():
+    from feedline import _samples
+
+    assert _samples.field(("p", 3), -2) == "p"
+    with pytest.raises(ValueError, match=r"no field 'x'.*field="):
+        _samples.field({"p": 1}, "x")
+    record = {"p": "a.jpg", "label": 3}
+    assert _samples.with_field(record, "p", 7) == {"p": 7, "label": 3} and record["p"] == "a.jpg"
+    assert _samples.with_field(("a", 3, "id"), -3, 7) == (7, 3, "id")
+    assert _samples.columns([("a", 1, "x"), ("b", 2, "y")], -3, "B") == ("B", [1, 2], ["x", "y"])
+    assert _samples.columns([{"p": 1, "l": 2}, {"l": 4, "p": 3}], "p", "B") == {"p": "B", "l": [2, 4]}
+    with pytest.raises(ValueError, match="differ in shape"):
+        _samples.columns([("a", 1, "x"), ("b", 2)], 0, "B")
+    with pytest.raises(ValueError, match="differ in shape"):
+        _samples.columns([{"p": 1, "l": 2}, {"p": 3}], "p", "B")
