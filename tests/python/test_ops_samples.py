@@ -260,3 +260,16 @@ def test_records_are_rebuilt_in_their_shape():
         _samples.columns([("a", 1, "x"), ("b", 2)], 0, "B")
     with pytest.raises(ValueError, match="differ in shape"):
         _samples.columns([{"p": 1, "l": 2}, {"p": 3}], "p", "B")
+
+
+def test_an_op_on_a_sample_runs_without_the_gil(images):
+    # A native op on a sample's field runs on a pool thread without the GIL
+    # (the probe reports it) and the label rides along; the control probe
+    # takes the GIL and sees it.
+    from feedline._feedline_ext import io as _io
+
+    for take_gil in (False, True):
+        probe = _io.on_field(testing.gil_probe(take_gil=take_gil), 0)
+        b = PipelineBuilder().add_source(images).pipe(ops.read_file()).pipe(probe, concurrency=2)
+        out, _ = run(b.add_sink(4))
+        assert sorted(out, key=lambda s: s[1]) == [(take_gil, label) for _, label in images]
