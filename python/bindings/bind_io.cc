@@ -22,6 +22,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -349,13 +350,14 @@ void bind_io(nb::module_& parent) {
     return NativeOp{ops::decode_image(options), "decode_image"};
   });
   m.def("decode_batch_op", [](const ImageOptions& options) {
-    // Python values among a batch's elements become encoded files first.
-    return NativeOp{
-        convert_batch_elements(ops::decode_batch(options),
-                               typeid(ops::EncodedFile), "decode_batch"),
-        "decode_batch"};
+    return NativeOp{ops::decode_batch(options), "decode_batch",
+                    &typeid(ops::EncodedFile)};  // from Python values
   });
   m.def("stack_op", [] { return NativeOp{ops::stack(), "stack"}; });
+  m.def("on_field", [](const NativeOp& op, ops::Field field) {
+    return NativeOp{ops::on_field(op.op, std::move(field)), op.name,
+                    op.element};
+  });
 }
 
 }  // namespace feedline::bindings

@@ -69,7 +69,7 @@ class PipelineSpecBuilder {
                 std::optional<FailureBudget> budget) {
     OpPtr native;
     if (kind == "native") {
-      native = adapt_native_op(nb::cast<const NativeOp&>(op).op);
+      native = adapt_native_op(nb::cast<const NativeOp&>(op));
     } else if (kind == "map" || kind == "generator" || kind == "async") {
       native = kind == "map"         ? make_python_map_op(std::move(op))
                : kind == "generator" ? make_python_generator_op(std::move(op))

@@ -29,6 +29,7 @@ namespace feedline::bindings {
 struct NativeOp {
   OpPtr op;  // declares the types it takes and gives (Op::input_type())
   std::string name;
+  const std::type_info* element = nullptr;  // a batch op's, from Python
 };
 
 struct NativeSource {

@@ -25,6 +25,7 @@ namespace {
 struct Registry {
   std::unordered_map<std::type_index, ToPythonFn> to_python;
   std::unordered_map<std::type_index, FromPythonFn> from_python;
+  nb::handle samples;  // feedline/_samples.py, imported once (and kept)
 };
 
 Registry& registry() {
@@ -39,16 +40,16 @@ nb::object make_exception(const char* feedline_class,
   return cls(message);
 }
 
-// A function of feedline/_errors.py, which builds the exceptions of failures.
-nb::object errors_helper(const char* name) {
-  return nb::module_::import_("feedline._errors").attr(name);
+// Function `name` of module `module` (feedline._errors).
+nb::object helper(const char* module, const char* name) {
+  return nb::module_::import_(module).attr(name);
 }
 
 // "Type: message (at file.py:12 in fn)" for `exc` (feedline/_errors.py); its
 // type's name alone if that fails. Requires: the GIL.
 std::string describe_python_exception(nb::handle exc) {
   try {
-    return nb::cast<std::string>(errors_helper("_describe")(exc));
+    return nb::cast<std::string>(helper("feedline._errors", "_describe")(exc));
   } catch (const std::exception&) {
     PyErr_Clear();
     return Py_TYPE(exc.ptr())->tp_name;
@@ -66,6 +67,24 @@ nb::object batch_to_python(Item& item) {
                     to_python(std::move(batch[i])).release().ptr());
   }
   return list;
+}
+
+// Samples (feedline/ops/samples.h), given back in their record's shape.
+nb::object key_of(const ops::Field& f) {
+  return std::visit([](const auto& v) { return nb::cast(v); }, f);
+}
+nb::handle record_of(const ops::Record& r) { return r->as<PyObj>().get(); }
+nb::object sample_to_python(Item& item) {
+  auto& s = item.as<ops::Sample>();
+  return registry().samples.attr("with_field")(
+      record_of(s.record), key_of(s.field), to_python(std::move(s.payload)));
+}
+nb::object samples_to_python(Item& item) {
+  auto& b = item.as<ops::SampleBatch>();
+  nb::list records;
+  for (const ops::Record& r : b.records) records.append(record_of(r));
+  return registry().samples.attr("columns")(records, key_of(b.field),
+                                            to_python(std::move(b.batch)));
 }
 
 Item int_from_python(nb::handle obj) {
@@ -106,29 +125,6 @@ std::chrono::nanoseconds seconds_to_ns(double seconds) {
   }
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(std::min(seconds, 1e9)));
-}
-
-OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             const std::string& name) {
-  const Op& inner = *op;
-  return ops::adapt(
-      std::move(op),
-      {inner.input_type(), inner.output_type(),
-       [&inner](const std::type_info& t) { return inner.accepts(t); },
-       [&element, name](Item& input) {
-         ItemBatch* batch = input.get_if<ItemBatch>();
-         auto python = [](const Item& i) { return i.holds<PyObj>(); };
-         if (!batch || std::none_of(batch->begin(), batch->end(), python))
-           return;
-         GilScope gil;  // one hold for the batch
-         ops::convert_each(
-             *batch,
-             [&element](Item& e) {
-               if (e.holds<PyObj>())
-                 e = from_python(e.as<PyObj>().get(), element);
-             },
-             name);
-       }});
 }
 
 [[noreturn]] void throw_python_error() {
@@ -176,11 +172,11 @@ nb::object to_python_exception(const std::exception_ptr& error) {
     for (const StageError& stage : e.errors())
       stages.append(
           nb::make_tuple(stage.stage, to_python_exception(stage.error)));
-    return errors_helper("_pipeline_failure")(e.what(), stages);
+    return helper("feedline._errors", "_pipeline_failure")(e.what(), stages);
   } catch (const TooManyFailures& e) {
     nb::object cause =
         e.last_error() ? to_python_exception(e.last_error()) : nb::none();
-    return errors_helper("_too_many_failures")(e.what(), cause);
+    return helper("feedline._errors", "_too_many_failures")(e.what(), cause);
   } catch (const Error& e) {
     return make_exception(error_class(e), e.what());
   } catch (const InvalidArgument& e) {
@@ -253,6 +249,15 @@ Item from_python(nb::handle obj, const std::type_info& wanted) {
   }
 }
 
+Item value_from_python(nb::handle obj, const std::type_info& wanted,
+                       const ops::Field* field) {
+  if (!field || !(PyTuple_Check(obj.ptr()) || PyDict_Check(obj.ptr())))
+    return from_python(obj, wanted);
+  nb::object value = registry().samples.attr("field")(obj, key_of(*field));
+  return Item(ops::Sample{from_python(value, wanted), *field,
+                          std::make_shared<Item>(PyObj::borrow(obj.ptr()))});
+}
+
 ConversionCounts& conversion_counts() {
   static ConversionCounts counts;
   return counts;
@@ -268,6 +273,9 @@ void register_basic_converters() {
                 &str_from_python);
   register_type(typeid(ItemBatch), "list", &batch_to_python);
   register_type(typeid(PyObj), "object");
+  registry().samples = nb::module_::import_("feedline._samples").release();
+  register_type(typeid(ops::Sample), "sample", &sample_to_python);
+  register_type(typeid(ops::SampleBatch), "sample batch", &samples_to_python);
 }
 
 }  // namespace feedline::bindings

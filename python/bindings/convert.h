@@ -28,6 +28,7 @@
 #include <nanobind/nanobind.h>
 
 #include "feedline/base/error.h"
+#include "feedline/ops/samples.h"
 #include "feedline/pipeline/item.h"
 #include "feedline/pipeline/op.h"
 #include "py_ref.h"
@@ -107,14 +108,11 @@ nanobind::object to_python(Item&& item);
 // object does not convert. Requires: the GIL.
 Item from_python(nanobind::handle obj, const std::type_info& wanted);
 
-// Wraps `op`, which takes an ItemBatch of `element` items, so that the Python
-// values among a batch's elements (a native aggregate after a Python stage)
-// are converted to `element` first, all under one GIL hold. An element that
-// does not convert is logged as a warning naming `name`, its index and the
-// reason, and left out of the batch; the call fails (InvalidArgument) when
-// no element of a non-empty batch converts. Native elements pass unchanged.
-OpPtr convert_batch_elements(OpPtr op, const std::type_info& element,
-                             const std::string& name);
+// from_python(obj, wanted); for a tuple or dict `obj` and a `field`, an
+// ops::Sample of `obj` with its `field` converted (a missing field raises
+// feedline/_samples.py's ValueError). Requires: the GIL.
+Item value_from_python(nanobind::handle obj, const std::type_info& wanted,
+                       const ops::Field* field);
 
 // Conversions done so far, for tests that check where the seam is crossed.
 struct ConversionCounts {

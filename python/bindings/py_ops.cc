@@ -210,14 +210,6 @@ class PyAggregatorOp final : public PyOp<MapOp> {
   const bool drop_last_;
 };
 
-// Converts a Python value to the native type the wrapped op takes.
-void convert_input(Item& input, const std::type_info& wanted) {
-  if (!input.holds<PyObj>()) return;
-  GilScope gil;
-  PyObj obj = input.take_as<PyObj>();
-  input = python_call([&] { return from_python(obj.get(), wanted); });
-}
-
 }  // namespace
 
 OpPtr make_python_map_op(nb::object fn) {
@@ -249,20 +241,17 @@ OpPtr make_disaggregate_any_op() {
   });
 }
 
-OpPtr adapt_native_op(OpPtr op) {
-  const std::type_info* input = op->input_type();
-  const std::type_info* output = op->output_type();
-  if (input == nullptr && output == nullptr) return op;
-  if (input != nullptr && *input == typeid(PyObj)) input = nullptr;  // any
-  if (input == nullptr) return ops::adapt(std::move(op), {nullptr, output});
-  // Also takes Python values that convert to `input`.
-  return ops::adapt(std::move(op),
-                    {input, output,
-                     [input](const std::type_info& t) {
-                       return t == *input || (t == typeid(PyObj) &&
-                                              can_convert_from_python(*input));
-                     },
-                     [input](Item& item) { convert_input(item, *input); }});
+OpPtr adapt_native_op(const NativeOp& op) {
+  static const ops::Foreign kPython{
+      &typeid(PyObj), &can_convert_from_python,
+      [](const std::function<void()>& f) {
+        GilScope gil;
+        python_call(f);
+      },
+      [](Item& item, const std::type_info& wanted, const ops::Field* field) {
+        item = value_from_python(to_python(std::move(item)), wanted, field);
+      }};
+  return ops::take_foreign(op.op, kPython, op.element, op.name);
 }
 
 SourceFactory make_python_source(nb::object iterable) {

@@ -13,6 +13,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "bindings.h"
 #include "feedline/base/log.h"
 #include "feedline/pipeline/op.h"
 #include "feedline/pipeline/spec.h"
@@ -40,12 +41,11 @@ OpPtr make_python_aggregator_op(nanobind::object aggregator, bool drop_last);
 // Python iterable.
 OpPtr make_disaggregate_any_op();
 
-// Wraps native `op` so that Python values reaching it are first converted to
-// the type it takes (native values pass unchanged); the result declares
-// `op`'s types and accepts Python values when a converter exists, so that
-// build_pipeline() checks it against its neighbours. Returns `op` itself when
-// it declares neither type.
-OpPtr adapt_native_op(OpPtr op);
+// Wraps native `op` so that the Python values reaching it (for a batch op,
+// in its batches) are converted to what it takes, and it accepts them at
+// build time where a converter exists: ops::take_foreign() with the GIL and
+// value_from_python().
+OpPtr adapt_native_op(const NativeOp& op);
 
 // A source that iterates `iterable` (iter() once per pass) under the GIL.
 SourceFactory make_python_source(nanobind::object iterable);

@@ -2,6 +2,7 @@
 
 #include "feedline/ops/adapt.h"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
@@ -97,6 +98,43 @@ void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
     throw InvalidArgument(what);
   }
   batch = std::move(kept);
+}
+
+OpPtr take_foreign(OpPtr op, const Foreign& foreign,
+                   const std::type_info* element, const std::string& name) {
+  const std::type_info* input = op->input_type();
+  const std::type_info* output = op->output_type();
+  if (input == nullptr && output == nullptr) return op;
+  if (input != nullptr && *input == *foreign.type) input = nullptr;  // any
+  if (input == nullptr) return adapt(std::move(op), {nullptr, output});
+  const Op* raw = op.get();
+  const Field* field = op_field(*op);  // owned by `op`, as the wrapper is
+  auto accepts = [raw, input, foreign](const std::type_info& t) {
+    return raw->accepts(t) ||
+           (t == *foreign.type && foreign.converts_to(*input));
+  };
+  auto prepare = [input, element, field, foreign, name](Item& item) {
+    const std::type_info& type = *foreign.type;
+    const Sample* s = field != nullptr ? item.get_if<Sample>() : nullptr;
+    if (item.type() == type || (s != nullptr && s->field != *field)) {
+      foreign.enter([&] { foreign.convert(item, *input, field); });
+      return;
+    }
+    ItemBatch* batch = element != nullptr ? item.get_if<ItemBatch>() : nullptr;
+    auto is_foreign = [&type](const Item& e) { return e.type() == type; };
+    if (batch == nullptr ||
+        std::none_of(batch->begin(), batch->end(), is_foreign))
+      return;
+    foreign.enter([&] {
+      convert_each(
+          *batch,
+          [&](Item& e) {
+            if (is_foreign(e)) foreign.convert(e, *element, field);
+          },
+          name);
+    });
+  };
+  return adapt(std::move(op), {input, output, accepts, prepare});
 }
 
 OpPtr adapt(OpPtr op, Adaptation how) {

@@ -2,6 +2,7 @@
 
 #include "feedline/ops/io_ops.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -13,13 +14,15 @@
 #include "feedline/base/log.h"
 #include "feedline/io/file.h"
 #include "feedline/io/formats.h"
+#include "feedline/ops/samples.h"
 #include "feedline/pipeline/builder.h"
 
 namespace feedline::ops {
 namespace {
 
 // Takes an ItemBatch from an untyped aggregate stage or a std::vector<T>
-// from the typed builder's aggregate.
+// from the typed builder's aggregate. A batch of samples (samples.h) gives
+// a SampleBatch holding the records of the rows that run() kept.
 template <typename T>
 class BatchOp : public MapOp {
  public:
@@ -31,31 +34,58 @@ class BatchOp : public MapOp {
     return type == typeid(ItemBatch) || type == typeid(std::vector<T>);
   }
   Item call(Item input) override {
-    if (auto* typed = input.get_if<std::vector<T>>()) return run(*typed, {});
+    std::vector<std::size_t> left_out;
+    if (auto* typed = input.get_if<std::vector<T>>())
+      return run(*typed, {}, &left_out);
     ItemBatch& batch = input.as<ItemBatch>();
+    const Sample* first = batch.empty() ? nullptr : batch[0].get_if<Sample>();
     std::vector<T> elements;
+    std::vector<Record> records;  // records[k]: the record of elements[k]
     std::vector<std::string> errors;
     elements.reserve(batch.size());
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (T* value = batch[i].get_if<T>()) {
-        elements.push_back(std::move(*value));
+      Item* value = &batch[i];
+      Sample* sample = value->get_if<Sample>();
+      if (sample != nullptr) value = &sample->payload;
+      T* element = value->get_if<T>();
+      if ((sample != nullptr) != (first != nullptr)) {
+        errors.push_back("element " + std::to_string(i) +
+                         (first ? " is not a sample" : " is a sample") +
+                         ", unlike element 0");
+      } else if (element == nullptr) {
+        errors.push_back(element_error(i, *value));
       } else {
-        errors.push_back(element_error(i, batch[i]));
+        elements.push_back(std::move(*element));
+        if (sample != nullptr) records.push_back(std::move(sample->record));
       }
     }
-    return run(elements, std::move(errors));
+    Item out = run(elements, std::move(errors), &left_out);
+    if (first == nullptr || !out.has_value()) return out;
+    // Drop the records of the rows left out, so records follow the rows.
+    std::vector<Record> kept;
+    kept.reserve(records.size());
+    for (std::size_t k = 0, j = 0; k < records.size(); ++k) {
+      if (j < left_out.size() && left_out[j] == k) {
+        ++j;
+      } else {
+        kept.push_back(std::move(records[k]));
+      }
+    }
+    return Item(SampleBatch{std::move(out), first->field, std::move(kept)});
   }
 
  protected:
-  virtual Item run(const std::vector<T>& batch,
-                   std::vector<std::string> errors) = 0;
+  // The batch of `batch`; the indices (ascending) of the elements it leaves
+  // out go to `*left_out`.
+  virtual Item run(const std::vector<T>& batch, std::vector<std::string> errors,
+                   std::vector<std::size_t>* left_out) = 0;
   virtual std::string element_error(std::size_t index, const Item& item) = 0;
 };
 
 class StackOp final : public BatchOp<Buffer> {
  protected:
-  Item run(const std::vector<Buffer>& batch,
-           std::vector<std::string> errors) override {
+  Item run(const std::vector<Buffer>& batch, std::vector<std::string> errors,
+           std::vector<std::size_t>* /*left_out*/) override {
     if (!errors.empty()) throw InvalidArgument(errors.front());
     if (batch.empty()) return Item();
     const Buffer& first = batch[0];
@@ -88,12 +118,16 @@ class DecodeBatchOp final : public BatchOp<EncodedFile> {
 
  protected:
   Item run(const std::vector<EncodedFile>& batch,
-           std::vector<std::string> errors) override {
+           std::vector<std::string> errors,
+           std::vector<std::size_t>* left_out) override {
     const std::size_t total = batch.size() + errors.size();
     std::vector<media::ImageFailure> failures;
     Buffer out = decode_files(batch, options_, &failures);
-    for (media::ImageFailure& f : failures)
+    for (media::ImageFailure& f : failures) {
+      left_out->push_back(f.index);
       errors.push_back(std::move(f.message));
+    }
+    std::sort(left_out->begin(), left_out->end());
     const bool all_failed = total > 0 && errors.size() == total;
     // Each image left out is a failure of the stage; when none is left the
     // call fails, which counts the first one.

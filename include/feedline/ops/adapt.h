@@ -14,6 +14,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "feedline/ops/samples.h"
 #include "feedline/pipeline/item.h"
 #include "feedline/pipeline/op.h"
 
@@ -43,5 +44,33 @@ void convert_each(ItemBatch& batch, const std::function<void(Item&)>& convert,
 // stateful() and flush() are the wrapped op's.
 // Throws: InvalidArgument if `op` is null.
 OpPtr adapt(OpPtr op, Adaptation how);
+
+// How the values of a foreign runtime (Python objects, in the bindings)
+// reach native ops: they travel as items of `type` and are converted to what
+// an op takes just before it runs.
+struct Foreign {
+  const std::type_info* type = nullptr;
+  // Whether a foreign value may convert to an item of the given type.
+  std::function<bool(const std::type_info&)> converts_to;
+  // Runs its argument inside the runtime (holding the GIL): once per call,
+  // or once for all the foreign elements of a batch.
+  std::function<void(const std::function<void()>&)> enter;
+  // Converts `item` (a foreign value, or a Sample whose field is not the
+  // op's) to `wanted`; for an op on a `field` (non-null), a foreign record
+  // to a Sample. Runs inside enter(); what it throws fails the conversion.
+  std::function<void(Item& item, const std::type_info& wanted,
+                     const Field* field)>
+      convert;
+};
+
+// Wraps `op` so that it also takes foreign values, converted to the type it
+// takes (its field: op_field()); its accepts() also takes `foreign.type`
+// when that converts. For a batch op, `element` (non-null) is the type of
+// its ItemBatch's elements: the foreign ones are converted under one
+// enter(), and those that do not convert are left out as by convert_each()
+// (naming `name`). Returns `op` itself when it declares neither type; an op
+// that takes `foreign.type` or any item converts nothing.
+OpPtr take_foreign(OpPtr op, const Foreign& foreign,
+                   const std::type_info* element, const std::string& name);
 
 }  // namespace feedline::ops

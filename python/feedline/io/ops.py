@@ -23,6 +23,20 @@ and logged with its path, within the pipeline's ``max_failures``.
 ``aggregate(n)`` then :func:`decode_batch` decodes each batch straight into
 its Buffer instead (no per-image buffer and no copy; failed images are left
 out of their batch and logged).
+
+Samples: every op also takes a *sample*, a tuple or dict of which it works
+on one field (``field=``: a tuple's index, default 0, or a dict's key) and
+gives the sample back in its shape with that field replaced; the other
+fields ride along untouched, without the GIL::
+
+    source = [("a.jpg", 3), ("b.jpg", 5), ...]          # (path, label)
+    ... .pipe(ops.read_file()).pipe(ops.decode_image(...))  # -> (Buffer, 3)
+    ... .aggregate(32).pipe(ops.decode_batch(...))        # -> (Buffer, [3, 5, ...])
+
+A batch op gives the batch in the sample's shape with every other field a
+column: the list of the rows' values, in row order (``{"image": Buffer,
+"label": [...]}`` for dicts). A row it leaves out (an image that does not
+decode) leaves out its fields too, so rows and labels stay aligned.
 """
 
 from __future__ import annotations
@@ -30,6 +44,19 @@ from __future__ import annotations
 from .._feedline_ext import io as _io
 from . import _av
 from ._options import image_options
+
+#: Where an op finds its payload in a sample: a tuple's index or a dict's key.
+Field = int | str
+
+
+def _on(op, field: Field | None):
+    """`op`, taking samples whose payload is `field` (None: payloads only)."""
+    if field is None:
+        return op
+    if isinstance(field, bool) or not isinstance(field, (int, str)):
+        raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
+    return _io.on_field(op, field)
+
 
 __all__ = [
     "load_audio",
@@ -44,18 +71,18 @@ __all__ = [
 ]
 
 
-def read_file():
+def read_file(*, field: Field | None = 0):
     """Path (str or os.PathLike) -> the file's bytes, named by the path."""
-    return _io.read_file_op()
+    return _on(_io.read_file_op(), field)
 
 
-def decode_image(**options):
+def decode_image(*, field: Field | None = 0, **options):
     """Encoded image (from :func:`read_file`, or bytes) -> Buffer; options as
     :func:`feedline.io.decode_image`."""
-    return _io.decode_image_op(image_options(**options))
+    return _on(_io.decode_image_op(image_options(**options)), field)
 
 
-def decode_batch(**options):
+def decode_batch(*, field: Field | None = 0, **options):
     """A batch (list) of encoded images -> one Buffer ``(N, ...)``, each
     image decoded straight into its slot: no per-image buffer, no copy. Put
     it after ``aggregate(n)``; options as :func:`decode_image`, and they must
@@ -64,7 +91,7 @@ def decode_batch(**options):
     failure of the stage: logged, counted in its statistics and held against
     its ``max_failures``. The call fails only if no image of the batch
     decodes (which counts each image once)."""
-    return _io.decode_batch_op(image_options(**options))
+    return _on(_io.decode_batch_op(image_options(**options)), field)
 
 
 def stack():
@@ -73,39 +100,39 @@ def stack():
     return _io.stack_op()
 
 
-def load_npy():
+def load_npy(*, field: Field | None = 0):
     """Encoded NPY bytes (from :func:`read_file`, :func:`tar_members` or
     bytes) -> Buffer viewing them."""
-    return _io.load_npy_op()
+    return _on(_io.load_npy_op(), field)
 
 
-def load_wav():
+def load_wav(*, field: Field | None = 0):
     """Encoded WAV bytes -> Buffer (frames, channels)."""
-    return _io.load_wav_op()
+    return _on(_io.load_wav_op(), field)
 
 
-def tar_members():
+def tar_members(*, field: Field | None = 0):
     """A tar archive (from :func:`read_file`, or bytes) -> each regular
     file's bytes, named by its member name, viewing the archive (a generator
     op: 0..n items per archive). Follow it with a decoder op, e.g.
     ``read_file() -> tar_members() -> decode_image()`` for a WebDataset-style
     image shard."""
-    return _io.tar_members_op()
+    return _on(_io.tar_members_op(), field)
 
 
-def zip_members():
+def zip_members(*, field: Field | None = 0):
     """A ZIP archive (an ``.npz``, say; from :func:`read_file`, or bytes) ->
     each member's bytes, named by the member: views of the archive for
     stored members, inflated copies for deflated ones (a generator op).
     ``read_file() -> zip_members() -> load_npy()`` reads every array of a set
     of NPZ files without the GIL."""
-    return _io.zip_members_op()
+    return _on(_io.zip_members_op(), field)
 
 
-def load_audio(*, sample_rate: int | None = None, num_channels: int | None = None):
+def load_audio(*, sample_rate: int | None = None, num_channels: int | None = None, field: Field | None = 0):
     """Encoded audio (any format FFmpeg reads; from :func:`read_file`,
     :func:`tar_members` or bytes) -> float32 Buffer (channels, samples)."""
-    return _io.load_audio_op(sample_rate or 0, num_channels or 0)
+    return _on(_io.load_audio_op(sample_rate or 0, num_channels or 0), field)
 
 
 def load_video(
@@ -116,26 +143,32 @@ def load_video(
     filter_desc=None,
     pix_fmt: str = "rgb24",
     num_frames: int | None = None,
+    field: Field | None = 0,
 ):
     """Native op: encoded video bytes (from :func:`read_file`) -> a uint8
     Buffer ``(N, H, W, 3)`` of the whole clip, or of the window
     ``timestamp=(start, end)``; the fast path of
     :func:`feedline.io.load_video` (``filter_desc``: an FFmpeg chain
     instead)."""
-    return _io.load_video_op(
-        _io.VideoOptions(
-            _av._window(timestamp),
-            _av._demux_cfg(demux_config),
-            _av._decode_cfg(decode_config),
-            filter_desc,
-            pix_fmt,
-            _av._limit(num_frames),
-        )
+    options = _io.VideoOptions(
+        _av._window(timestamp),
+        _av._demux_cfg(demux_config),
+        _av._decode_cfg(decode_config),
+        filter_desc,
+        pix_fmt,
+        _av._limit(num_frames),
     )
+    return _on(_io.load_video_op(options), field)
 
 
 def load_video_clips(
-    *, demux_config=None, decode_config=None, filter_desc=None, pix_fmt: str = "rgb24", num_frames: int | None = None
+    *,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=None,
+    pix_fmt: str = "rgb24",
+    num_frames: int | None = None,
+    field: Field | None = None,
 ):
     """Native op: a clip request ``(src, start, end)`` or ``(src, None)`` --
     ``src`` a path (read into memory) or bytes -- -> the uint8 Buffer
@@ -144,35 +177,42 @@ def load_video_clips(
     options = _io.VideoOptions(
         None, _av._demux_cfg(demux_config), _av._decode_cfg(decode_config), filter_desc, pix_fmt, _av._limit(num_frames)
     )
-    return _io.load_video_clips_op(options)
+    return _on(_io.load_video_clips_op(options), field)
 
 
-def demux_video(*, timestamp=None, demux_config=None):
+def demux_video(*, timestamp=None, demux_config=None, field: Field | None = 0):
     """Native op: encoded bytes -> :class:`feedline.io.VideoPackets` (of the
     window ``timestamp=(start, end)`` when given)."""
-    return _io.demux_op(_io.Media.VIDEO, _av._window(timestamp), _av._demux_cfg(demux_config))
+    return _on(_io.demux_op(_io.Media.VIDEO, _av._window(timestamp), _av._demux_cfg(demux_config)), field)
 
 
-def demux_audio(*, timestamp=None, demux_config=None):
+def demux_audio(*, timestamp=None, demux_config=None, field: Field | None = 0):
     """Native op: encoded bytes -> :class:`feedline.io.AudioPackets`."""
-    return _io.demux_op(_io.Media.AUDIO, _av._window(timestamp), _av._demux_cfg(demux_config))
+    return _on(_io.demux_op(_io.Media.AUDIO, _av._window(timestamp), _av._demux_cfg(demux_config)), field)
 
 
-def demux_image(*, demux_config=None):
+def demux_image(*, demux_config=None, field: Field | None = 0):
     """Native op: encoded bytes -> :class:`feedline.io.ImagePackets`."""
-    return _io.demux_op(_io.Media.IMAGE, None, _av._demux_cfg(demux_config))
+    return _on(_io.demux_op(_io.Media.IMAGE, None, _av._demux_cfg(demux_config)), field)
 
 
-def decode_packets(*, filter_desc=_av.FILTER_DESC_DEFAULT, decode_config=None, num_frames: int | None = None):
+def decode_packets(
+    *,
+    filter_desc=_av.FILTER_DESC_DEFAULT,
+    decode_config=None,
+    num_frames: int | None = None,
+    field: Field | None = 0,
+):
     """Native op: Packets -> Frames, as :func:`feedline.io.decode_packets`
     (by default the standard chain for the packets' media; None keeps the
     decoder's format)."""
     default = filter_desc is _av.FILTER_DESC_DEFAULT
-    return _io.decode_packets_op(
+    op = _io.decode_packets_op(
         None if default else filter_desc, default, _av._decode_cfg(decode_config), _av._limit(num_frames)
     )
+    return _on(op, field)
 
 
-def convert_frames():
+def convert_frames(*, field: Field | None = 0):
     """Native op: Frames -> Buffer, as :func:`feedline.io.convert_frames`."""
-    return _io.convert_frames_op()
+    return _on(_io.convert_frames_op(), field)

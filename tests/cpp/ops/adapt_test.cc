@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -15,6 +17,7 @@
 
 #include "feedline/base/error.h"
 #include "feedline/detail/typed_ops.h"
+#include "feedline/ops/samples.h"
 #include "feedline/pipeline/builder.h"
 #include "feedline/pipeline/spec.h"
 #include "ops/ops_testing.h"
@@ -128,6 +131,106 @@ TEST(ConvertEachTest, LeavesOutWhatFailsAndFailsWhenNothingConverts) {
   ItemBatch empty;
   convert_each(empty, &parse_int, "parse");
   EXPECT_TRUE(empty.empty());
+}
+
+// Values of a "foreign runtime" for take_foreign(): decimal text (here a
+// struct, so that it is no type an op takes), converted to int64_t. It
+// records each entry into the runtime and each field it was asked for.
+struct Text {
+  std::string digits;
+};
+
+struct Runtime {
+  int entered = 0;
+  std::vector<std::string> fields;  // field_name() per convert, "-" for none
+  Foreign foreign() {
+    return {
+        &typeid(Text),
+        [](const std::type_info& t) { return t == typeid(int64_t); },
+        [this](const std::function<void()>& f) {
+          ++entered;
+          f();
+        },
+        [this](Item& item, const std::type_info& wanted, const Field* field) {
+          EXPECT_EQ(wanted, typeid(int64_t));
+          fields.push_back(field ? field_name(*field) : "-");
+          if (auto* s = item.get_if<Sample>()) {  // re-split at `field`
+            item = Item(Sample{Item(int64_t{100}), *field, s->record});
+            return;
+          }
+          parse_int_text(item);
+        }};
+  }
+  static void parse_int_text(Item& item) {
+    item = Item(static_cast<int64_t>(std::stoll(item.as<Text>().digits)));
+  }
+};
+
+TEST(TakeForeignTest, ConvertsForeignValuesAndWidensAccepts) {
+  Runtime rt;
+  OpPtr op = take_foreign(make_map_op<int64_t>([](int64_t x) { return x * 2; }),
+                          rt.foreign(), nullptr, "double");
+  EXPECT_EQ(*op->input_type(), typeid(int64_t));
+  EXPECT_TRUE(op->accepts(typeid(int64_t)));
+  EXPECT_TRUE(op->accepts(typeid(Text)));
+  EXPECT_FALSE(op->accepts(typeid(std::string)));
+  EXPECT_EQ(call(op, Item(Text{"21"})).as<int64_t>(), 42);
+  EXPECT_EQ(call(op, Item(int64_t{7})).as<int64_t>(), 14);  // native: as is
+  EXPECT_EQ(rt.entered, 1);
+  EXPECT_EQ(rt.fields, (std::vector<std::string>{"-"}));
+  EXPECT_THROW(call(op, Item(Text{"x"})), std::invalid_argument);
+
+  // An op that takes any item, or the foreign type, converts nothing.
+  OpPtr any =
+      take_foreign(adapt(make_map_op<int64_t>([](int64_t x) { return x; }),
+                         {.output = &typeid(int64_t)}),
+                   rt.foreign(), nullptr, "any");
+  EXPECT_EQ(any->input_type(), nullptr);
+  EXPECT_TRUE(any->accepts(typeid(Text)));
+}
+
+TEST(TakeForeignTest, ConvertsTheForeignElementsOfABatchInOneEntry) {
+  Runtime rt;
+  OpPtr sum = make_map_op<ItemBatch>([](ItemBatch b) {
+    int64_t total = 0;
+    for (Item& i : b) total += i.as<int64_t>();
+    return total;
+  });
+  OpPtr op = take_foreign(sum, rt.foreign(), &typeid(int64_t), "sum");
+  ItemBatch batch;
+  batch.emplace_back(Text{"1"});
+  batch.emplace_back(int64_t{2});
+  batch.emplace_back(Text{"not a number"});  // left out, logged
+  batch.emplace_back(Text{"4"});
+  EXPECT_EQ(call(op, Item(std::move(batch))).as<int64_t>(), 7);
+  EXPECT_EQ(rt.entered, 1);
+  ItemBatch native;
+  native.emplace_back(int64_t{5});
+  EXPECT_EQ(call(op, Item(std::move(native))).as<int64_t>(), 5);
+  EXPECT_EQ(rt.entered, 1);  // nothing foreign: no entry
+}
+
+TEST(TakeForeignTest, SamplesOfAnotherFieldGoBackToTheRuntime) {
+  Runtime rt;
+  OpPtr op = take_foreign(
+      on_field(make_map_op<int64_t>([](int64_t x) { return x + 1; }),
+               Field{std::string("n")}),
+      rt.foreign(), nullptr, "inc");
+  EXPECT_TRUE(op->accepts(typeid(Sample)));
+  auto record = std::make_shared<Item>(std::string("the record"));
+  // A sample of this op's field runs as it is, without the runtime.
+  Sample same =
+      call(op, Item(Sample{Item(int64_t{1}), std::string("n"), record}))
+          .take_as<Sample>();
+  EXPECT_EQ(same.payload.as<int64_t>(), 2);
+  EXPECT_EQ(rt.entered, 0);
+  // One of another field is handed back to be split at "n".
+  Sample other = call(op, Item(Sample{Item(int64_t{1}), int64_t{0}, record}))
+                     .take_as<Sample>();
+  EXPECT_EQ(other.payload.as<int64_t>(), 101);
+  EXPECT_EQ(other.record, record);
+  EXPECT_EQ(rt.entered, 1);
+  EXPECT_EQ(rt.fields, (std::vector<std::string>{"'n'"}));
 }
 
 }  // namespace

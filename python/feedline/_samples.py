@@ -1,0 +1,49 @@
+"""Samples at the seam of native ops (docs/ops.md): the payload a native op
+takes out of a tuple or dict, and the record given back with its field
+replaced, or as the columns of a batch. The extension calls these; a record
+itself is never changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def field(record: Any, key: Any) -> Any:
+    """``record[key]``, the payload a native op works on."""
+    try:
+        return record[key]
+    except (KeyError, IndexError, TypeError):
+        raise ValueError(f"no field {key!r} in a sample of {len(record)} (give the op its field=)") from None
+
+
+def with_field(record: Any, key: Any, value: Any) -> Any:
+    """``record`` with ``record[key]`` replaced by ``value``."""
+    if isinstance(record, dict):
+        out = dict(record)
+        out[key] = value
+        return out
+    items = list(record)
+    items[key] = value
+    return tuple(items)
+
+
+def columns(records: list, key: Any, batch: Any) -> Any:
+    """The rows ``records`` of a batch as one record of their shape: each
+    field the list of the rows' values, in row order, and ``key`` the batch
+    (``[(p0, 3), (p1, 5)]`` -> ``(batch, [3, 5])``)."""
+    first = records[0]
+    is_dict = isinstance(first, dict)
+    keys = list(first) if is_dict else range(len(first))
+    if not is_dict:
+        key %= len(first)  # a negative index
+    out: dict = {}
+    for k in keys:
+        if k == key:
+            out[k] = batch
+            continue
+        try:
+            out[k] = [r[k] for r in records]
+        except (KeyError, IndexError):
+            raise ValueError(f"the samples of a batch differ in shape: field {k!r} is missing from some") from None
+    return out if isinstance(first, dict) else tuple(out[i] for i in keys)
