@@ -57,9 +57,9 @@ std::atomic<bool> g_has_pending{false};
 
 bool interpreter_finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
+  return Py_IsFinalizing() != 0 || Py_IsInitialized() == 0;
 #else
-  return _Py_IsFinalizing() != 0;
+  return _Py_IsFinalizing() != 0 || Py_IsInitialized() == 0;
 #endif
 }
 

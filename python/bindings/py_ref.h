@@ -16,9 +16,8 @@
 //      it is queued and released by the next thread that takes the GIL through
 //      GilScope (or by drain_released()). Dropping an item therefore never
 //      blocks on the GIL, so no engine lock can end up waiting for it.
-// None of this assumes that a GIL exists: on a free-threaded build "holding
-// the GIL" means "having an attached thread state", which is what the Python C
-// API requires there as well.
+// On a free-threaded build "holding the GIL" means "having an attached thread
+// state", which the Python C API requires there as well.
 
 #pragma once
 
@@ -28,12 +27,15 @@
 
 namespace feedline::bindings {
 
-// True once the interpreter has begun to shut down. Native threads must not
-// touch Python objects from then on; references they hold are leaked.
+// True once the interpreter shuts down; native threads leak what they hold.
 bool interpreter_finalizing();
 
-// True when this thread holds the GIL (has an attached thread state).
-inline bool holds_gil() { return PyGILState_Check() != 0; }
+// True when this thread holds the GIL (has an attached thread state). Late in
+// finalization Python < 3.12 deletes the key PyGILState_Check() reads, which
+// then says yes on every thread; this thread's state is gone by then too.
+inline bool holds_gil() {
+  return PyGILState_Check() != 0 && PyGILState_GetThisThreadState() != nullptr;
+}
 
 // Releases one reference to `obj` now if this thread holds the GIL, else
 // queues it for the next GilScope. Safe on any thread, at any time.

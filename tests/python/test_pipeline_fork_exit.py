@@ -232,6 +232,26 @@ EXIT_CASES = {
         except TimeoutError:
             pass
     """,
+    # A stop that ends after the interpreter has finalized (its thread
+    # states deleted): the final statistics report and the release of the
+    # Python op must not touch Python. The gate is released at the very end
+    # of finalization, which then waits until the op is destroyed, i.e. the
+    # stop has run to its end.
+    "stop_ends_after_finalization": """
+        import _feedline_testing as testing
+        import feedline.pipeline._pipeline as pipeline_module
+        pipeline_module._CLEANUP_TIMEOUT = 0.05
+        gate_r, gate_w = os.pipe()
+        entered_r, entered_w = os.pipe()
+        done_r, done_w = os.pipe()
+        testing.release_at_final_exit(gate_w, done_r)
+        # No Python reference to the gate: the stop releases the last one.
+        gate = testing.gate(gate_r, -1, entered_w, destroyed_fd=done_w)
+        p = PipelineBuilder().add_source(range(10)).pipe(gate).pipe(lambda x: x).add_sink(4).build(num_threads=2)
+        del gate
+        p.start()
+        assert len(os.read(entered_r, 1)) == 1
+    """,
     "blocked_source": """
         release = threading.Event()
         def source():

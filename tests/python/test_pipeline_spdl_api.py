@@ -492,3 +492,11 @@ def test_every_config_records_the_line_that_made_it():
     assert merge.defined_at == f"{__file__}:{here + 4}"
     assert merge_cfg.defined_at == f"{__file__}:{here + 5}"
     assert pv.defined_at == pv.paths[0][0].defined_at == f"{__file__}:{here + 6}"
+
+
+def test_cache_iterator_is_importable_from_pipeline_as_in_spdl():
+    from feedline.dataloader import cache_iterator as from_dataloader
+    from feedline.pipeline import cache_iterator
+
+    assert cache_iterator is from_dataloader
+    assert list(cache_iterator(range(10), 3, stop_after=5)) == [0, 1, 2, 0, 1]

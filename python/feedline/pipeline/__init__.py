@@ -57,11 +57,24 @@ __all__ = [
     "TaskPerfStats",
     "TaskStatsHook",
     "build_pipeline",
+    "cache_iterator",
     "config",
     "defs",
     "is_eof",
     "is_epoch_end",
 ]
+
+
+
+def __getattr__(name: str):
+    # SPDL's spdl.pipeline.cache_iterator; it lives in feedline.dataloader,
+    # which imports this package, so it is looked up on first use.
+    if name == "cache_iterator":
+        from ..dataloader._cache import cache_iterator
+
+        return cache_iterator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, StageStats):
     _cls.__module__ = __name__

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -23,6 +24,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "feedline/base/error.h"
@@ -74,10 +76,23 @@ class GilProbeOp final : public MapOp {
 // writes one byte to `entered_fd` (if >= 0), then blocks in read() until one
 // byte arrives on `fd` or its write end closes: a native op that hangs until
 // the test releases it (the fault campaign).
+// With `destroyed_fd` >= 0 it writes one byte there when it is destroyed.
 class GateOp final : public MapOp {
  public:
-  GateOp(int fd, int64_t value, int entered_fd)
-      : fd_(fd), value_(value), entered_fd_(entered_fd) {}
+  GateOp(int fd, int64_t value, int entered_fd, int destroyed_fd)
+      : fd_(fd),
+        value_(value),
+        entered_fd_(entered_fd),
+        destroyed_fd_(destroyed_fd) {}
+  ~GateOp() override {
+    char byte = 0;
+    if (destroyed_fd_ >= 0) {
+      while (::write(destroyed_fd_, &byte, 1) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  GateOp(const GateOp&) = delete;
+  GateOp& operator=(const GateOp&) = delete;
   Item call(Item input) override {
     int64_t v = input.as<int64_t>();
     if (value_ < 0 || v == value_) {
@@ -100,7 +115,24 @@ class GateOp final : public MapOp {
   const int fd_;
   const int64_t value_;
   const int entered_fd_;
+  const int destroyed_fd_;
 };
+
+// The descriptors of release_at_final_exit().
+int g_final_release_fd = -1;
+int g_final_done_fd = -1;
+
+// Runs at the very end of Py_FinalizeEx (a Py_AtExit function), when the
+// interpreter and its thread states are gone: writes one byte to the release
+// descriptor, then waits (at most 30 s) for a byte on the done descriptor.
+void at_final_exit() {
+  char byte = 0;
+  while (::write(g_final_release_fd, &byte, 1) < 0 && errno == EINTR) {
+  }
+  pollfd done{g_final_done_fd, POLLIN, 0};
+  while (::poll(&done, 1, 30000) < 0 && errno == EINTR) {
+  }
+}
 
 // Passes ints on after `micros` microseconds of busy work (a slow op that
 // keeps its thread, without sleeping).
@@ -240,12 +272,28 @@ NB_MODULE(_feedline_testing, m) {
       "Passes ints on; raises feedline.DecodeError on multiples of k.");
   m.def(
       "gate",
-      [](int fd, int64_t value, int entered_fd) {
-        return wrap(std::make_shared<GateOp>(fd, value, entered_fd), "gate");
+      [](int fd, int64_t value, int entered_fd, int destroyed_fd) {
+        return wrap(
+            std::make_shared<GateOp>(fd, value, entered_fd, destroyed_fd),
+            "gate");
       },
       nb::arg("fd"), nb::arg("value"), nb::arg("entered_fd") = -1,
+      nb::arg("destroyed_fd") = -1,
       "int -> int; before `value` (< 0: every item) writes a byte to "
-      "entered_fd (if >= 0), then blocks on one byte from fd.");
+      "entered_fd (if >= 0), then blocks on one byte from fd. Writes a byte "
+      "to destroyed_fd (if >= 0) when the op is destroyed.");
+  m.def(
+      "release_at_final_exit",
+      [](int release_fd, int done_fd) {
+        g_final_release_fd = release_fd;
+        g_final_done_fd = done_fd;
+        if (Py_AtExit(&at_final_exit) != 0) {
+          throw std::runtime_error("Py_AtExit: no room left");
+        }
+      },
+      nb::arg("release_fd"), nb::arg("done_fd"),
+      "At the very end of interpreter finalization, writes a byte to "
+      "release_fd, then waits (at most 30 s) for a byte on done_fd.");
   m.def(
       "spin",
       [](int64_t micros) {
