@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Generic, TypeVar
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from ._checks import check_int, check_matches, check_state
 
 T = TypeVar("T")
 
@@ -33,3 +36,56 @@ class Passes(Generic[T]):
         for i in range(start, len(order)):
             self.position = i + 1
             yield order[i]
+
+
+class SeededList(Generic[T]):
+    """A fixed list served one pass per ``__iter__``, in sorted order or in a
+    permutation of it drawn from ``shuffle(seed)`` alone, with
+    ``state_dict()``/``load_state_dict()`` (seed and position): what
+    ``LocalDirectory`` and ``ImageNet`` share. A subclass calls
+    ``_set_items`` once and names itself and its items in ``_NAME`` and
+    ``_NOUN``."""
+
+    _NAME = "SeededList"
+    _NOUN = "items"
+
+    def _set_items(self, items: list[T]) -> None:
+        self._sorted = items
+        self._order = items
+        self._seed: int | None = None
+        self._passes: Passes[T] = Passes()
+
+    def __len__(self) -> int:
+        return len(self._sorted)
+
+    def __iter__(self) -> Iterator[T]:
+        return self._passes.run(self._order)
+
+    def shuffle(self, seed: int) -> None:
+        """Orders the items by a permutation of the sorted list drawn from ``seed``."""
+        seed = check_int("seed", seed, minimum=0)
+        if seed != self._seed:
+            self._passes.resume_at(0)
+        self._apply(seed)
+
+    def _apply(self, seed: int | None) -> None:
+        self._seed = seed
+        if seed is None:
+            self._order = self._sorted
+        else:
+            order = list(self._sorted)
+            random.Random(seed).shuffle(order)
+            self._order = order
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"n": len(self._sorted), "seed": self._seed, "position": self._passes.position}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        state = check_state(state, self._NAME, ("seed", "position"))
+        check_matches(self._NAME, state, n=len(self._sorted))
+        seed = state["seed"]
+        self._apply(None if seed is None else check_int("seed", seed, minimum=0))
+        position = check_int("position", state["position"], minimum=0)
+        if position > len(self):
+            raise ValueError(f"position must be <= {len(self)} (the number of {self._NOUN}), got {position}")
+        self._passes.resume_at(position)

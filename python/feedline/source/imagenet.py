@@ -8,14 +8,11 @@ id such as ``n01440764``.
 from __future__ import annotations
 
 import os
-import random
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from ._checks import check_int, check_matches, check_state
-from ._resumable import Passes
+from ._resumable import SeededList
 
 __all__ = ["ImageNet", "get_mappings", "parse_wnid"]
 
@@ -57,7 +54,7 @@ def get_mappings(root: str | os.PathLike[str]) -> dict[str, int]:
     return {wnid: i for i, wnid in enumerate(sorted(wnids))}
 
 
-class ImageNet:
+class ImageNet(SeededList[tuple[Path, int]]):
     """The ``(path, class_index)`` pairs of one split, sorted by path.
 
     Args:
@@ -73,6 +70,9 @@ class ImageNet:
         ValueError: a bad ``split``, or no image in the split.
     """
 
+    _NAME = "ImageNet"
+    _NOUN = "images"
+
     def __init__(
         self,
         root: str | os.PathLike[str],
@@ -87,56 +87,20 @@ class ImageNet:
         self._split = split
         self._mappings = dict(get_mappings(root) if mappings is None else mappings)
         paths = sorted((self._root / split).glob(f"*/{pattern}"))
-        self._sorted: list[tuple[Path, int]] = []
+        items: list[tuple[Path, int]] = []
         for p in paths:
             wnid = parse_wnid(p.parent.name)
             if wnid not in self._mappings:
                 raise ValueError(f"class {wnid!r} of {str(p)!r} is not in mappings")
-            self._sorted.append((p, self._mappings[wnid]))
-        if not self._sorted:
+            items.append((p, self._mappings[wnid]))
+        if not items:
             raise ValueError(f"no image matches {str(self._root / split / '*' / pattern)!r}")
-        self._order = self._sorted
-        self._seed: int | None = None
-        self._passes: Passes[tuple[Path, int]] = Passes()
+        self._set_items(items)
 
     @property
     def classes(self) -> dict[str, int]:
         """WordNet id to class index."""
         return dict(self._mappings)
-
-    def __len__(self) -> int:
-        return len(self._sorted)
-
-    def __iter__(self) -> Iterator[tuple[Path, int]]:
-        return self._passes.run(self._order)
-
-    def shuffle(self, seed: int) -> None:
-        seed = check_int("seed", seed, minimum=0)
-        if seed != self._seed:
-            self._passes.resume_at(0)
-        self._apply(seed)
-
-    def _apply(self, seed: int | None) -> None:
-        self._seed = seed
-        if seed is None:
-            self._order = self._sorted
-        else:
-            order = list(self._sorted)
-            random.Random(seed).shuffle(order)
-            self._order = order
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"n": len(self._sorted), "seed": self._seed, "position": self._passes.position}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = check_state(state, "ImageNet", ("seed", "position"))
-        check_matches("ImageNet", state, n=len(self._sorted))
-        seed = state["seed"]
-        self._apply(None if seed is None else check_int("seed", seed, minimum=0))
-        position = check_int("position", state["position"], minimum=0)
-        if position > len(self):
-            raise ValueError(f"position must be <= {len(self)} (the number of images), got {position}")
-        self._passes.resume_at(position)
 
     def __repr__(self) -> str:
         return f"ImageNet({str(self._root)!r}, split={self._split!r}) ({len(self)} images)"
