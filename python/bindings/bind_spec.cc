@@ -159,6 +159,7 @@ void bind_spec(nb::module_& m) {
               return nb::int_(*index);
             return nb::str(std::get<std::string>(*field).c_str());
           },
+          nb::for_getter(nb::sig("def field(self, /) -> int | str | None")),
           "The sample field the op works on (a tuple index or a dict key); "
           "None:\nthe op takes payloads only.")
       .def("__repr__", [](const NativeOp& n) {

@@ -218,7 +218,10 @@ def test_counted_mode_with_native_ops(tmp_path):
         paths.append(str(p))
 
     def loader():
-        return DataLoader(paths, preprocessor=ops.read_file(), batch_size=3, num_threads=2, output_order="input")
+        # field=None: the op takes bare paths only, so items carry no position.
+        return DataLoader(
+            paths, preprocessor=ops.read_file(field=None), batch_size=3, num_threads=2, output_order="input"
+        )
 
     def sizes(batch):
         return [len(bytes(x)) for x in batch]
@@ -243,13 +246,13 @@ def test_counted_mode_counts_items_without_batching(tmp_path):
         p = tmp_path / f"{i}.bin"
         p.write_bytes(bytes(i + 1))
         paths.append(str(p))
-    dl = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    dl = DataLoader(paths, preprocessor=ops.read_file(field=None), num_threads=2, output_order="input")
     it = iter(dl)
     head = [len(bytes(next(it))) for _ in range(2)]
     state = dl.state_dict()
     assert state["position"] == 2
     dl.close()
-    again = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    again = DataLoader(paths, preprocessor=ops.read_file(field=None), num_threads=2, output_order="input")
     again.load_state_dict(state)
     assert head + [len(bytes(x)) for x in again] == [1, 2, 3, 4, 5, 6]
 
@@ -306,6 +309,27 @@ def _png(i):
     return out.getvalue()
 
 
+def _collate_npy(rows):
+    return [(int(np.asarray(buf)[0]), label) for buf, label in rows]
+
+
+def _collate_npy_failing(rows):
+    # Only in input order are batches the same in every run.
+    if rows[0][1] == 9:
+        raise ValueError("a batch starting with 9 fails")
+    return _collate_npy(rows)
+
+
+def _read_some(path):
+    i = int(path[-6:-4])
+    if i % 11 == 0:
+        return None  # dropped by the preprocessor
+    if i % 11 == 1:
+        raise ValueError(f"{path} is unlucky")
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _native_loader(kind, tmp_path, threads, order):
     from feedline.io import ops
 
@@ -323,7 +347,20 @@ def _native_loader(kind, tmp_path, threads, order):
             output_order=order,
             buffer_size=2,
         )
-    # "png": bare paths -> read_file -> decode_batch (corrupt files left out)
+    if kind == "py-agg":  # native preprocessor, Python aggregator and transfer_fn
+        src = _Shuffled([(_npy(i), i) for i in range(N)])
+        return DataLoader(
+            src,
+            preprocessor=ops.load_npy(),
+            batch_size=4,
+            aggregator=_collate_npy_failing if order == "input" else _collate_npy,
+            transfer_fn=lambda rows: rows[::-1],
+            num_threads=threads,
+            output_order=order,
+            buffer_size=2,
+        )
+    # "png": bare paths -> read_file -> decode_batch (corrupt files left out);
+    # "py-pre": a Python preprocessor reads them instead, and drops some.
     paths = []
     for i in range(N):
         p = tmp_path / f"{i:02d}.png"
@@ -332,7 +369,7 @@ def _native_loader(kind, tmp_path, threads, order):
         paths.append(str(p))
     return DataLoader(
         _Shuffled(paths),
-        preprocessor=ops.read_file(),
+        preprocessor=ops.read_file() if kind == "png" else _read_some,
         batch_size=4,
         aggregator=ops.decode_batch(width=4, height=4),
         num_threads=threads,
@@ -348,6 +385,8 @@ def _native_items(kind, value):
         return [(int(np.asarray(buf)[0]), label)]
     if kind == "npy-stack":
         return list(zip(np.asarray(value["data"])[:, 0].tolist(), value["label"]))
+    if kind == "py-agg":
+        return value
     return np.asarray(value)[:, 0, 0, 0].tolist()
 
 
@@ -365,14 +404,15 @@ def _native_run(dl, kind, out, count=None):
     return got
 
 
-@pytest.mark.parametrize("kind", ["npy", "npy-stack", "png"])
+@pytest.mark.parametrize("kind", ["npy", "npy-stack", "png", "py-pre", "py-agg"])
 @pytest.mark.parametrize("order,threads,resume_threads", [("input", 3, 1), ("completion", 3, 2)])
 def test_native_ops_resume_at_every_point(tmp_path, kind, order, threads, resume_threads):
     reference = []
     values = _native_run(_native_loader(kind, tmp_path, threads, order), kind, reference)
-    kept = {i for i in range(N) if not (i % 7 == 3 if kind.startswith("npy") else i % 5 == 2)}
-    for e in range(EPOCHS):  # every good item once per epoch, no failed one
-        assert sorted(x if kind == "png" else x[0] for ep, x in reference if ep == e) == sorted(kept)
+    if kind in ("npy", "npy-stack", "png"):
+        kept = {i for i in range(N) if not (i % 7 == 3 if kind.startswith("npy") else i % 5 == 2)}
+        for e in range(EPOCHS):  # every good item once per epoch, no failed one
+            assert sorted(x if kind == "png" else x[0] for ep, x in reference if ep == e) == sorted(kept)
     for stop in range(values + 1):
         head = []
         first = _native_loader(kind, tmp_path, threads, order)
@@ -415,3 +455,31 @@ def test_native_ops_without_a_field_stay_counted(tmp_path):
     assert carried._samples is not None
     # Delivered items come back in the source's shape, without the tag.
     assert [[bytes(x) for x in b] for b in carried] == [[b"x", b"x"], [b"x", b"x"]]
+
+
+@pytest.mark.parametrize("order", ["input", "completion"])
+def test_native_ops_resume_after_the_pipeline_failed(order):
+    from feedline.io import ops
+
+    src = [(_npy(i), i) for i in range(60)]  # items 3, 10, 17, ... fail
+
+    def loader(**kw):
+        return DataLoader(src, preprocessor=ops.load_npy(), batch_size=3, num_threads=2, output_order=order, **kw)
+
+    def labels(dl):
+        return [label for b in dl for _, label in b]
+
+    reference = labels(loader())
+    first = loader(max_failures=3)  # the 4th failed item fails the pipeline
+    got = []
+    with pytest.raises(feedline.PipelineFailure):
+        for b in first:
+            got += [label for _, label in b]
+    assert 0 < len(got) < len(reference)
+    second = loader()
+    second.load_state_dict(first.state_dict())
+    rest = labels(second)
+    if order == "input":
+        assert got + rest == reference
+    else:
+        assert sorted(got + rest) == sorted(reference)

@@ -310,8 +310,12 @@ class DataLoader(Generic[T, U]):
         if isinstance(pre, NativeOp):
             b.pipe(pre, concurrency=n, output_order=out_order, name="preprocess")
         elif pre is not None:
-            b.pipe(_carry_preprocessor(pre, samples, tracker, self._seed), concurrency=n, output_order=out_order,
-                   name="preprocess")
+            b.pipe(
+                _carry_preprocessor(pre, samples, tracker, self._seed),
+                concurrency=n,
+                output_order=out_order,
+                name="preprocess",
+            )
         agg: Any = self._aggregator
         if self._batch_size is not None:
             b.aggregate(self._batch_size, drop_last=self._drop_last)
@@ -319,8 +323,12 @@ class DataLoader(Generic[T, U]):
                 b.pipe(agg, concurrency=n, output_order=out_order, name="aggregate")
                 decode = samples.unwrap_columns
             elif agg is not None:
-                b.pipe(_tag_batch(agg, tracker, samples.unwrap_rows), concurrency=n, output_order=out_order,
-                       name="aggregate")
+                b.pipe(
+                    _tag_batch(agg, tracker, samples.unwrap_rows),
+                    concurrency=n,
+                    output_order=out_order,
+                    name="aggregate",
+                )
                 decode = _untag
             else:
                 decode = samples.unwrap_rows
@@ -480,9 +488,7 @@ def _plain_tag(epoch: int, position: int, item: Any) -> tuple[int, int, Any]:
     return (epoch, position, item)
 
 
-def _carry_preprocessor(
-    fn: Callable[[Any], Any], samples: Samples, tracker: Tracker, seed: int
-) -> Callable[..., Any]:
+def _carry_preprocessor(fn: Callable[[Any], Any], samples: Samples, tracker: Tracker, seed: int) -> Callable[..., Any]:
     """A Python preprocessor before a native aggregator: takes and gives
     samples with their tags (a sync or async ``fn``)."""
     inner = _tag_preprocessor(fn, tracker, seed)
