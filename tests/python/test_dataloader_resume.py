@@ -449,8 +449,16 @@ def test_native_ops_without_a_field_stay_counted(tmp_path):
 
     p = tmp_path / "a.bin"
     p.write_bytes(b"x")
+    assert [ops.read_file(field=f).field for f in (None, 0, -1, "path")] == [None, 0, -1, "path"]
+    assert ops.stack().field is None
     counted = DataLoader([str(p)] * 4, preprocessor=ops.read_file(field=None), batch_size=2, num_threads=1)
     assert counted._samples is None and not counted._tagged
+    for pre, agg in [
+        (ops.tar_members(), None),  # a generator: one item, many outputs
+        (ops.read_file(field=0), ops.decode_batch(width=4, height=4, field=1)),  # different fields
+        (lambda x: x, ops.stack()),  # a batch op without a field after a Python preprocessor
+    ]:
+        assert not DataLoader([str(p)], preprocessor=pre, batch_size=2, aggregator=agg)._tagged
     carried = DataLoader([str(p)] * 4, preprocessor=ops.read_file(), batch_size=2, num_threads=1)
     assert carried._samples is not None
     # Delivered items come back in the source's shape, without the tag.

@@ -79,7 +79,9 @@ class Tracker:
     (which mark failed and skipped items)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a released DroppedTag (see _carry.py) marks from __del__,
+        # which may run on any thread that holds the GIL, this one included.
+        self._lock = threading.RLock()
         self._epochs: dict[int, Progress] = {}
         self._floor = 0  # marks of earlier epochs (late ones) are ignored
 
