@@ -65,7 +65,6 @@ __all__ = [
 ]
 
 
-
 def __getattr__(name: str):
     # SPDL's spdl.pipeline.cache_iterator; it lives in feedline.dataloader,
     # which imports this package, so it is looked up on first use.
