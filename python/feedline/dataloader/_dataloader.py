@@ -163,9 +163,8 @@ class DataLoader(Generic[T, U]):
     is taken off before the item reaches the loop. Where it cannot (an op
     with ``field=None``, except a batch op after a native preprocessor; a
     generator op such as ``tar_members``; two native ops on different
-    fields) the state counts delivered items ("counted
-    mode"), which is exact only with ``output_order="input"`` when no item
-    fails.
+    fields) the state counts delivered items ("counted mode"), which is
+    exact only with ``output_order="input"`` when no item fails.
     """
 
     def __init__(
