@@ -5,11 +5,14 @@ delivered after that point: the same sequence with output_order="input", the
 same items per epoch otherwise; across epoch boundaries, with failed and
 dropped items, and at any thread count."""
 
+import io
 import pickle
 import timeit
 from collections import Counter
 
+import numpy as np
 import pytest
+from PIL import Image
 
 import feedline
 from feedline.dataloader import DataLoader, item_rng
@@ -215,7 +218,10 @@ def test_counted_mode_with_native_ops(tmp_path):
         paths.append(str(p))
 
     def loader():
-        return DataLoader(paths, preprocessor=ops.read_file(), batch_size=3, num_threads=2, output_order="input")
+        # field=None: the op takes bare paths only, so items carry no position.
+        return DataLoader(
+            paths, preprocessor=ops.read_file(field=None), batch_size=3, num_threads=2, output_order="input"
+        )
 
     def sizes(batch):
         return [len(bytes(x)) for x in batch]
@@ -240,13 +246,13 @@ def test_counted_mode_counts_items_without_batching(tmp_path):
         p = tmp_path / f"{i}.bin"
         p.write_bytes(bytes(i + 1))
         paths.append(str(p))
-    dl = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    dl = DataLoader(paths, preprocessor=ops.read_file(field=None), num_threads=2, output_order="input")
     it = iter(dl)
     head = [len(bytes(next(it))) for _ in range(2)]
     state = dl.state_dict()
     assert state["position"] == 2
     dl.close()
-    again = DataLoader(paths, preprocessor=ops.read_file(), num_threads=2, output_order="input")
+    again = DataLoader(paths, preprocessor=ops.read_file(field=None), num_threads=2, output_order="input")
     again.load_state_dict(state)
     assert head + [len(bytes(x)) for x in again] == [1, 2, 3, 4, 5, 6]
 
@@ -265,3 +271,223 @@ def test_counted_mode_counts_items_without_batching(tmp_path):
 def test_bad_states(state, match):
     with pytest.raises(ValueError, match=match):
         DataLoader(range(4)).load_state_dict(state)
+
+
+# -- native ops: each item's position rides through them as a sample field ------
+
+
+class _Shuffled:
+    """A list of samples in an order drawn from (seed, epoch)."""
+
+    def __init__(self, items, seed=3):
+        self._items, self._seed, self._epoch = items, seed, 0
+
+    def set_epoch(self, epoch):
+        self._epoch = epoch
+
+    def __len__(self):
+        return len(self._items)
+
+    def __iter__(self):
+        order = np.random.default_rng(self._seed + self._epoch).permutation(len(self._items))
+        return iter([self._items[i] for i in order])
+
+
+def _npy(i):
+    if i % 7 == 3:
+        return b"not an npy file"  # fails in load_npy
+    out = io.BytesIO()
+    np.save(out, np.full((2,), i, dtype=np.int32))
+    return out.getvalue()
+
+
+def _png(i):
+    if i % 5 == 2:
+        return b"\x89PNG but not really"  # left out of its batch by decode_batch
+    out = io.BytesIO()
+    Image.fromarray(np.full((4, 4, 3), i, dtype=np.uint8)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def _collate_npy(rows):
+    return [(int(np.asarray(buf)[0]), label) for buf, label in rows]
+
+
+def _collate_npy_failing(rows):
+    # Only in input order are batches the same in every run.
+    if rows[0][1] == 9:
+        raise ValueError("a batch starting with 9 fails")
+    return _collate_npy(rows)
+
+
+def _read_some(path):
+    i = int(path[-6:-4])
+    if i % 11 == 0:
+        return None  # dropped by the preprocessor
+    if i % 11 == 1:
+        raise ValueError(f"{path} is unlucky")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _native_loader(kind, tmp_path, threads, order):
+    from feedline.io import ops
+
+    if kind == "npy":  # (bytes, label) -> load_npy -> per item (Buffer, label)
+        src = _Shuffled([(_npy(i), i) for i in range(N)])
+        return DataLoader(src, preprocessor=ops.load_npy(), num_threads=threads, output_order=order, buffer_size=2)
+    if kind == "npy-stack":  # {"data", "label"} dicts, bare Buffers stacked
+        src = _Shuffled([{"data": _npy(i), "label": i} for i in range(N)])
+        return DataLoader(
+            src,
+            preprocessor=ops.load_npy(field="data"),
+            batch_size=4,
+            aggregator=ops.stack(),
+            num_threads=threads,
+            output_order=order,
+            buffer_size=2,
+        )
+    if kind == "py-agg":  # native preprocessor, Python aggregator and transfer_fn
+        src = _Shuffled([(_npy(i), i) for i in range(N)])
+        return DataLoader(
+            src,
+            preprocessor=ops.load_npy(),
+            batch_size=4,
+            aggregator=_collate_npy_failing if order == "input" else _collate_npy,
+            transfer_fn=lambda rows: rows[::-1],
+            num_threads=threads,
+            output_order=order,
+            buffer_size=2,
+        )
+    # "png": bare paths -> read_file -> decode_batch (corrupt files left out);
+    # "py-pre": a Python preprocessor reads them instead, and drops some.
+    paths = []
+    for i in range(N):
+        p = tmp_path / f"{i:02d}.png"
+        if not p.exists():
+            p.write_bytes(_png(i))
+        paths.append(str(p))
+    return DataLoader(
+        _Shuffled(paths),
+        preprocessor=ops.read_file() if kind == "png" else _read_some,
+        batch_size=4,
+        aggregator=ops.decode_batch(width=4, height=4),
+        num_threads=threads,
+        output_order=order,
+        buffer_size=2,
+    )
+
+
+def _native_items(kind, value):
+    """What a delivered value holds, as comparable rows."""
+    if kind == "npy":
+        buf, label = value
+        return [(int(np.asarray(buf)[0]), label)]
+    if kind == "npy-stack":
+        return list(zip(np.asarray(value["data"])[:, 0].tolist(), value["label"]))
+    if kind == "py-agg":
+        return value
+    return np.asarray(value)[:, 0, 0, 0].tolist()
+
+
+def _native_run(dl, kind, out, count=None):
+    """Reads to the end of EPOCHS epochs, or `count` values (leaving the
+    last `for` open); appends (epoch, row)."""
+    got = 0
+    while dl.epoch < EPOCHS:
+        epoch = dl.epoch
+        for value in dl:
+            out += [(epoch, x) for x in _native_items(kind, value)]
+            got += 1
+            if got == count:
+                return got
+    return got
+
+
+@pytest.mark.parametrize("kind", ["npy", "npy-stack", "png", "py-pre", "py-agg"])
+@pytest.mark.parametrize("order,threads,resume_threads", [("input", 3, 1), ("completion", 3, 2)])
+def test_native_ops_resume_at_every_point(tmp_path, kind, order, threads, resume_threads):
+    reference = []
+    values = _native_run(_native_loader(kind, tmp_path, threads, order), kind, reference)
+    if kind in ("npy", "npy-stack", "png"):
+        kept = {i for i in range(N) if not (i % 7 == 3 if kind.startswith("npy") else i % 5 == 2)}
+        for e in range(EPOCHS):  # every good item once per epoch, no failed one
+            assert sorted(x if kind == "png" else x[0] for ep, x in reference if ep == e) == sorted(kept)
+    for stop in range(values + 1):
+        head = []
+        first = _native_loader(kind, tmp_path, threads, order)
+        _native_run(first, kind, head, count=stop)
+        state = pickle.loads(pickle.dumps(first.state_dict()))
+        first.close()
+        assert len(pickle.dumps(state)) <= 1024
+        tail = []
+        second = _native_loader(kind, tmp_path, resume_threads, order)
+        second.load_state_dict(state)
+        _native_run(second, kind, tail)
+        if order == "input":
+            assert head + tail == reference, f"stopped after {stop} values"
+        else:
+            assert _per_epoch(head + tail) == _per_epoch(reference), f"stopped after {stop} values"
+
+
+def test_native_ops_failed_items_count_as_done():
+    # In input order a delivered item marks every earlier one of its epoch:
+    # the failed item 3 is done once item 4 arrives, so the state is one
+    # position and a resume does not load it again.
+    from feedline.io import ops
+
+    src = [(_npy(i), i) for i in range(8)]
+    dl = DataLoader(src, preprocessor=ops.load_npy(), num_threads=2, output_order="input")
+    it = iter(dl)
+    assert [next(it)[1] for _ in range(4)] == [0, 1, 2, 4]
+    assert dl.state_dict()["position"] == 5 and dl.state_dict()["done"] == []
+    dl.close()
+
+
+def test_native_ops_without_a_field_stay_counted(tmp_path):
+    from feedline.io import ops
+
+    p = tmp_path / "a.bin"
+    p.write_bytes(b"x")
+    assert [ops.read_file(field=f).field for f in (None, 0, -1, "path")] == [None, 0, -1, "path"]
+    assert ops.stack().field is None
+    counted = DataLoader([str(p)] * 4, preprocessor=ops.read_file(field=None), batch_size=2, num_threads=1)
+    assert counted._samples is None and not counted._tagged
+    for pre, agg in [
+        (ops.tar_members(), None),  # a generator: one item, many outputs
+        (ops.read_file(field=0), ops.decode_batch(width=4, height=4, field=1)),  # different fields
+        (lambda x: x, ops.stack()),  # a batch op without a field after a Python preprocessor
+    ]:
+        assert not DataLoader([str(p)], preprocessor=pre, batch_size=2, aggregator=agg)._tagged
+    carried = DataLoader([str(p)] * 4, preprocessor=ops.read_file(), batch_size=2, num_threads=1)
+    assert carried._samples is not None
+    # Delivered items come back in the source's shape, without the tag.
+    assert [[bytes(x) for x in b] for b in carried] == [[b"x", b"x"], [b"x", b"x"]]
+
+
+@pytest.mark.parametrize("order", ["input", "completion"])
+def test_native_ops_resume_after_the_pipeline_failed(order):
+    from feedline.io import ops
+
+    src = [(_npy(i), i) for i in range(60)]  # items 3, 10, 17, ... fail
+
+    def loader(**kw):
+        return DataLoader(src, preprocessor=ops.load_npy(), batch_size=3, num_threads=2, output_order=order, **kw)
+
+    def labels(dl):
+        return [label for b in dl for _, label in b]
+
+    reference = labels(loader())
+    first = loader(max_failures=3)  # the 4th failed item fails the pipeline
+    got = []
+    with pytest.raises(feedline.PipelineFailure):
+        for b in first:
+            got += [label for _, label in b]
+    assert 0 < len(got) < len(reference)
+    second = loader()
+    second.load_state_dict(first.state_dict())
+    rest = labels(second)
+    if order == "input":
+        assert got + rest == reference
+    else:
+        assert sorted(got + rest) == sorted(reference)

@@ -14,9 +14,11 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from .._errors import PipelineFailure
+from .._feedline_ext import _drain_released
 from ..pipeline import NativeOp, Pipeline, PipelineBuilder
 from ..source._checks import check_int, check_state
 from ..source.utils import item_rng as _item_rng
+from ._carry import DroppedTag, Run, Samples, Tag
 from ._progress import Progress, Tracker
 
 __all__ = ["DataLoader", "item_rng"]
@@ -59,14 +61,21 @@ def _batch_len(batch: Any) -> int:
 
 class _Passes:
     """The continuous source: one pass over ``src`` per epoch, each item
-    tagged ``(epoch, position, item)`` (in counted mode the item alone).
-    The first pass of a resumed loader skips the positions already done."""
+    tagged by ``tag(epoch, position, item)`` (in counted mode, ``tag`` is
+    None: the item alone). The first pass of a resumed loader skips the
+    positions already done."""
 
-    def __init__(self, src: Iterable[Any], first_epoch: int, resume: Progress | None, tagged: bool) -> None:
+    def __init__(
+        self,
+        src: Iterable[Any],
+        first_epoch: int,
+        resume: Progress | None,
+        tag: Callable[[int, int, Any], Any] | None,
+    ) -> None:
         self._src = src
         self._next_epoch = first_epoch
         self._resume = resume
-        self._tagged = tagged
+        self._tag = tag
 
     def __iter__(self) -> Iterator[Any]:
         epoch, self._next_epoch = self._next_epoch, self._next_epoch + 1
@@ -74,11 +83,34 @@ class _Passes:
         set_epoch = getattr(self._src, "set_epoch", None)
         if callable(set_epoch):
             set_epoch(epoch)
-        tagged = self._tagged
+        tag = self._tag
         for position, item in enumerate(self._src):
             if skip is not None and position in skip:
                 continue
-            yield (epoch, position, item) if tagged else item
+            yield item if tag is None else tag(epoch, position, item)
+
+
+def _carrying_field(pre: Any, agg: Any, batching: bool) -> int | str | None:
+    """The sample field the loader's native ops work on, next to which an
+    item's tag can ride along as one more field; None where it cannot: a
+    native op that takes payloads only (``field=None``; except a batch op
+    such as ``stack()`` after a native preprocessor, which takes the
+    preprocessor's samples as they are), a generator op (one item, many
+    outputs), or two native ops on different fields."""
+    fields = set()
+    for op in (pre, agg):
+        if not isinstance(op, NativeOp):
+            continue
+        if op.kind != "map":
+            return None
+        if op.field is not None:
+            fields.add(op.field)
+        elif not (op is agg and batching and op.input_type == "list" and isinstance(pre, NativeOp)):
+            return None
+    if len(fields) != 1:
+        return None
+    field = fields.pop()
+    return field if isinstance(field, (int, str)) else None
 
 
 class DataLoader(Generic[T, U]):
@@ -126,9 +158,13 @@ class DataLoader(Generic[T, U]):
     flight at the checkpoint are loaded again, never lost), at any thread
     count, and then the following epochs as usual. A ``for`` left early
     (``break``) is continued by the next ``for``. With a NativeOp
-    preprocessor or aggregator, items carry no position: the state counts
-    delivered items, which is exact with ``output_order="input"`` when no
-    item fails (a failed item makes the resume load one item again).
+    preprocessor or aggregator, each item's position rides through the
+    native ops as one more field of its sample (docs/ops.md "Samples") and
+    is taken off before the item reaches the loop. Where it cannot (an op
+    with ``field=None``, except a batch op after a native preprocessor; a
+    generator op such as ``tar_members``; two native ops on different
+    fields) the state counts delivered items ("counted mode"), which is
+    exact only with ``output_order="input"`` when no item fails.
     """
 
     def __init__(
@@ -177,8 +213,15 @@ class DataLoader(Generic[T, U]):
         else:
             max_failures = check_int("max_failures", max_failures, minimum=-1)
         self._max_failures = max_failures
-        # Counted mode: a native op cannot carry an item's position.
-        self._tagged = not isinstance(preprocessor, NativeOp) and not isinstance(aggregator, NativeOp)
+        natives = isinstance(preprocessor, NativeOp) or isinstance(aggregator, NativeOp)
+        # Items carry their position: as (epoch, position, item) through
+        # Python ops, or as a sample field through native ones (carry mode).
+        # Counted mode where a native op cannot carry it.
+        field = _carrying_field(preprocessor, aggregator, batch_size is not None) if natives else None
+        self._samples = Samples(field) if field is not None else None
+        self._tagged = not natives or self._samples is not None
+        self._run: Run | None = None  # carry mode: the running pipeline's
+        self._decode: Callable[[Any], tuple[int, tuple[int, ...], Any]] = _untag
         self._epoch = 0  # the epoch the consumer reads (or reads next)
         self._tracker = Tracker()
         self._resume: Progress | None = None  # skipped by the first pass of the next pipeline
@@ -213,11 +256,13 @@ class DataLoader(Generic[T, U]):
     # -- the pipeline ------------------------------------------------------------
 
     def _build(self) -> Pipeline:
+        if self._samples is not None:
+            return self._build_carrying(self._samples)
         tagged, tracker, out_order, n = self._tagged, self._tracker, self._output_order, self._num_threads
         # In tagged mode neither op is native (see __init__).
         pre: Any = self._preprocessor
         agg_fn: Any = self._aggregator
-        source = _Passes(self._src, self._epoch, self._resume, tagged)
+        source = _Passes(self._src, self._epoch, self._resume, _plain_tag if tagged else None)
         self._resume = None
         b = PipelineBuilder().add_source(source, continuous=True)
         if self._preprocessor is not None:
@@ -233,9 +278,75 @@ class DataLoader(Generic[T, U]):
         if self._transfer_fn is not None:
             fn = _tag_single(self._transfer_fn, tracker) if tagged else self._transfer_fn
             b.pipe(fn, concurrency=1, name="transfer")
+        self._decode = _untag
+        return b.add_sink(self._buffer_size).build(num_threads=n, max_failures=self._max_failures)
+
+    def _build_carrying(self, samples: Samples) -> Pipeline:
+        """Carry mode: items are samples with a :class:`Tag` field through
+        the native ops; Python ops unwrap and wrap them (a Python stage after
+        the native ones hands on ``(epoch, positions, value)``). In
+        completion order an item a native op fails on (or a batch op leaves
+        out) is marked done when its tag is released; in input order a
+        delivered item marks every earlier one."""
+        tracker, out_order, n = self._tracker, self._output_order, self._num_threads
+        run = self._run = Run(tracker)
+        if out_order == "input":
+
+            def tag(epoch: int, position: int, item: Any) -> Any:
+                return samples.wrap(item, Tag(epoch, position))
+
+        else:
+
+            def tag(epoch: int, position: int, item: Any) -> Any:
+                return samples.wrap(item, DroppedTag(epoch, position, run))
+
+        source = _Passes(self._src, self._epoch, self._resume, tag)
+        self._resume = None
+        b = PipelineBuilder().add_source(source, continuous=True)
+        # What the last stage so far gives: a function to (epoch, positions, value).
+        decode: Callable[[Any], tuple[int, tuple[int, ...], Any]] = samples.unwrap
+        pre: Any = self._preprocessor
+        if isinstance(pre, NativeOp):
+            b.pipe(pre, concurrency=n, output_order=out_order, name="preprocess")
+        elif pre is not None:
+            b.pipe(
+                _carry_preprocessor(pre, samples, tracker, self._seed),
+                concurrency=n,
+                output_order=out_order,
+                name="preprocess",
+            )
+        agg: Any = self._aggregator
+        if self._batch_size is not None:
+            b.aggregate(self._batch_size, drop_last=self._drop_last)
+            if isinstance(agg, NativeOp):
+                b.pipe(agg, concurrency=n, output_order=out_order, name="aggregate")
+                decode = samples.unwrap_columns
+            elif agg is not None:
+                b.pipe(
+                    _tag_batch(agg, tracker, samples.unwrap_rows),
+                    concurrency=n,
+                    output_order=out_order,
+                    name="aggregate",
+                )
+                decode = _untag
+            else:
+                decode = samples.unwrap_rows
+        elif isinstance(agg, NativeOp):
+            b.pipe(agg, concurrency=n, output_order=out_order, name="aggregate")
+        elif agg is not None:
+            b.pipe(_tag_single(agg, tracker, decode), concurrency=n, output_order=out_order, name="aggregate")
+            decode = _untag
+        if self._transfer_fn is not None:
+            b.pipe(_tag_single(self._transfer_fn, tracker, decode), concurrency=1, name="transfer")
+            decode = _untag
+        self._decode = decode
         return b.add_sink(self._buffer_size).build(num_threads=n, max_failures=self._max_failures)
 
     def _close_pipeline(self) -> None:
+        if self._run is not None:
+            # Whatever the pipeline drops from now on was not done.
+            self._run.active = False
+            self._run = None
         pipeline, self._pipeline = self._pipeline, None
         if pipeline is not None:
             try:
@@ -268,9 +379,16 @@ class DataLoader(Generic[T, U]):
         tracker, epoch = self._tracker, self._epoch
         try:
             if self._tagged:
+                decode = self._decode
+                # Carry mode in input order: a delivered item marks every
+                # earlier one of its epoch (see _build_carrying).
+                through = self._samples is not None and self._output_order == "input"
                 for tagged in pipeline.get_iterator(timeout=self._timeout):
-                    item_epoch, positions, value = _untag(tagged)
-                    tracker.mark(item_epoch, positions)
+                    item_epoch, positions, value = decode(tagged)
+                    if through:
+                        tracker.mark_through(item_epoch, max(positions))
+                    else:
+                        tracker.mark(item_epoch, positions)
                     yield value
             else:
                 per_batch = self._batch_size is not None
@@ -292,6 +410,8 @@ class DataLoader(Generic[T, U]):
         """``{"version", "epoch", "position", "done", "seed"}``: the epoch
         being read, the count of its leading items done (delivered, failed
         or dropped), the runs of later items done, and the item seed."""
+        if self._run is not None:
+            _drain_released()  # tags released by native threads mark failed items
         state = self._tracker.state(self._epoch)
         state["seed"] = self._seed
         state["version"] = _STATE_VERSION
@@ -363,6 +483,35 @@ def _tag_preprocessor(fn: Callable[[Any], Any], tracker: Tracker, seed: int) -> 
     return pre
 
 
+def _plain_tag(epoch: int, position: int, item: Any) -> tuple[int, int, Any]:
+    return (epoch, position, item)
+
+
+def _carry_preprocessor(fn: Callable[[Any], Any], samples: Samples, tracker: Tracker, seed: int) -> Callable[..., Any]:
+    """A Python preprocessor before a native aggregator: takes and gives
+    samples with their tags (a sync or async ``fn``)."""
+    inner = _tag_preprocessor(fn, tracker, seed)
+
+    def rewrap(tag: Tag, out: Any) -> Any:
+        return None if out is None else samples.wrap(out[2], tag)
+
+    if inspect.iscoroutinefunction(inner):
+
+        @functools.wraps(fn)
+        async def apre(carrier: Any) -> Any:
+            tag, item = samples.split(carrier)
+            return rewrap(tag, await inner((tag.epoch, tag.position, item)))
+
+        return apre
+
+    @functools.wraps(fn)
+    def pre(carrier: Any) -> Any:
+        tag, item = samples.split(carrier)
+        return rewrap(tag, inner((tag.epoch, tag.position, item)))
+
+    return pre
+
+
 def _untag(value: Any) -> tuple[int, tuple[int, ...], Any]:
     """A preprocessed item, or a raw tagged one (no preprocessor)."""
     epoch, positions, item = value
@@ -371,12 +520,18 @@ def _untag(value: Any) -> tuple[int, tuple[int, ...], Any]:
     return epoch, positions, item
 
 
-def _tag_batch(aggregator: Callable[[list[Any]], Any] | None, tracker: Tracker) -> Callable[..., Any]:
+def _untag_rows(items: list[Any]) -> tuple[int, tuple[int, ...], list[Any]]:
+    untagged = [_untag(v) for v in items]
+    return untagged[0][0], tuple(p for _, ps, _ in untagged for p in ps), [v for _, _, v in untagged]
+
+
+def _tag_batch(
+    aggregator: Callable[[list[Any]], Any] | None,
+    tracker: Tracker,
+    decode: Callable[[list[Any]], tuple[int, tuple[int, ...], list[Any]]] = _untag_rows,
+) -> Callable[..., Any]:
     def batch(items: list[Any]) -> Any:
-        untagged = [_untag(v) for v in items]
-        epoch = untagged[0][0]
-        positions = tuple(p for _, ps, _ in untagged for p in ps)
-        values = [v for _, _, v in untagged]
+        epoch, positions, values = decode(items)
         if aggregator is None:
             return (epoch, positions, values)
         try:
@@ -392,9 +547,13 @@ def _tag_batch(aggregator: Callable[[list[Any]], Any] | None, tracker: Tracker) 
     return batch
 
 
-def _tag_single(fn: Callable[[Any], Any], tracker: Tracker) -> Callable[..., Any]:
+def _tag_single(
+    fn: Callable[[Any], Any],
+    tracker: Tracker,
+    decode: Callable[[Any], tuple[int, tuple[int, ...], Any]] = _untag,
+) -> Callable[..., Any]:
     def single(value: Any) -> Any:
-        epoch, positions, item = _untag(value)
+        epoch, positions, item = decode(value)
         try:
             out = fn(item)
         except BaseException:

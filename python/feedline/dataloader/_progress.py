@@ -30,6 +30,18 @@ class Progress:
             self.above.discard(self.low)
             self.low += 1
 
+    def mark_through(self, position: int) -> None:
+        """Every position up to ``position`` is done (in input order a
+        delivered item means every earlier one was delivered, failed or
+        dropped)."""
+        if position < self.low:
+            return
+        self.low = position + 1
+        self.above = {p for p in self.above if p > position}
+        while self.low in self.above:
+            self.above.discard(self.low)
+            self.low += 1
+
     def add_count(self, count: int) -> None:
         """Counted mode: ``count`` more items done, in order."""
         self.low += count
@@ -67,14 +79,24 @@ class Tracker:
     (which mark failed and skipped items)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a released DroppedTag (see _carry.py) marks from __del__,
+        # which may run on any thread that holds the GIL, this one included.
+        self._lock = threading.RLock()
         self._epochs: dict[int, Progress] = {}
+        self._floor = 0  # marks of earlier epochs (late ones) are ignored
 
     def mark(self, epoch: int, positions: Iterable[int]) -> None:
         with self._lock:
+            if epoch < self._floor:
+                return
             progress = self._epochs.setdefault(epoch, Progress())
             for p in positions:
                 progress.mark(p)
+
+    def mark_through(self, epoch: int, position: int) -> None:
+        with self._lock:
+            if epoch >= self._floor:
+                self._epochs.setdefault(epoch, Progress()).mark_through(position)
 
     def add_count(self, epoch: int, count: int) -> None:
         with self._lock:
@@ -89,11 +111,13 @@ class Tracker:
     def set(self, epoch: int, progress: Progress) -> None:
         with self._lock:
             self._epochs = {epoch: progress.copy()}
+            self._floor = epoch
 
     def finish(self, epoch: int) -> None:
         """Forgets ``epoch`` and every earlier one."""
         with self._lock:
             self._epochs = {e: p for e, p in self._epochs.items() if e > epoch}
+            self._floor = max(self._floor, epoch + 1)
 
     def state(self, epoch: int) -> dict[str, Any]:
         with self._lock:
