@@ -6,13 +6,11 @@
 // ops and sources (bindings.h) that it takes.
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <typeinfo>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -23,7 +21,6 @@
 #include "bindings.h"
 #include "convert.h"
 #include "feedline/base/error.h"
-#include "feedline/ops/samples.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/spec.h"
 #include "py_ops.h"
@@ -135,7 +132,7 @@ class PipelineSpecBuilder {
 
 void bind_spec(nb::module_& m) {
   nb::class_<NativeOp>(
-      m, "NativeOp",
+      m, "NativeOp", nb::dynamic_attr(),
       "A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): "
       "it\nruns without the GIL and passes native items on without converting"
       "\nthem to Python objects.")
@@ -150,18 +147,6 @@ void bind_spec(nb::module_& m) {
           "output_type",
           [](const NativeOp& n) { return type_name_of(n.op->output_type()); },
           "Name of the native type the op produces; None: what it was given.")
-      .def_prop_ro(
-          "field",
-          [](const NativeOp& n) -> nb::object {
-            const ops::Field* field = ops::op_field(*n.op);
-            if (field == nullptr) return nb::none();
-            if (const auto* index = std::get_if<int64_t>(field))
-              return nb::int_(*index);
-            return nb::str(std::get<std::string>(*field).c_str());
-          },
-          nb::for_getter(nb::sig("def field(self, /) -> int | str | None")),
-          "The sample field the op works on (a tuple index or a dict key); "
-          "None:\nthe op takes payloads only.")
       .def("__repr__", [](const NativeOp& n) {
         return "NativeOp(" + n.name + ": " + op_signature(*n.op) + ")";
       });

@@ -257,13 +257,6 @@ class NativeOp:
     def output_type(self) -> str | None:
         """Name of the native type the op produces; None: what it was given."""
 
-    @property
-    def field(self, /) -> int | str | None:
-        """
-        The sample field the op works on (a tuple index or a dict key); None:
-        the op takes payloads only.
-        """
-
     def __repr__(self) -> str: ...
 
 class NativeSource:

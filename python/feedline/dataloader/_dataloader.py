@@ -103,8 +103,10 @@ def _carrying_field(pre: Any, agg: Any, batching: bool) -> int | str | None:
             continue
         if op.kind != "map":
             return None
-        if op.field is not None:
-            fields.add(op.field)
+        # feedline.io.ops set `field`; another extension's op has none.
+        field = getattr(op, "field", None)
+        if field is not None:
+            fields.add(field)
         elif not (op is agg and batching and op.input_type == "list" and isinstance(pre, NativeOp)):
             return None
     if len(fields) != 1:

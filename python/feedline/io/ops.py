@@ -50,12 +50,15 @@ Field = int | str
 
 
 def _on(op, field: Field | None):
-    """`op`, taking samples whose payload is `field` (None: payloads only)."""
-    if field is None:
-        return op
-    if isinstance(field, bool) or not isinstance(field, (int, str)):
-        raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
-    return _io.on_field(op, field)
+    """`op`, taking samples whose payload is `field` (None: payloads only).
+    The op's ``field`` attribute says which (what DataLoader reads to carry
+    its positions through native ops)."""
+    if field is not None:
+        if isinstance(field, bool) or not isinstance(field, (int, str)):
+            raise TypeError(f"field must be an int (a tuple index) or a str (a dict key), got {field!r}")
+        op = _io.on_field(op, field)
+    op.field = field
+    return op
 
 
 __all__ = [
@@ -97,7 +100,7 @@ def decode_batch(*, field: Field | None = 0, **options):
 def stack():
     """A batch (list) of same-shaped Buffers -> one Buffer with a leading
     batch dimension. Put it after ``aggregate(n)``."""
-    return _io.stack_op()
+    return _on(_io.stack_op(), None)
 
 
 def load_npy(*, field: Field | None = 0):
