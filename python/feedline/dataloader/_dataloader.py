@@ -16,10 +16,13 @@ import numpy as np
 from .._errors import PipelineFailure
 from .._feedline_ext import _drain_released
 from ..pipeline import NativeOp, Pipeline, PipelineBuilder
+from ..pipeline._carry import DroppedTag, Run, Samples, Tag
+from ..pipeline._progress import Progress, Tracker
+from ..pipeline._resume import rows_of
+from ..pipeline._resume import tag_op as _tag_single
+from ..pipeline._resume import untag as _untag
 from ..source._checks import check_int, check_state
 from ..source.utils import item_rng as _item_rng
-from ._carry import DroppedTag, Run, Samples, Tag
-from ._progress import Progress, Tracker
 
 __all__ = ["DataLoader", "item_rng"]
 
@@ -514,17 +517,7 @@ def _carry_preprocessor(fn: Callable[[Any], Any], samples: Samples, tracker: Tra
     return pre
 
 
-def _untag(value: Any) -> tuple[int, tuple[int, ...], Any]:
-    """A preprocessed item, or a raw tagged one (no preprocessor)."""
-    epoch, positions, item = value
-    if isinstance(positions, int):
-        positions = (positions,)
-    return epoch, positions, item
-
-
-def _untag_rows(items: list[Any]) -> tuple[int, tuple[int, ...], list[Any]]:
-    untagged = [_untag(v) for v in items]
-    return untagged[0][0], tuple(p for _, ps, _ in untagged for p in ps), [v for _, _, v in untagged]
+_untag_rows = rows_of(_untag)
 
 
 def _tag_batch(
@@ -547,23 +540,3 @@ def _tag_batch(
         return (epoch, positions, out)
 
     return batch
-
-
-def _tag_single(
-    fn: Callable[[Any], Any],
-    tracker: Tracker,
-    decode: Callable[[Any], tuple[int, tuple[int, ...], Any]] = _untag,
-) -> Callable[..., Any]:
-    def single(value: Any) -> Any:
-        epoch, positions, item = decode(value)
-        try:
-            out = fn(item)
-        except BaseException:
-            tracker.mark(epoch, positions)
-            raise
-        if out is None:
-            tracker.mark(epoch, positions)
-            return None
-        return (epoch, positions, out)
-
-    return single

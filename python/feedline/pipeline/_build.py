@@ -17,7 +17,7 @@ import warnings
 from fractions import Fraction
 
 from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
-from . import _asyncio, _merge, _variants
+from . import _asyncio, _merge, _resume, _variants
 from . import config as _config
 from ._hooks import (
     StageHooks,
@@ -406,8 +406,14 @@ def build_pipeline(
         pipeline_id = next(_pipeline_ids)
     name = name or f"pipeline{pipeline_id}"
     builder = _Builder(pipeline_id, stage_id, task_hook_factory, name)
+    resume = None
+    built = config
+    if isinstance(config.src, SourceConfig) and config.src.resumable:
+        built, resume = _resume.prepare(config)
+    else:
+        resume = _resume.merge_resume(config)
     try:
-        spec = builder.spec(config, with_sink=True)
+        spec = builder.spec(built, with_sink=True)
     except Exception as e:
         _add_note(e, _config_note(config))
         raise
@@ -439,4 +445,5 @@ def build_pipeline(
         stage_hooks=stage_hooks,
         infos=builder.infos,
         locations=builder.locations,
+        resume=resume,
     )

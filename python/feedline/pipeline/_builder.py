@@ -47,12 +47,16 @@ class PipelineBuilder(Subscriptable):
         self._pipes = []
         self._sink = None
 
-    def add_source(self, source, *, continuous: bool = False) -> PipelineBuilder:
+    def add_source(self, source, *, continuous: bool = False, resumable: bool = False) -> PipelineBuilder:
         """Sets the source: an iterable, an async iterable or a NativeSource.
-        With ``continuous=True`` it is iterated once per epoch, forever."""
+        With ``continuous=True`` it is iterated once per epoch, forever.
+        With ``resumable=True`` (feedline's addition; ``source`` must have
+        ``state_dict()``/``load_state_dict()``) the pipeline can be
+        checkpointed with ``Pipeline.state_dict()`` (docs/python.md
+        "Resumable pipelines")."""
         if self._src is not None:
             raise ValueError("Source already set.")
-        self._src = SourceConfig(source, continuous=continuous)
+        self._src = SourceConfig(source, continuous=continuous, resumable=resumable)
         return self
 
     def pipe(

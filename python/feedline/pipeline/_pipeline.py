@@ -124,8 +124,9 @@ class Pipeline(Subscriptable):
     :func:`build_pipeline`; not started until :meth:`start` or the first read.
     """
 
-    def __init__(self, native, *, description, loop_thread, stage_hooks, infos, locations=None):
+    def __init__(self, native, *, description, loop_thread, stage_hooks, infos, locations=None, resume=None):
         self._native = native
+        self._resume = resume  # _resume.Resume of a resumable source, else None
         self._locations = list(locations or ())
         self._description = description
         self._loop_thread = loop_thread
@@ -194,6 +195,8 @@ class Pipeline(Subscriptable):
             return  # the parent's pipeline: nothing of it runs here
         if self._loop_thread is not None:
             self._loop_thread.begin_close()
+        if self._resume is not None and self._resume.run is not None:
+            self._resume.run.active = False  # what the stop drops was not done
         done = self._native.stop(timeout)
         if done and self._failure is None:
             self._failure = self._native.take_failure()
@@ -229,12 +232,23 @@ class Pipeline(Subscriptable):
                 if a stage failed.
         """
         self._ensure_started()
+        resume = self._tracking()
         try:
-            return self._native.get(timeout)
+            value = self._native.get(timeout)
         except PipelineFailure as e:
             self._failure_seen = True
             self._locate(e)
             raise
+        except EOFError:
+            if resume is not None and not self._stopped:
+                resume.end_pass()
+            raise
+        return value if resume is None else resume.deliver(value)
+
+    def _tracking(self):
+        """The Resume that tracks delivered items, or None."""
+        resume = self._resume
+        return resume if resume is not None and resume.unsupported is None else None
 
     def get_iterator(self, *, timeout: float | None = None):
         """Returns an iterator over one epoch (the whole stream for a
@@ -245,12 +259,19 @@ class Pipeline(Subscriptable):
         return self._iterate(self._native.epoch(timeout))
 
     def _iterate(self, epoch):
+        resume = self._tracking()
         try:
-            yield from epoch
+            if resume is None:
+                yield from epoch
+                return
+            for value in epoch:
+                yield resume.deliver(value)
         except PipelineFailure as e:
             self._failure_seen = True
             self._locate(e)
             raise
+        if not self._stopped:
+            resume.end_pass()
 
     def __iter__(self):
         return self.get_iterator()
@@ -269,6 +290,47 @@ class Pipeline(Subscriptable):
                 if index.isdigit() and int(index) < len(self._locations) and self._locations[int(index)]:
                     _add_note(exc, f"{_DEFINED_AT}{self._locations[int(index)]}")
                 break
+
+    # -- checkpoints (feedline's addition) ---------------------------------------
+
+    def _resumable(self, what):
+        if self._resume is None:
+            raise TypeError(
+                f"Pipeline.{what}: the pipeline's source is not resumable; build it with "
+                "PipelineBuilder.add_source(src, resumable=True) from a source that has "
+                "state_dict() and load_state_dict()"
+            )
+        return self._resume
+
+    def state_dict(self) -> dict:
+        """A checkpoint of a pipeline built from a resumable source: which
+        items of the pass being read the consumer has received (or failed,
+        or were dropped), and the source's state at the start of that pass;
+        a few integers. See docs/python.md "Resumable pipelines".
+
+        Raises:
+            TypeError: the source was not added with ``resumable=True``.
+            ValueError: a stage cannot pass item positions on (named).
+        """
+        resume = self._resumable("state_dict()")
+        if resume.run is not None:
+            _drain_released()  # tags released by native threads mark failed items
+        return resume.state_dict()
+
+    def load_state_dict(self, state) -> None:
+        """Restores a :meth:`state_dict` into this freshly built pipeline
+        (same config, not started): the source is restored and the items
+        already done are skipped.
+
+        Raises:
+            TypeError: the source was not added with ``resumable=True``.
+            ValueError: a bad state, or a stage that cannot pass positions on.
+            RuntimeError: the pipeline was already started.
+        """
+        resume = self._resumable("load_state_dict()")
+        if self._started or self._stopped:
+            raise RuntimeError("Pipeline.load_state_dict() must be called before the pipeline starts")
+        resume.load_state_dict(state)
 
     # -- observability -------------------------------------------------------
 

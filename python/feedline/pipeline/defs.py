@@ -66,11 +66,16 @@ class SourceConfig(Subscriptable):
 
     With ``continuous=True`` the source is iterated again and again; each pass
     is one epoch, and each ``for x in pipeline`` reads one epoch.
+
+    With ``resumable=True`` (feedline's addition) the pipeline built from it
+    has ``state_dict()``/``load_state_dict()``; the source must have both
+    (the samplers and sources of :mod:`feedline.source`).
     """
 
     source: Iterable | AsyncIterable | NativeSource
     continuous: bool = False
     defined_at: str | None = _defined_at()
+    resumable: bool = dataclasses.field(default=False, kw_only=True)
 
     def __post_init__(self):
         if self.defined_at is None:
@@ -80,9 +85,20 @@ class SourceConfig(Subscriptable):
             raise ValueError(
                 f"Source must be an iterable, an async iterable or a NativeSource; got {type(s).__name__}."
             )
+        if self.resumable and not (
+            hasattr(s, "__iter__")
+            and callable(getattr(s, "state_dict", None))
+            and callable(getattr(s, "load_state_dict", None))
+        ):
+            raise TypeError(
+                f"a resumable source must be an iterable with state_dict() and load_state_dict(); "
+                f"{type(s).__name__} is not"
+            )
 
     def __repr__(self):
         cont = ", continuous=True" if self.continuous else ""
+        if self.resumable:
+            cont += ", resumable=True"
         return f"SourceConfig(source={_source_repr(self.source)}{cont})"
 
 

@@ -31,8 +31,14 @@ class Passes(Generic[T]):
         self.position = position
 
     def run(self, order: Sequence[T]) -> Iterator[T]:
+        """Begins a pass at once (so that a ``state_dict()`` taken right after
+        ``iter(source)`` describes the start of this pass, as a resumable
+        pipeline records it) and returns its items."""
         start, self.pending = self.pending, 0
         self.position = start
+        return self._items(order, start)
+
+    def _items(self, order: Sequence[T], start: int) -> Iterator[T]:
         for i in range(start, len(order)):
             self.position = i + 1
             yield order[i]

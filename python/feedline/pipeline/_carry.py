@@ -1,5 +1,6 @@
 """An item's (epoch, position) carried through native ops as one more field
-of its sample, so that a DataLoader with native ops resumes exactly.
+of its sample, so that a DataLoader (or a resumable Pipeline) with native ops resumes
+exactly.
 
 The user's native ops take samples (docs/ops.md "Samples"): they work on
 one field, the payload, and carry the others along without the GIL. A

@@ -1,4 +1,5 @@
-"""Which items of an epoch are done: the state a DataLoader checkpoints."""
+"""Which items of a pass are done: the state a DataLoader or a resumable
+Pipeline checkpoints."""
 
 from __future__ import annotations
 
