@@ -3,9 +3,8 @@ warm feedline pipeline that lives across epochs, with resumable state."""
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-import functools
-import inspect
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from fractions import Fraction
@@ -18,7 +17,7 @@ from .._feedline_ext import _drain_released
 from ..pipeline import NativeOp, Pipeline, PipelineBuilder
 from ..pipeline._carry import DroppedTag, Run, Samples, Tag
 from ..pipeline._progress import Progress, Tracker
-from ..pipeline._resume import rows_of
+from ..pipeline._resume import carry_op, rows_of
 from ..pipeline._resume import tag_op as _tag_single
 from ..pipeline._resume import untag as _untag
 from ..source._checks import check_int, check_state
@@ -271,7 +270,7 @@ class DataLoader(Generic[T, U]):
         self._resume = None
         b = PipelineBuilder().add_source(source, continuous=True)
         if self._preprocessor is not None:
-            op = _tag_preprocessor(pre, tracker, self._seed) if tagged else pre
+            op = _tag_single(pre, tracker, around=_item_key(self._seed)) if tagged else pre
             b.pipe(op, concurrency=n, output_order=out_order, name="preprocess")
         if self._batch_size is not None:
             b.aggregate(self._batch_size, drop_last=self._drop_last)
@@ -315,7 +314,7 @@ class DataLoader(Generic[T, U]):
             b.pipe(pre, concurrency=n, output_order=out_order, name="preprocess")
         elif pre is not None:
             b.pipe(
-                _carry_preprocessor(pre, samples, tracker, self._seed),
+                carry_op(pre, samples, tracker, around=_item_key(self._seed)),
                 concurrency=n,
                 output_order=out_order,
                 name="preprocess",
@@ -448,73 +447,22 @@ class DataLoader(Generic[T, U]):
 # -- op wrappers: carry (epoch, positions) past the user's functions ---------------
 
 
-def _tag_preprocessor(fn: Callable[[Any], Any], tracker: Tracker, seed: int) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def apre(tagged: tuple[int, int, Any]) -> Any:
-            epoch, position, item = tagged
-            token = _ITEM_KEY.set((seed, epoch, position))
-            try:
-                out = await fn(item)
-            except BaseException:
-                tracker.mark(epoch, (position,))
-                raise
-            finally:
-                _ITEM_KEY.reset(token)
-            if out is None:
-                tracker.mark(epoch, (position,))
-                return None
-            return (epoch, (position,), out)
-
-        return apre
-
-    @functools.wraps(fn)
-    def pre(tagged: tuple[int, int, Any]) -> Any:
-        epoch, position, item = tagged
-        token = _ITEM_KEY.set((seed, epoch, position))
-        try:
-            out = fn(item)
-        except BaseException:
-            tracker.mark(epoch, (position,))
-            raise
-        finally:
-            _ITEM_KEY.reset(token)
-        if out is None:
-            tracker.mark(epoch, (position,))
-            return None
-        return (epoch, (position,), out)
-
-    return pre
-
-
 def _plain_tag(epoch: int, position: int, item: Any) -> tuple[int, int, Any]:
     return (epoch, position, item)
 
 
-def _carry_preprocessor(fn: Callable[[Any], Any], samples: Samples, tracker: Tracker, seed: int) -> Callable[..., Any]:
-    """A Python preprocessor before a native aggregator: takes and gives
-    samples with their tags (a sync or async ``fn``)."""
-    inner = _tag_preprocessor(fn, tracker, seed)
+def _item_key(seed: int) -> Callable[[int, tuple[int, ...]], contextlib.AbstractContextManager[None]]:
+    """The context of a preprocessor call: item_rng()'s (seed, epoch, position)."""
 
-    def rewrap(tag: Tag, out: Any) -> Any:
-        return None if out is None else samples.wrap(out[2], tag)
+    @contextlib.contextmanager
+    def around(epoch: int, positions: tuple[int, ...]) -> Iterator[None]:
+        token = _ITEM_KEY.set((seed, epoch, positions[0]))
+        try:
+            yield
+        finally:
+            _ITEM_KEY.reset(token)
 
-    if inspect.iscoroutinefunction(inner):
-
-        @functools.wraps(fn)
-        async def apre(carrier: Any) -> Any:
-            tag, item = samples.split(carrier)
-            return rewrap(tag, await inner((tag.epoch, tag.position, item)))
-
-        return apre
-
-    @functools.wraps(fn)
-    def pre(carrier: Any) -> Any:
-        tag, item = samples.split(carrier)
-        return rewrap(tag, inner((tag.epoch, tag.position, item)))
-
-    return pre
+    return around
 
 
 _untag_rows = rows_of(_untag)

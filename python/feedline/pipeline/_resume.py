@@ -12,6 +12,7 @@ one more field of the sample (see :mod:`._carry`). The same machinery serves
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -56,17 +57,31 @@ def rows_of(decode: Callable[[Any], Decoded]) -> Callable[[list[Any]], Decoded]:
     return rows
 
 
-def tag_op(fn: Callable[[Any], Any], tracker: Tracker, decode: Callable[[Any], Decoded] = untag) -> Callable[..., Any]:
+def _no_context(epoch: int, positions: tuple[int, ...]) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
+Around = Callable[[int, tuple[int, ...]], contextlib.AbstractContextManager[Any]]
+
+
+def tag_op(
+    fn: Callable[[Any], Any],
+    tracker: Tracker,
+    decode: Callable[[Any], Decoded] = untag,
+    around: Around = _no_context,
+) -> Callable[..., Any]:
     """``fn`` (sync or async) on the user's value of a tagged input; its
     result tagged with the same positions. A failure or a None result marks
-    the positions done."""
+    the positions done. ``around(pass, positions)`` is a context each call
+    runs in (DataLoader's per-item random state)."""
     if inspect.iscoroutinefunction(_call_target(fn)):
 
         @functools.wraps(fn)
         async def atagged(value: Any) -> Any:
             epoch, positions, item = decode(value)
             try:
-                out = await fn(item)
+                with around(epoch, positions):
+                    out = await fn(item)
             except BaseException:
                 tracker.mark(epoch, positions)
                 raise
@@ -81,7 +96,8 @@ def tag_op(fn: Callable[[Any], Any], tracker: Tracker, decode: Callable[[Any], D
     def tagged(value: Any) -> Any:
         epoch, positions, item = decode(value)
         try:
-            out = fn(item)
+            with around(epoch, positions):
+                out = fn(item)
         except BaseException:
             tracker.mark(epoch, positions)
             raise
@@ -93,10 +109,12 @@ def tag_op(fn: Callable[[Any], Any], tracker: Tracker, decode: Callable[[Any], D
     return tagged
 
 
-def carry_op(fn: Callable[[Any], Any], samples: Samples, tracker: Tracker) -> Callable[..., Any]:
+def carry_op(
+    fn: Callable[[Any], Any], samples: Samples, tracker: Tracker, around: Around = _no_context
+) -> Callable[..., Any]:
     """A Python op between native ones: takes and gives samples that carry
     their tags (the tag stays armed, see _carry.DroppedTag)."""
-    inner = tag_op(fn, tracker)
+    inner = tag_op(fn, tracker, around=around)
 
     def rewrap(tag: Tag, out: Any) -> Any:
         return None if out is None else samples.wrap(out[2], tag)
