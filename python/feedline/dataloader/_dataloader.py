@@ -473,18 +473,10 @@ def _tag_batch(
     tracker: Tracker,
     decode: Callable[[list[Any]], tuple[int, tuple[int, ...], list[Any]]] = _untag_rows,
 ) -> Callable[..., Any]:
+    if aggregator is not None:
+        return _tag_single(aggregator, tracker, decode)
+
     def batch(items: list[Any]) -> Any:
-        epoch, positions, values = decode(items)
-        if aggregator is None:
-            return (epoch, positions, values)
-        try:
-            out = aggregator(values)
-        except BaseException:
-            tracker.mark(epoch, positions)
-            raise
-        if out is None:
-            tracker.mark(epoch, positions)
-            return None
-        return (epoch, positions, out)
+        return decode(items)
 
     return batch
