@@ -2,9 +2,9 @@
 //
 // libFuzzer target for the image decoders: arbitrary bytes through
 // probe_image() and decode_image() with a few option sets (full size,
-// resize + crop + float, grey padded). Any outcome but a result or a
-// feedline exception (a crash, a sanitizer report, an unexpected exception
-// type) is a finding.
+// crop only, resize + crop + float, grey padded; the crops decode only part
+// of a JPEG). Any outcome but a result or a feedline exception (a crash, a
+// sanitizer report, an unexpected exception type) is a finding.
 
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        .layout = feedline::media::Layout::kCHW,
        .dtype = DType::kFloat32,
        .max_pixels = max_pixels},
+      {.crop_width = 16, .crop_height = 8, .max_pixels = max_pixels},
       {.resize_width = 17,
        .resize_height = 9,
        .resize_mode = feedline::media::ResizeMode::kPad,

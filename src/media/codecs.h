@@ -7,17 +7,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
 
 #include "feedline/media/image.h"
+#include "media/resample.h"
 
 namespace feedline::media {
 
+// Decoded 8-bit interleaved pixels: `data` holds the rows and columns of
+// the image starting at (left, top), `stride` bytes apart. It points into
+// `owned`, or into the decoding thread's scratch memory, which stays valid
+// until that thread decodes its next image.
 struct DecodedPixels {
-  std::unique_ptr<uint8_t[]> data;
-  int width = 0;
+  const uint8_t* data = nullptr;
+  std::unique_ptr<uint8_t[]> owned;
+  int width = 0;  // the whole image, at the decode scale
   int height = 0;
   int channels = 0;  // 1 for kGray, else 3
   std::ptrdiff_t stride = 0;
@@ -25,7 +32,14 @@ struct DecodedPixels {
   // a JPEG decoded at scale n/8, which libjpeg rounds up to `width`.
   double extent_w = 0;
   double extent_h = 0;
+  int left = 0;
+  int top = 0;
 };
+
+// The part of an image of width x height (at the decode scale; true extent
+// extent_w x extent_h) that the caller reads. A decoder may decode more.
+using RegionFor = std::function<Region(int width, int height, double extent_w,
+                                       double extent_h)>;
 
 bool is_jpeg(std::span<const uint8_t> data);
 bool is_png(std::span<const uint8_t> data);
@@ -35,9 +49,15 @@ ImageInfo probe_png(std::span<const uint8_t> data, std::string_view name);
 
 // Decodes at the smallest DCT scale whose size is at least min_width x
 // min_height (with `dct_scaling`; else at full size).
+// Decodes at the smallest DCT scale that still gives min_width x
+// min_height (when dct_scaling), and only the rows and, to the iMCU,
+// columns that region_for asks for (all of them when it is empty); the
+// rest of the image is still entropy-decoded, so corrupt data anywhere is
+// an error.
 DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                           int min_width, int min_height, bool dct_scaling,
-                          int64_t max_pixels, std::string_view name);
+                          int64_t max_pixels, std::string_view name,
+                          const RegionFor& region_for);
 
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -176,7 +177,14 @@ class OutputWriter final : public media::RowSink {
  private:
   // Rounds half up, as Pillow does; the filter's weights are non-negative,
   // so values lie in [0, 255] up to float error.
+  // The contiguous case (step 1, every HWC row) is a loop of its own, which
+  // the compiler vectorises.
   static void store_u8(const float* v, std::size_t n, int step, uint8_t* dst) {
+    if (step == 1) {
+      for (std::size_t i = 0; i < n; ++i)
+        dst[i] = static_cast<uint8_t>(std::clamp(v[i] + 0.5f, 0.f, 255.f));
+      return;
+    }
     for (std::size_t i = 0; i < n; ++i) {
       float f = v[i * static_cast<std::size_t>(step)] + 0.5f;
       dst[i] = static_cast<uint8_t>(std::clamp(f, 0.f, 255.f));
@@ -211,43 +219,56 @@ class OutputWriter final : public media::RowSink {
   float bias_[3];
 };
 
-media::DecodedPixels decode_pixels(std::span<const uint8_t> data,
-                                   const ImageOptions& o,
-                                   const Plan& plan_at_full_size,
-                                   std::string_view name) {
-  if (media::is_jpeg(data)) {
-    bool resize = o.resize_shorter > 0 || o.resize_width > 0;
-    return media::decode_jpeg(data, o.pixel_format,
-                              resize ? plan_at_full_size.scaled_w : 0,
-                              resize ? plan_at_full_size.scaled_h : 0,
-                              o.dct_scaling, o.max_pixels, name);
-  }
-  if (media::is_png(data))
-    return media::decode_png(data, o.pixel_format, o.max_pixels, name);
-  if (data.empty())
-    throw DecodeError(std::string(name) + ": empty input, not an image");
-  throw UnsupportedFormat(std::string(name) + ": not a JPEG or PNG image");
+// Whether the decoded pixels (width x height, true extent extent_w x
+// extent_h) need resampling to give the plan's scaled image.
+bool needs_resize(const Plan& plan, int width, int height, double extent_w,
+                  double extent_h) {
+  return plan.scaled_w != width || plan.scaled_h != height ||
+         (extent_w > 0 && extent_w != width) ||
+         (extent_h > 0 && extent_h != height);
 }
 
 void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
                std::string_view name, const Plan& plan, void* out) {
-  media::DecodedPixels px = decode_pixels(data, o, plan, name);
+  // Planned once the decoder knows the decoded size, before it decodes:
+  // the resampler's source region is all the decoder has to produce.
+  std::optional<media::Resampler> resampler;
+  auto region_for = [&](int width, int height, double extent_w,
+                        double extent_h) {
+    if (!needs_resize(plan, width, height, extent_w, extent_h))
+      return media::Region{plan.x0, plan.y0, plan.out_w, plan.out_h};
+    resampler.emplace(width, height, extent_w, extent_h, plan.scaled_w,
+                      plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h);
+    return resampler->region();
+  };
+  media::DecodedPixels px;
+  if (media::is_jpeg(data)) {
+    bool resize = o.resize_shorter > 0 || o.resize_width > 0;
+    px = media::decode_jpeg(data, o.pixel_format, resize ? plan.scaled_w : 0,
+                            resize ? plan.scaled_h : 0, o.dct_scaling,
+                            o.max_pixels, name, region_for);
+  } else if (media::is_png(data)) {
+    px = media::decode_png(data, o.pixel_format, o.max_pixels, name);
+    region_for(px.width, px.height, px.extent_w, px.extent_h);
+  } else if (data.empty()) {
+    throw DecodeError(std::string(name) + ": empty input, not an image");
+  } else {
+    throw UnsupportedFormat(std::string(name) + ": not a JPEG or PNG image");
+  }
   OutputWriter writer(o, plan, out);
-  media::Pixels src{px.data.get(), px.width,    px.height,  px.channels,
-                    px.stride,     px.extent_w, px.extent_h};
-  bool resize = plan.scaled_w != px.width || plan.scaled_h != px.height ||
-                (px.extent_w > 0 && px.extent_w != px.width) ||
-                (px.extent_h > 0 && px.extent_h != px.height);
-  if (resize) {
-    media::resample(src, plan.scaled_w, plan.scaled_h, plan.x0, plan.y0,
-                    plan.out_w, plan.out_h, writer);
+  if (resampler) {
+    media::Pixels src{px.data,     px.width,  px.height,
+                      px.channels, px.stride, px.extent_w,
+                      px.extent_h, px.left,   px.top};
+    resampler->run(src, writer);
     return;
   }
   std::vector<float> row(static_cast<std::size_t>(plan.out_w) * px.channels);
   for (int y = 0; y < plan.out_h; ++y) {
-    const uint8_t* s = px.data.get() +
-                       static_cast<std::ptrdiff_t>(y + plan.y0) * px.stride +
-                       static_cast<std::ptrdiff_t>(plan.x0) * px.channels;
+    const uint8_t* s =
+        px.data +
+        static_cast<std::ptrdiff_t>(y + plan.y0 - px.top) * px.stride +
+        static_cast<std::ptrdiff_t>(plan.x0 - px.left) * px.channels;
     for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
     writer.row(y, row.data());
   }

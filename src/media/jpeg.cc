@@ -1,15 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// JPEG through the TurboJPEG API of libjpeg-turbo. Warnings (a truncated
-// file, a corrupt segment) are errors: TJFLAG_STOPONWARNING stops the decode
-// instead of returning an image padded with grey.
+// JPEG through libjpeg-turbo's libjpeg API, which can decode part of an
+// image: jpeg_crop_scanline() limits the inverse DCT, upsampling and colour
+// conversion to the columns asked for (rounded out to iMCU boundaries) and
+// jpeg_skip_scanlines() passes over rows with only their entropy decoding.
+// The pixels it does produce are the same as a full decode's.
+//
+// Warnings (a truncated file, a corrupt segment) are errors: a decode
+// stops instead of returning an image padded with grey. libjpeg reports
+// errors by calling error_exit, which must not return; it longjmps back to
+// the setjmp of the step that called into libjpeg. Each such step is a
+// plain function whose locals need no destructor, so that the jump skips
+// nothing C++ would have to run.
 
+#include <algorithm>
+#include <csetjmp>
 #include <cstddef>
+#include <cstdio>  // jpeglib.h uses FILE and size_t without including them
 #include <cstring>
 #include <memory>
 #include <string>
 
-#include <turbojpeg.h>
+#include <jpeglib.h>
 
 #include "feedline/base/error.h"
 #include "media/codecs.h"
@@ -17,56 +29,182 @@
 namespace feedline::media {
 namespace {
 
-struct TjDeleter {
-  void operator()(void* h) const { tjDestroy(h); }
-};
-using TjHandle = std::unique_ptr<void, TjDeleter>;
-
-// One decompressor per thread, reused between images: creating one costs
-// more than parsing a header. After an error it is replaced, since libjpeg
-// leaves a decompressor that failed mid-stream unusable.
-TjHandle& thread_handle() {
-  thread_local TjHandle h;
-  return h;
-}
-
-void* decompressor() {
-  TjHandle& h = thread_handle();
-  if (!h) h.reset(tjInitDecompress());
-  if (!h) throw Internal("libjpeg-turbo: tjInitDecompress failed");
-  return h.get();
-}
-
-[[noreturn]] void fail(void* handle, std::string_view name, const char* what) {
-  std::string message =
-      std::string(name) + ": " + what + ": " + tjGetErrorStr2(handle);
-  thread_handle().reset();
-  throw DecodeError(message);
-}
-
-struct Header {
-  int width = 0;
-  int height = 0;
-  int subsampling = 0;
-  int colorspace = 0;
+struct ErrorManager {
+  jpeg_error_mgr pub;  // first: libjpeg sees a jpeg_error_mgr*
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
 };
 
-Header read_header(void* h, std::span<const uint8_t> data,
-                   std::string_view name) {
-  Header hd;
-  if (tjDecompressHeader3(h, data.data(),
-                          static_cast<unsigned long>(data.size()), &hd.width,
-                          &hd.height, &hd.subsampling, &hd.colorspace) != 0) {
-    fail(h, name, "invalid JPEG header");
+extern "C" void on_error(j_common_ptr info) {
+  auto* e = reinterpret_cast<ErrorManager*>(info->err);
+  (*info->err->format_message)(info, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// Level -1 is a warning (corrupt or truncated data): an error here. Higher
+// levels are trace messages, which are dropped.
+extern "C" void on_message(j_common_ptr info, int level) {
+  if (level < 0) on_error(info);
+}
+
+// One decompressor per thread, reused between images: it keeps its memory
+// pools and tables, which a new one would allocate again.
+struct Decompressor {
+  jpeg_decompress_struct info{};
+  ErrorManager err{};
+  bool created = false;
+
+  Decompressor() {
+    info.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = on_error;
+    err.pub.emit_message = on_message;
   }
-  return hd;
+  ~Decompressor() {
+    if (created) jpeg_destroy_decompress(&info);
+  }
+  Decompressor(const Decompressor&) = delete;
+  Decompressor& operator=(const Decompressor&) = delete;
+};
+
+// Each step returns false after an error, with the message in d->err; the
+// decompressor is then reset to take the next image.
+bool create(Decompressor* d) {
+  if (setjmp(d->err.jump) != 0) return false;
+  jpeg_create_decompress(&d->info);
+  d->created = true;
+  return true;
+}
+
+bool read_header(Decompressor* d, const uint8_t* data, std::size_t size) {
+  jpeg_decompress_struct* c = &d->info;
+  if (setjmp(d->err.jump) != 0) {
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  jpeg_mem_src(c, data, static_cast<unsigned long>(size));
+  jpeg_read_header(c, TRUE);
+  return true;
+}
+
+bool start(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space) {
+  jpeg_decompress_struct* c = &d->info;
+  if (setjmp(d->err.jump) != 0) {
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  c->scale_num = 1;
+  c->scale_denom = scale_denom;
+  c->out_color_space = space;
+  jpeg_start_decompress(c);
+  return true;
+}
+
+// Decodes only columns [*x, *x + *w) of the output and the iMCU on either
+// side; libjpeg widens that to whole iMCUs and sets *x and *w to what it
+// decodes. The extra iMCU matters: a cropped decode upsamples the chroma at
+// its own left and right edges as if they were the image's, which changes
+// the pixels there (by up to 3 levels on 4:2:0 photos).
+bool crop(Decompressor* d, JDIMENSION* x, JDIMENSION* w) {
+  jpeg_decompress_struct* c = &d->info;
+  if (setjmp(d->err.jump) != 0) {
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  const auto margin =
+      static_cast<JDIMENSION>(c->max_h_samp_factor * c->min_DCT_scaled_size);
+  const JDIMENSION lo = *x > margin ? *x - margin : 0;
+  const JDIMENSION hi = std::min(*x + *w + margin, c->output_width);
+  if (hi - lo < c->output_width) {
+    *x = lo;
+    *w = hi - lo;
+    jpeg_crop_scanline(c, x, w);
+  } else {
+    *x = 0;
+    *w = c->output_width;
+  }
+  return true;
+}
+
+// Reads rows [y, y + h) into out (stride bytes apart) and passes over the
+// others, then finishes the image. Rows below the window are skipped up to
+// the last one, which is read into `tail` (one row): libjpeg-turbo skips
+// rows by entropy-decoding them, except that a skip to the very end stops
+// reading, and damage or a truncation there would go unnoticed.
+bool read_rows(Decompressor* d, JDIMENSION y, JDIMENSION h, uint8_t* out,
+               std::ptrdiff_t stride, uint8_t* tail) {
+  jpeg_decompress_struct* c = &d->info;
+  if (setjmp(d->err.jump) != 0) {
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  if (y > 0) jpeg_skip_scanlines(c, y);
+  while (c->output_scanline < y + h) {
+    JSAMPROW row =
+        out + static_cast<std::ptrdiff_t>(c->output_scanline - y) * stride;
+    jpeg_read_scanlines(c, &row, 1);
+  }
+  if (c->output_scanline + 1 < c->output_height)
+    jpeg_skip_scanlines(c, c->output_height - 1 - c->output_scanline);
+  if (c->output_scanline < c->output_height) jpeg_read_scanlines(c, &tail, 1);
+  jpeg_finish_decompress(c);
+  return true;
+}
+
+Decompressor& decompressor() {
+  thread_local std::unique_ptr<Decompressor> d;
+  if (!d) {
+    auto fresh = std::make_unique<Decompressor>();
+    if (!create(fresh.get())) {
+      throw Internal(std::string("libjpeg-turbo: cannot create a decoder: ") +
+                     fresh->err.message);
+    }
+    d = std::move(fresh);
+  }
+  return *d;
+}
+
+// Resets the decompressor for the next image when a C++ exception leaves
+// a decode between two libjpeg steps.
+struct AbortOnExit {
+  Decompressor* d;
+  ~AbortOnExit() { jpeg_abort_decompress(&d->info); }
+};
+
+[[noreturn]] void fail(const Decompressor& d, std::string_view name,
+                       const char* what) {
+  throw DecodeError(std::string(name) + ": " + what + ": " + d.err.message);
+}
+
+void header(Decompressor& d, std::span<const uint8_t> data,
+            std::string_view name) {
+  if (!read_header(&d, data.data(), data.size()))
+    fail(d, name, "invalid JPEG header");
+}
+
+// Pixel memory for one decode, kept by the thread for its next one: a
+// fresh allocation of this size comes from mmap and pays a page fault per
+// 4 KiB on every image. Larger images get memory of their own, so that a
+// thread does not hold on to a huge buffer.
+uint8_t* scratch(std::size_t bytes, std::unique_ptr<uint8_t[]>* owned) {
+  constexpr std::size_t kKeep = std::size_t{16} << 20;
+  if (bytes > kKeep) {
+    owned->reset(new uint8_t[bytes]);
+    return owned->get();
+  }
+  thread_local std::unique_ptr<uint8_t[]> memory;
+  thread_local std::size_t capacity = 0;
+  if (capacity < bytes) {
+    memory.reset(new uint8_t[bytes]);
+    capacity = bytes;
+  }
+  return memory.get();
 }
 
 // Adobe-style inverted CMYK (what libjpeg returns for CMYK and YCCK JPEGs)
 // to RGB, as Pillow converts it.
-void cmyk_to_format(const uint8_t* cmyk, int n, PixelFormat format,
+void cmyk_to_format(const uint8_t* cmyk, std::size_t n, PixelFormat format,
                     uint8_t* out) {
-  for (std::ptrdiff_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     int k = cmyk[4 * i + 3];
     uint8_t r = static_cast<uint8_t>(cmyk[4 * i + 0] * k / 255);
     uint8_t g = static_cast<uint8_t>(cmyk[4 * i + 1] * k / 255);
@@ -94,73 +232,96 @@ bool is_jpeg(std::span<const uint8_t> data) {
 }
 
 ImageInfo probe_jpeg(std::span<const uint8_t> data, std::string_view name) {
-  Header hd = read_header(decompressor(), data, name);
-  return ImageInfo{hd.width, hd.height, "jpeg"};
+  Decompressor& d = decompressor();
+  header(d, data, name);
+  ImageInfo info{static_cast<int>(d.info.image_width),
+                 static_cast<int>(d.info.image_height), "jpeg"};
+  jpeg_abort_decompress(&d.info);
+  return info;
 }
 
 DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                           int min_width, int min_height, bool dct_scaling,
-                          int64_t max_pixels, std::string_view name) {
-  void* h = decompressor();
-  Header hd = read_header(h, data, name);
-  check_dimensions(hd.width, hd.height, max_pixels, name);
+                          int64_t max_pixels, std::string_view name,
+                          const RegionFor& region_for) {
+  Decompressor& d = decompressor();
+  header(d, data, name);
+  AbortOnExit reset{&d};
+  const int width = static_cast<int>(d.info.image_width);
+  const int height = static_cast<int>(d.info.image_height);
+  check_dimensions(width, height, max_pixels, name);
 
   // The smallest scale whose result still covers the target. Only 1/2, 1/4
   // and 1/8 are used: libjpeg-turbo's other reduced IDCTs (7/8, 3/4, 5/8)
   // have no SIMD path and decode slower than full size does (measured on
   // 500x375 photos: 3/4 takes 1.33 ms, full size 1.07 ms, 1/2 0.93 ms).
-  int w = hd.width;
-  int hgt = hd.height;
-  tjscalingfactor chosen{1, 1};
+  // libjpeg rounds a scaled side up: ceil(W / denom).
+  unsigned denom = 1;
   if (dct_scaling && min_width > 0 && min_height > 0) {
-    int n = 0;
-    tjscalingfactor* factors = tjGetScalingFactors(&n);
-    for (int i = 0; i < n; ++i) {
-      const tjscalingfactor& f = factors[i];
-      const bool power_of_two =
-          f.num == 1 && (f.denom == 2 || f.denom == 4 || f.denom == 8);
-      if (!power_of_two) continue;
-      int sw = TJSCALED(hd.width, f);
-      int sh = TJSCALED(hd.height, f);
-      if (sw >= min_width && sh >= min_height &&
-          sw * static_cast<int64_t>(sh) < int64_t{w} * hgt) {
-        w = sw;
-        hgt = sh;
-        chosen = f;
-      }
+    for (unsigned f : {2u, 4u, 8u}) {
+      const int64_t sw = (int64_t{width} + f - 1) / f;
+      const int64_t sh = (int64_t{height} + f - 1) / f;
+      if (sw >= min_width && sh >= min_height) denom = f;
     }
   }
 
-  const bool cmyk = hd.colorspace == TJCS_CMYK || hd.colorspace == TJCS_YCCK;
+  const J_COLOR_SPACE source = d.info.jpeg_color_space;
+  const bool cmyk = source == JCS_CMYK || source == JCS_YCCK;
+  // libjpeg-turbo cannot convert CMYK to RGB itself.
+  const J_COLOR_SPACE space = cmyk                           ? JCS_CMYK
+                              : format == PixelFormat::kGray ? JCS_GRAYSCALE
+                              : format == PixelFormat::kBgr  ? JCS_EXT_BGR
+                                                             : JCS_RGB;
+  if (!start(&d, denom, space)) fail(d, name, "corrupt JPEG data");
+
   DecodedPixels out;
-  out.width = w;
-  out.height = hgt;
-  out.extent_w = static_cast<double>(hd.width) * chosen.num / chosen.denom;
-  out.extent_h = static_cast<double>(hd.height) * chosen.num / chosen.denom;
+  out.width = static_cast<int>(d.info.output_width);
+  out.height = static_cast<int>(d.info.output_height);
+  out.extent_w = static_cast<double>(width) / denom;
+  out.extent_h = static_cast<double>(height) / denom;
   out.channels = format == PixelFormat::kGray ? 1 : 3;
+  Region want{0, 0, out.width, out.height};
+  if (region_for)
+    want = region_for(out.width, out.height, out.extent_w, out.extent_h);
+  want.x = std::clamp(want.x, 0, out.width - 1);
+  want.y = std::clamp(want.y, 0, out.height - 1);
+  want.w = std::clamp(want.w, 1, out.width - want.x);
+  want.h = std::clamp(want.h, 1, out.height - want.y);
+
+  auto x = static_cast<JDIMENSION>(want.x);
+  auto w = static_cast<JDIMENSION>(want.w);
+  if (!crop(&d, &x, &w)) fail(d, name, "corrupt JPEG data");
+  out.left = static_cast<int>(x);
+  out.top = want.y;
+  const int decoded_channels = cmyk ? 4 : out.channels;
+  const std::ptrdiff_t decoded_stride =
+      static_cast<std::ptrdiff_t>(w) * decoded_channels;
   out.stride = static_cast<std::ptrdiff_t>(w) * out.channels;
-  out.data.reset(new uint8_t[static_cast<std::size_t>(out.stride) *
-                             static_cast<std::size_t>(hgt)]);
-  const int flags = TJFLAG_STOPONWARNING;
-  if (cmyk) {
-    // libjpeg-turbo cannot convert CMYK to RGB itself.
-    std::unique_ptr<uint8_t[]> tmp(
-        new uint8_t[static_cast<std::size_t>(w) * hgt * 4]);
-    if (tjDecompress2(h, data.data(), static_cast<unsigned long>(data.size()),
-                      tmp.get(), w, 0, hgt, TJPF_CMYK, flags) != 0) {
-      fail(h, name, "corrupt JPEG data");
+  // One row more than the window: the tail row read_rows() needs.
+  const std::size_t rows = static_cast<std::size_t>(want.h);
+  if (!cmyk) {
+    uint8_t* pixels = scratch(
+        static_cast<std::size_t>(decoded_stride) * (rows + 1), &out.owned);
+    if (!read_rows(&d, static_cast<JDIMENSION>(want.y),
+                   static_cast<JDIMENSION>(want.h), pixels, decoded_stride,
+                   pixels + decoded_stride * want.h)) {
+      fail(d, name, "corrupt JPEG data");
     }
-    cmyk_to_format(tmp.get(), w * hgt, format, out.data.get());
+    out.data = pixels;
     return out;
   }
-  int pf = format == PixelFormat::kGray  ? TJPF_GRAY
-           : format == PixelFormat::kBgr ? TJPF_BGR
-                                         : TJPF_RGB;
-  if (tjDecompress2(h, data.data(), static_cast<unsigned long>(data.size()),
-                    out.data.get(), w, static_cast<int>(out.stride), hgt, pf,
-                    flags) != 0) {
-    fail(h, name, "corrupt JPEG data");
+  std::unique_ptr<uint8_t[]> tmp(
+      new uint8_t[static_cast<std::size_t>(decoded_stride) * (rows + 1)]);
+  if (!read_rows(&d, static_cast<JDIMENSION>(want.y),
+                 static_cast<JDIMENSION>(want.h), tmp.get(), decoded_stride,
+                 tmp.get() + decoded_stride * want.h)) {
+    fail(d, name, "corrupt JPEG data");
   }
+  const std::size_t n = static_cast<std::size_t>(w) * rows;
+  uint8_t* pixels =
+      scratch(n * static_cast<std::size_t>(out.channels), &out.owned);
+  cmyk_to_format(tmp.get(), n, format, pixels);
+  out.data = pixels;
   return out;
 }
 

@@ -77,8 +77,9 @@ DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
   out.height = h;
   out.channels = format == PixelFormat::kGray ? 1 : 3;
   out.stride = static_cast<std::ptrdiff_t>(w) * out.channels;
-  out.data.reset(new uint8_t[n * static_cast<std::size_t>(out.channels)]);
-  uint8_t* dst = out.data.get();
+  out.owned.reset(new uint8_t[n * static_cast<std::size_t>(out.channels)]);
+  uint8_t* dst = out.owned.get();
+  out.data = dst;
   for (std::size_t i = 0; i < n; ++i) {
     const uint8_t* px = &rgba[4 * i];
     switch (format) {

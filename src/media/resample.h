@@ -9,14 +9,30 @@
 // the scaled image are computed, which is how a centre crop costs nothing
 // extra. Intermediate values are floats; no rounding happens between the
 // two passes.
+//
+// A Resampler is planned from the source's size alone, before any pixel
+// exists, and says which source region it reads (region()): a decoder that
+// can decode part of an image (libjpeg-turbo's cropped and skipped
+// scanlines) decodes only that.
 
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace feedline::media {
 
+// A rectangle of an image: columns [x, x + w), rows [y, y + h).
+struct Region {
+  int x = 0;
+  int y = 0;
+  int w = 0;
+  int h = 0;
+};
+
+// Pixels of an image of width x height, of which `data` holds the region
+// starting at column `left`, row `top` (the whole image when both are 0).
 struct Pixels {
   const uint8_t* data = nullptr;
   int width = 0;
@@ -28,10 +44,10 @@ struct Pixels {
   // W * n/8 up). Zero: width and height.
   double extent_w = 0;
   double extent_h = 0;
+  int left = 0;
+  int top = 0;
 };
 
-// Receives the output one row at a time: `values` holds out_w * channels
-// floats in [0, 255], interleaved.
 class RowSink {
  public:
   virtual void row(int y, const float* values) = 0;
@@ -40,10 +56,39 @@ class RowSink {
   ~RowSink() = default;
 };
 
-// Resamples `src` as if scaled to scaled_w x scaled_h and hands the rows of
-// the window starting at (x0, y0) of size out_w x out_h to `sink`.
-// Requires: the window lies inside the scaled image.
-void resample(const Pixels& src, double scaled_w, double scaled_h, int x0,
-              int y0, int out_w, int out_h, RowSink& sink);
+// Scales an image of width x height (true extent extent_w x extent_h, 0 for
+// the same) to scaled_w x scaled_h and computes the window [x0, x0 + out_w)
+// x [y0, y0 + out_h) of the result.
+class Resampler {
+ public:
+  Resampler(int width, int height, double extent_w, double extent_h,
+            double scaled_w, double scaled_h, int x0, int y0, int out_w,
+            int out_h);
+
+  // The source pixels run() reads.
+  Region region() const { return region_; }
+
+  // Passes each output row, top to bottom, to `sink` as out_w * channels
+  // floats in [0, 255]. `src` must hold region() of an image of the size
+  // given to the constructor, with 1, 3 or 4 channels.
+  void run(const Pixels& src, RowSink& sink) const;
+
+  // The taps of one axis: output i reads count[i] inputs from first[i], with
+  // weights at weights[i * taps] (zero past count[i]).
+  struct Axis {
+    std::vector<int> first;
+    std::vector<int> count;
+    std::vector<float> weights;
+    int taps = 0;
+  };
+
+ private:
+  template <int C>
+  void run_channels(const Pixels& src, RowSink& sink) const;
+
+  Axis hx_;
+  Axis vy_;
+  Region region_;
+};
 
 }  // namespace feedline::media

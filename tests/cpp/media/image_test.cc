@@ -23,6 +23,7 @@ namespace {
 using testing::encode_jpeg;
 using testing::encode_png;
 using testing::pattern;
+using testing::textured;
 
 TEST(ImageTest, PngDecodesLosslessInEveryFormatAndLayout) {
   const int w = 7, h = 5;
@@ -133,6 +134,86 @@ TEST(ImageTest, ResizedJpegKeepsTheContent) {
       err += std::abs(int{got[i]} - int{want[i]});
     EXPECT_LT(err / static_cast<double>(want.size()), 3.0)
         << "dct_scaling=" << dct;
+  }
+}
+
+// A resize or crop decodes only the part of a JPEG it reads (cropped and
+// skipped scanlines); the pixels must be those of a full decode, at every
+// chroma subsampling, baseline or progressive, at full and at a reduced DCT
+// scale. Chroma upsampling at the edges of a cropped decode is where they
+// would differ.
+TEST(ImageTest, PartialJpegDecodeGivesTheFullDecodesPixels) {
+  const int w = 203, h = 157;
+  std::vector<uint8_t> rgb = textured(w, h);
+  for (int subsampling : {TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440}) {
+    for (bool progressive : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "subsampling " << subsampling
+                                        << (progressive ? " progressive" : ""));
+      std::vector<uint8_t> jpeg =
+          encode_jpeg(rgb, w, h, 90, subsampling, progressive);
+      // Crop only: a window of the full decode, bit for bit.
+      Buffer full = decode_image(jpeg, {}, "a.jpg");
+      Buffer crop =
+          decode_image(jpeg, {.crop_width = 61, .crop_height = 37}, "a.jpg");
+      ASSERT_EQ(crop.shape(), (std::vector<int64_t>{37, 61, 3}));
+      const int x0 = (w - 61) / 2, y0 = (h - 37) / 2;
+      for (int y = 0; y < 37; ++y) {
+        ASSERT_EQ(std::memcmp(crop.data_as<uint8_t>() + y * 61 * 3,
+                              full.data_as<uint8_t>() + ((y + y0) * w + x0) * 3,
+                              61 * 3),
+                  0)
+            << "row " << y;
+      }
+      // Resize then crop: a window of the resized image (which decodes all
+      // of the JPEG), at full scale (shorter side 120) and at DCT scale 1/2
+      // (shorter side 64).
+      for (int shorter : {120, 64}) {
+        SCOPED_TRACE(::testing::Message() << "resize_shorter " << shorter);
+        Buffer resized =
+            decode_image(jpeg, {.resize_shorter = shorter}, "a.jpg");
+        const auto rw = static_cast<int>(resized.shape()[1]);
+        const auto rh = static_cast<int>(resized.shape()[0]);
+        const int c = shorter / 2 + 1;
+        Buffer window = decode_image(
+            jpeg,
+            {.resize_shorter = shorter, .crop_width = c, .crop_height = c},
+            "a.jpg");
+        ASSERT_EQ(window.shape(), (std::vector<int64_t>{c, c, 3}));
+        const int cx = static_cast<int>(std::nearbyint((rw - c) / 2.0));
+        const int cy = static_cast<int>(std::nearbyint((rh - c) / 2.0));
+        for (int y = 0; y < c; ++y) {
+          ASSERT_EQ(
+              std::memcmp(window.data_as<uint8_t>() + y * c * 3,
+                          resized.data_as<uint8_t>() + ((y + cy) * rw + cx) * 3,
+                          static_cast<std::size_t>(c) * 3),
+              0)
+              << "row " << y;
+        }
+      }
+    }
+  }
+}
+
+// A partial decode still reads the whole file: damage in rows it does not
+// keep, above or below the crop, is an error, not a silently good image.
+TEST(ImageTest, DamageOutsideTheCropIsStillAnError) {
+  const int w = 64, h = 1024;
+  std::vector<uint8_t> jpeg = encode_jpeg(textured(w, h), w, h, 90, TJSAMP_420);
+  const ImageOptions centre{.crop_width = 32, .crop_height = 32};
+  ASSERT_NO_THROW(decode_image(jpeg, centre, "whole.jpg"));
+  // Cut off the last 30%: the centre rows are all there.
+  std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 7 / 10);
+  EXPECT_THROW(decode_image(cut, centre, "cut.jpg"), DecodeError);
+  // Garbage in the first rows' entropy data (after the ~600-byte header).
+  std::vector<uint8_t> damaged = jpeg;
+  for (std::size_t i = jpeg.size() / 10; i < jpeg.size() / 10 + 64; ++i)
+    damaged[i] = 0xFF;
+  ASSERT_THROW(decode_image(damaged, {}, "damaged.jpg"), DecodeError);
+  try {
+    decode_image(damaged, centre, "damaged.jpg");
+    ADD_FAILURE() << "damage above the crop went unnoticed";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged.jpg"), std::string::npos);
   }
 }
 

@@ -31,15 +31,34 @@ inline std::vector<uint8_t> pattern(int w, int h) {
   return px;
 }
 
-// `rgb` (w x h, packed) as a 4:4:4 JPEG of the given quality.
+// A w x h RGB pattern with fine detail in every channel (a smooth ramp
+// plus pseudo-random noise): chroma that differs from pixel to pixel, so
+// that any change in how a decoder upsamples it shows.
+inline std::vector<uint8_t> textured(int w, int h, uint32_t seed = 1) {
+  std::vector<uint8_t> px = pattern(w, h);
+  uint32_t state = seed * 2654435761u + 1;
+  for (uint8_t& v : px) {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    v = static_cast<uint8_t>((v + (state & 127)) / 2 + 32);
+  }
+  return px;
+}
+
+// `rgb` (w x h, packed) as a JPEG of the given quality and chroma
+// subsampling (a TJSAMP_* value), baseline or progressive.
 inline std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int w,
-                                        int h, int quality = 95) {
+                                        int h, int quality = 95,
+                                        int subsampling = TJSAMP_444,
+                                        bool progressive = false) {
   tjhandle tj = tjInitCompress();
   unsigned char* buf = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size,
-                        TJSAMP_444, quality, 0),
-            0);
+  EXPECT_EQ(
+      tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, subsampling,
+                  quality, progressive ? TJFLAG_PROGRESSIVE : 0),
+      0);
   std::vector<uint8_t> out(buf, buf + size);
   tjFree(buf);
   tjDestroy(tj);
