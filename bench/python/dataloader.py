@@ -35,8 +35,9 @@ Contenders:
   preprocessor=ops.read_file(), batch_size=32, aggregator=ops.decode_batch(
   resize_shorter=128, crop=112, layout="HWC", dtype="uint8"),
   num_threads=2)``: native ops, each batch decoded straight into one Buffer
-  (libjpeg-turbo decodes at a reduced DCT scale first, see
-  bench/python/images.py), handed over with ``feedline.io.to_torch``.
+  (libjpeg-turbo decodes only the rows and columns the crop keeps, and at a
+  reduced DCT scale where the size allows, see docs/images.md), handed over
+  with ``feedline.io.to_torch``.
 - ``feedline-full-decode``: the same with ``dct_scaling=False``: every JPEG
   decoded at full size before the resize, as Pillow does.
 - ``adapter-pillow``: the one-line migration: the same Pillow dataset in
