@@ -41,6 +41,10 @@ decode) leaves out its fields too, so rows and labels stay aligned.
 
 from __future__ import annotations
 
+import copyreg
+import functools
+
+from .._feedline_ext import NativeOp
 from .._feedline_ext import io as _io
 from . import _av
 from ._options import image_options
@@ -219,3 +223,47 @@ def decode_packets(
 def convert_frames(*, field: Field | None = 0):
     """Native op: Frames -> Buffer, as :func:`feedline.io.convert_frames`."""
     return _on(_io.convert_frames_op(), field)
+
+
+# -- pickling -----------------------------------------------------------------------
+# An op made here pickles as its factory call (name and keyword arguments),
+# so that pipeline configs with native ops cross to worker processes
+# (run_pipeline_in_subprocess with the spawn or forkserver start method).
+
+_FACTORIES = (
+    "read_file decode_image decode_batch stack load_npy load_wav tar_members zip_members load_audio "
+    "load_video load_video_clips demux_video demux_audio demux_image decode_packets convert_frames"
+).split()
+
+
+def _recorded(factory):
+    @functools.wraps(factory)
+    def make(**kwargs):
+        op = factory(**kwargs)
+        op._recipe = (factory.__name__, kwargs)
+        return op
+
+    return make
+
+
+for _name in _FACTORIES:
+    globals()[_name] = _recorded(globals()[_name])
+del _name
+
+
+def _rebuild(name: str, kwargs: dict):
+    if name not in _FACTORIES:
+        raise ValueError(f"not a feedline.io.ops factory: {name!r}")
+    return globals()[name](**kwargs)
+
+
+def _reduce_native_op(op):
+    recipe = getattr(op, "_recipe", None)
+    if recipe is None:
+        raise TypeError(
+            "cannot pickle this NativeOp: only ops made by the feedline.io.ops factories pickle (as their factory call)"
+        )
+    return _rebuild, recipe
+
+
+copyreg.pickle(NativeOp, _reduce_native_op)

@@ -39,6 +39,7 @@ from ._hooks import (
 )
 from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
+from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
     "JsonLinesWriter",
@@ -62,6 +63,8 @@ __all__ = [
     "defs",
     "is_eof",
     "is_epoch_end",
+    "iterate_in_subprocess",
+    "run_pipeline_in_subprocess",
 ]
 
 

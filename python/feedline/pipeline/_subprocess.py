@@ -1,0 +1,432 @@
+"""Iterables that run in another process: iterate_in_subprocess() and
+run_pipeline_in_subprocess().
+
+One worker process per iterable. ``fn()`` is called once in the worker to
+make the iterable; each ``iter()`` in the parent starts a pass over it in the
+worker, and the values come back through a bounded queue (``buffer_size``:
+how far the worker may run ahead).
+
+The protocol (all messages are tuples; ``gen`` numbers the parent's passes):
+
+- parent -> worker (commands): ``("start", gen)``, ``("abort",)``;
+- worker -> parent (data): ``("ready",)`` or ``("init_failed", text)`` once,
+  then per pass ``("item", gen, value)``..., ``("done", gen)`` or
+  ``("failed", gen, text)``.
+
+A pass the consumer abandons (``break``) is not waited for: the next
+``iter()`` sends a new ``start`` and drops whatever of older passes is still
+queued; the worker checks its commands before every ``next()``. After a
+failure in the worker, or any error in the parent other than the consumer
+closing the iterator, the worker is shut down and the iterable cannot be
+iterated again.
+
+No process is left behind: the worker exits when its parent dies (it waits
+on the parent's sentinel in a watchdog thread), the parent notices a dead
+worker within ``_POLL`` seconds while waiting, and the iterable's finalizer
+(which also runs at interpreter exit, before multiprocessing joins its
+children) stops the worker: ``abort``, then terminate, then kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import queue
+import random
+import sys
+import threading
+import time
+import traceback
+import warnings
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+__all__ = ["iterate_in_subprocess", "run_pipeline_in_subprocess"]
+
+_LG = logging.getLogger("feedline.pipeline")
+T = TypeVar("T")
+
+_POLL = 0.1  # seconds between liveness checks while waiting
+_JOIN = 3.0  # seconds a worker gets to exit after "abort", then after terminate()
+
+
+# -- worker side ------------------------------------------------------------------
+
+
+def _watch_parent() -> None:
+    """Exits this process when its parent dies (SIGKILL included): the
+    parent's sentinel becomes ready when it is gone."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch():
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(3)
+
+    threading.Thread(target=watch, name="feedline-parent-watch", daemon=True).start()
+
+
+def _describe(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}\n{''.join(traceback.format_exception(e))}"
+
+
+class _Abort(Exception):
+    pass
+
+
+def _worker_main(fn, initializers, commands, data) -> None:
+    _watch_parent()
+    try:
+        for init in initializers:
+            init()
+    except BaseException as e:  # noqa: BLE001 - relayed to the parent
+        data.put(("init_failed", f"Initializer failed: {_describe(e)}"))
+        return
+    try:
+        iterable = fn()
+    except BaseException as e:  # noqa: BLE001 - relayed to the parent
+        data.put(("init_failed", f"Failed to create the iterable: {_describe(e)}"))
+        return
+    data.put(("ready",))
+    gen = None
+    while True:
+        # The last message before a return (a failure) is flushed at exit.
+        if gen is None:  # stand-by: wait for a pass
+            cmd = commands.get()
+        else:
+            try:
+                cmd = commands.get_nowait()
+            except queue.Empty:
+                cmd = None
+        if cmd is not None:
+            if cmd[0] != "start":
+                # Abort: exit even if the parent no longer reads what is queued.
+                data.cancel_join_thread()
+                return
+            gen = cmd[1]
+            it = iter(iterable)
+        try:
+            value = next(it)
+        except StopIteration:
+            data.put(("done", gen))
+            gen = None
+            continue
+        except BaseException as e:  # noqa: BLE001 - relayed to the parent
+            data.put(("failed", gen, f"Failed to fetch the next item: {_describe(e)}"))
+            return
+        data.put(("item", gen, value))
+
+
+# -- parent side ------------------------------------------------------------------
+
+
+def _stop_worker(process, commands, data) -> None:
+    """Stops the worker: "abort", then terminate, then kill, draining the
+    data queue meanwhile so that the worker is never stuck writing to it."""
+    if process.pid is None:
+        return
+    with contextlib.suppress(Exception):
+        commands.put(("abort",))
+    for escalate in (None, process.terminate, process.kill):
+        if escalate is not None and process.exitcode is None:
+            if escalate is process.kill:
+                _LG.warning("feedline: the worker subprocess %d did not exit; killing it", process.pid)
+            escalate()
+        deadline = time.monotonic() + _JOIN
+        while process.exitcode is None and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                while True:
+                    data.get_nowait()
+            process.join(_POLL)
+        if process.exitcode is not None:
+            break
+    process.join(_JOIN)
+    for q in (commands, data):
+        with contextlib.suppress(Exception):
+            q.close()
+        with contextlib.suppress(Exception):
+            q.cancel_join_thread()
+
+
+class _SubprocessIterable(Generic[T]):
+    """The iterable iterate_in_subprocess() returns."""
+
+    def __init__(self, fn, buffer_size, initializers, ctx, timeout, daemon):
+        self._timeout = timeout
+        self._commands = ctx.Queue()
+        self._data = ctx.Queue(maxsize=buffer_size)
+        self._process = ctx.Process(
+            target=_worker_main,
+            args=(fn, initializers, self._commands, self._data),
+            name="feedline-subprocess",
+            daemon=daemon,
+        )
+        try:
+            self._process.start()
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            _stop_worker(self._process, self._commands, self._data)
+            raise TypeError(
+                f"iterate_in_subprocess: fn and initializers must be picklable for the "
+                f"{ctx.get_start_method()!r} start method ({e}); pass mp_context='fork' to run "
+                "unpicklable ones in a forked worker"
+            ) from e
+        self._finalizer = weakref.finalize(self, _stop_worker, self._process, self._commands, self._data)
+        self._gen = 0
+        self._broken: str | None = None
+        self._lock = threading.Lock()
+        try:
+            msg = self._receive("initialize")
+        except BaseException:
+            self._shutdown()
+            raise
+        if msg[0] != "ready":
+            self._shutdown()
+            raise RuntimeError(f"The worker subprocess quit. {msg[1]}")
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id (feedline's addition)."""
+        return self._process.pid
+
+    def _shutdown(self, reason: str = "The worker process is shutdown. Cannot iterate again.") -> None:
+        if self._broken is None:
+            self._broken = reason
+        self._finalizer()
+
+    def _receive(self, what: str):
+        """The next message from the worker; RuntimeError if it dies or
+        sends nothing for ``timeout`` seconds."""
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while True:
+            wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
+            try:
+                return self._data.get(timeout=wait)
+            except queue.Empty:
+                pass
+            if self._process.exitcode is not None:
+                # It may have sent its last words just before exiting.
+                with contextlib.suppress(queue.Empty):
+                    return self._data.get(timeout=_POLL)
+                raise RuntimeError(
+                    f"The worker subprocess quit (exit code {self._process.exitcode}) while the parent "
+                    f"waited to {what}."
+                )
+            if deadline is not None and time.monotonic() >= deadline:
+                if what == "initialize":
+                    raise RuntimeError(f"The worker subprocess did not initialize after {self._timeout} seconds.")
+                raise RuntimeError(f"The worker subprocess did not produce any data for {self._timeout} seconds.")
+
+    def __iter__(self) -> Iterator[T]:
+        if self._broken is not None:
+            raise RuntimeError(self._broken)
+        with self._lock:
+            self._gen += 1
+            gen = self._gen
+        self._commands.put(("start", gen))
+        return self._results(gen)
+
+    def _results(self, gen: int) -> Iterator[T]:
+        try:
+            while True:
+                msg = self._receive("get the next item")
+                if len(msg) > 1 and msg[1] != gen:
+                    continue  # left over from an abandoned pass
+                if msg[0] == "item":
+                    yield msg[2]
+                elif msg[0] == "done":
+                    return
+                else:  # "failed"
+                    self._shutdown()
+                    raise RuntimeError(f"The worker subprocess quit. {msg[2]}")
+        except GeneratorExit:
+            return  # the consumer stopped early: the worker stays for the next pass
+        except BaseException:
+            self._shutdown()
+            raise
+
+
+def iterate_in_subprocess(
+    fn: Callable[[], Iterable[T]],
+    *,
+    buffer_size: int = 3,
+    initializer: Callable[[], None] | Sequence[Callable[[], None]] | None = None,
+    mp_context: str | None = None,
+    timeout: float | None = None,
+    daemon: bool = False,
+    arena=None,
+) -> Iterable[T]:
+    """Runs ``fn()`` in a worker process and iterates the iterable it makes.
+
+    Each ``iter()`` of the result runs one pass of ``iter(fn())`` in the
+    worker (a generator returned by ``fn`` is empty after the first pass).
+    The values are pickled across; the worker runs up to ``buffer_size``
+    values ahead.
+
+    Args:
+        fn: called once in the worker; returns the iterable.
+        buffer_size: how many values may wait in the queue (>= 1).
+        initializer: a callable, or a list of them, run in the worker first.
+        mp_context: the ``multiprocessing`` start method. Default
+            ``"forkserver"`` (SPDL: the platform's default, ``fork`` on
+            Linux), since forking a process whose native threads run is
+            unsafe; ``fn`` must then pickle.
+        timeout: seconds to wait for each value (and for the start); None:
+            no limit. The worker's death is noticed in any case.
+        daemon: the worker is a daemon process.
+        arena: a :class:`SharedMemorySegmentPool` that carries large buffers
+            (bytes, NumPy arrays, tensors, Buffers) in shared memory instead
+            of the pipe; the parent gets zero-copy views.
+
+    Raises:
+        RuntimeError: when the worker fails to start, its initializer or
+            ``fn`` fails, its iterator raises (the message has the worker's
+            traceback), it dies, or it is silent for ``timeout`` seconds.
+    """
+    if not isinstance(buffer_size, int) or buffer_size < 1:
+        raise ValueError(f"buffer_size must be an int >= 1, got {buffer_size!r}")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be > 0 or None, got {timeout!r}")
+    if initializer is None:
+        initializers: list = []
+    elif callable(initializer):
+        initializers = [initializer]
+    else:
+        initializers = list(initializer)
+    if arena is not None:
+        raise ValueError("arena: shared-memory transport is not available in this build")
+    return _SubprocessIterable(fn, buffer_size, initializers, _context(mp_context), timeout, daemon)
+
+
+def _context(mp_context):
+    return multiprocessing.get_context("forkserver" if mp_context is None else mp_context)
+
+
+# -- run_pipeline_in_subprocess ------------------------------------------------------
+
+
+def _rng_states() -> list:
+    """The parent's global RNG states, for the worker: Python's ``random``
+    always; NumPy's legacy global RNG and torch's CPU RNG only when already
+    imported (never imported for this)."""
+    states: list = [("random", random.getstate())]
+    np = sys.modules.get("numpy")
+    if np is not None:
+        states.append(("numpy", np.random.get_state()))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        states.append(("torch", torch.get_rng_state()))
+    return states
+
+
+class _SetStates:
+    """Sets the worker's global RNGs (by module: a pickled bound method
+    would set a copy's)."""
+
+    def __init__(self, states):
+        self.states = states
+
+    def __call__(self):
+        for module, state in self.states:
+            if module == "random":
+                random.setstate(state)
+            elif module == "numpy":
+                import numpy
+
+                numpy.random.set_state(state)
+            else:
+                import torch
+
+                torch.set_rng_state(state)
+
+
+class _PipelineIterable:
+    """Runs in the worker: each pass iterates a pipeline built from
+    ``config``: one epoch of one warm pipeline for a continuous source, a
+    fresh pipeline per pass otherwise."""
+
+    def __init__(self, config, build_kwargs):
+        self.config = config
+        self.build_kwargs = build_kwargs
+        self.warm = None
+
+    def __iter__(self):
+        from ._build import build_pipeline
+
+        if getattr(self.config.src, "continuous", False):
+            if self.warm is None:
+                self.warm = build_pipeline(self.config, **self.build_kwargs)
+                self.warm.start()
+            yield from self.warm.get_iterator()
+            return
+        pipeline = build_pipeline(self.config, **self.build_kwargs)
+        with pipeline.auto_stop():
+            yield from pipeline.get_iterator()
+
+
+def run_pipeline_in_subprocess(
+    config,
+    /,
+    *,
+    num_threads: int,
+    max_failures: int = -1,
+    report_stats_interval: float = -1,
+    queue_class=None,
+    task_hook_factory=None,
+    background_tasks=None,
+    use_thread_output_queue: bool = False,
+    **kwargs: Any,
+) -> Iterable:
+    """Builds and runs the pipeline of ``config`` in a worker process and
+    iterates its output there (see :func:`iterate_in_subprocess`, which gets
+    ``kwargs``: ``buffer_size``, ``initializer``, ``mp_context``,
+    ``timeout``, ``daemon``, ``arena``).
+
+    Only the sink's values cross the process boundary, so the stages'
+    intermediate values need not pickle; the config does (native ops of
+    ``feedline.io.ops`` pickle as their factory call). The worker starts
+    from the parent's global RNG states (``random``; NumPy's legacy global
+    RNG and torch's CPU RNG when imported). Each ``iter()`` is one pass: one
+    epoch of a warm pipeline for a continuous source, a new pipeline
+    otherwise.
+    """
+    from ._builder import PipelineBuilder
+    from .defs import PipelineConfig
+
+    if isinstance(config, PipelineBuilder):
+        warnings.warn(
+            "Passing a PipelineBuilder to run_pipeline_in_subprocess is deprecated; pass builder.get_config().",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        config = config.get_config()
+    if not isinstance(config, PipelineConfig):
+        raise TypeError(f"config must be a PipelineConfig, got {type(config).__name__}")
+    build_kwargs = {
+        "num_threads": num_threads,
+        "max_failures": max_failures,
+        "report_stats_interval": report_stats_interval,
+        "queue_class": queue_class,
+        "task_hook_factory": task_hook_factory,
+        "background_tasks": background_tasks,
+        "use_thread_output_queue": use_thread_output_queue,
+    }
+    user = kwargs.pop("initializer", None)
+    inits: list = [_SetStates(_rng_states())]
+    if user is not None:
+        inits.extend([user] if callable(user) else list(user))
+    return iterate_in_subprocess(_PipelineFactory(config, build_kwargs), initializer=inits, **kwargs)
+
+
+class _PipelineFactory:
+    def __init__(self, config, build_kwargs):
+        self.config = config
+        self.build_kwargs = build_kwargs
+
+    def __call__(self):
+        return _PipelineIterable(self.config, self.build_kwargs)

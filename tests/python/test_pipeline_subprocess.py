@@ -1,0 +1,375 @@
+"""iterate_in_subprocess() and run_pipeline_in_subprocess(): values, passes,
+initializers, failures in the worker, dead workers and parents, exit with a
+live worker, and no leaked processes or descriptors."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from feedline.io import ops
+from feedline.pipeline import PipelineBuilder, iterate_in_subprocess, run_pipeline_in_subprocess
+
+
+def _gone(pid: int, seconds: float = 15.0) -> bool:
+    """Whether process ``pid`` has exited (or is a zombie) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)  # polling for an exit with a deadline, not synchronisation
+    return False
+
+
+# -- worker-side callables (module level: they pickle by reference) ---------------
+
+
+class Reiterable:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+
+def five():
+    return Reiterable(5)
+
+
+def gen_five():
+    return (i for i in range(5))
+
+
+def from_env():
+    return [os.environ.get("FEEDLINE_TEST_INIT", "unset"), os.environ.get("FEEDLINE_TEST_INIT2", "unset")]
+
+
+def init_one():
+    os.environ["FEEDLINE_TEST_INIT"] = "one"
+
+
+def init_two():
+    os.environ["FEEDLINE_TEST_INIT2"] = "two"
+
+
+def init_fails():
+    raise ValueError("no GPU in this worker")
+
+
+def fn_fails():
+    raise KeyError("the dataset index")
+
+
+def _three_then_fail():
+    yield from range(3)
+    raise IndexError("record 3 is corrupt")
+
+
+def fails_after_three():
+    return _three_then_fail()
+
+
+class PidThenWait:
+    """Yields the worker's pid, then waits on ``event`` before each value."""
+
+    def __init__(self, event):
+        self.event = event
+
+    def __iter__(self):
+        yield os.getpid()
+        while True:
+            self.event.wait()
+            yield 1
+
+
+def random_draws(_):
+    return random.random(), float(np.random.random())
+
+
+def pid_of(_):
+    return os.getpid()
+
+
+# -- iterate_in_subprocess --------------------------------------------------------
+
+
+def test_values_cross_and_each_iter_is_one_pass():
+    it = iterate_in_subprocess(five)
+    assert list(it) == [0, 1, 2, 3, 4]
+    assert list(it) == [0, 1, 2, 3, 4]
+    # A generator made once is used up after its first pass, as in SPDL.
+    g = iterate_in_subprocess(gen_five)
+    assert list(g) == [0, 1, 2, 3, 4]
+    assert list(g) == []
+
+
+def test_break_keeps_the_worker_for_the_next_pass():
+    it = iterate_in_subprocess(five, buffer_size=1)
+    pid = it.pid
+    for _ in range(4):
+        for x in it:
+            if x == 2:
+                break
+        assert list(zip(it, "ab")) == [(0, "a"), (1, "b")]
+    assert list(it) == [0, 1, 2, 3, 4]
+    assert it.pid == pid
+
+
+def test_initializers_run_first_in_the_worker():
+    assert list(iterate_in_subprocess(from_env, initializer=init_one)) == ["one", "unset"]
+    assert list(iterate_in_subprocess(from_env, initializer=[init_one, init_two])) == ["one", "two"]
+    assert os.environ.get("FEEDLINE_TEST_INIT") is None  # not in the parent
+
+
+@pytest.mark.parametrize(
+    ("fn", "init", "match"),
+    [
+        (five, init_fails, "Initializer failed: ValueError: no GPU in this worker"),
+        (fn_fails, None, "Failed to create the iterable: KeyError: 'the dataset index'"),
+    ],
+)
+def test_start_failures_raise_in_the_parent(fn, init, match):
+    with pytest.raises(RuntimeError, match=match):
+        iterate_in_subprocess(fn, initializer=init)
+    assert multiprocessing.active_children() == [] or all(not p.is_alive() for p in multiprocessing.active_children())
+
+
+def test_a_failing_iterator_surfaces_with_its_traceback_and_ends_the_worker():
+    it = iterate_in_subprocess(fails_after_three)
+    got = []
+    with pytest.raises(RuntimeError) as info:
+        for x in it:
+            got.append(x)
+    assert got == [0, 1, 2]
+    message = str(info.value)
+    assert "Failed to fetch the next item: IndexError: record 3 is corrupt" in message
+    assert "_three_then_fail" in message  # the worker's traceback
+    assert _gone(it.pid)
+    with pytest.raises(RuntimeError, match="Cannot iterate again"):
+        iter(it)
+
+
+def test_timeout_when_the_worker_is_silent():
+    event = multiprocessing.get_context("forkserver").Event()
+    it = iterate_in_subprocess(_pid_then_wait_factory(event), timeout=0.3)
+    values = iter(it)
+    pid = next(values)
+    with pytest.raises(RuntimeError, match="did not produce any data for 0.3 seconds"):
+        next(values)
+    assert _gone(pid)
+
+
+class _pid_then_wait_factory:  # noqa: N801 - a picklable closure
+    def __init__(self, event):
+        self.event = event
+
+    def __call__(self):
+        return PidThenWait(self.event)
+
+
+def test_a_killed_worker_is_an_error_not_a_hang():
+    event = multiprocessing.get_context("forkserver").Event()
+    it = iterate_in_subprocess(_pid_then_wait_factory(event))
+    values = iter(it)
+    pid = next(values)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match=r"quit \(exit code -9\)"):
+        next(values)
+
+
+def _session_members(sid: int) -> list[int]:
+    """The live (not zombie) processes of session ``sid``."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def _script(body: str) -> subprocess.Popen:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        """
+    ) + textwrap.dedent(body)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_the_worker_exits_when_its_parent_is_killed():
+    proc = _script(
+        """
+        import multiprocessing, threading
+        from feedline.pipeline import iterate_in_subprocess
+        from test_pipeline_subprocess import _pid_then_wait_factory
+        event = multiprocessing.get_context("forkserver").Event()
+        values = iter(iterate_in_subprocess(_pid_then_wait_factory(event)))
+        print(next(values), flush=True)
+        threading.Event().wait()
+        """
+    )
+    worker = int(proc.stdout.readline())
+    proc.kill()
+    proc.wait(timeout=30)
+    assert _gone(worker), "the worker outlived its killed parent"
+    # Nor does anything else the parent started (the forkserver, the
+    # resource tracker): its session empties.
+    deadline = time.monotonic() + 15
+    while _session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling for exits with a deadline
+    assert _session_members(proc.pid) == []
+
+
+@pytest.mark.parametrize("state", ["blocked-on-put", "waiting-in-fn", "stand-by", "failed"])
+def test_interpreter_exit_with_a_live_worker_is_clean(state):
+    body = {
+        "blocked-on-put": "it = iterate_in_subprocess(five, buffer_size=1); values = iter(it); next(values)",
+        "waiting-in-fn": (
+            "import multiprocessing\n"
+            "from test_pipeline_subprocess import _pid_then_wait_factory\n"
+            "ev = multiprocessing.get_context('forkserver').Event()\n"
+            "values = iter(iterate_in_subprocess(_pid_then_wait_factory(ev))); next(values)"
+        ),
+        "stand-by": "it = iterate_in_subprocess(five); list(it)",
+        "failed": (
+            "from test_pipeline_subprocess import fails_after_three\n"
+            "it = iterate_in_subprocess(fails_after_three)\n"
+            "try:\n    list(it)\nexcept RuntimeError:\n    pass"
+        ),
+    }[state]
+    proc = _script(
+        "from feedline.pipeline import iterate_in_subprocess\n"
+        "from test_pipeline_subprocess import five\n" + body + "\nprint('end', flush=True)\n"
+    )
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.strip() == "end"
+    assert "Traceback" not in err, err
+
+
+def test_dropping_the_iterable_stops_its_worker_and_leaks_nothing():
+    fds = set(os.listdir("/proc/self/fd"))
+    it = iterate_in_subprocess(five, buffer_size=1)
+    values = iter(it)
+    next(values)
+    pid = it.pid
+    del values, it
+    gc.collect()
+    assert _gone(pid)
+    assert set(os.listdir("/proc/self/fd")) <= fds
+
+
+def test_unpicklable_fn_needs_the_fork_start_method():
+    with pytest.raises(TypeError, match="mp_context='fork'"):
+        iterate_in_subprocess(lambda: [1, 2])
+    assert list(iterate_in_subprocess(lambda: [1, 2], mp_context="fork")) == [1, 2]
+
+
+@pytest.mark.parametrize("kwargs", [{"buffer_size": 0}, {"timeout": 0}, {"buffer_size": "3"}])
+def test_bad_arguments(kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        iterate_in_subprocess(five, **kwargs)
+
+
+# -- run_pipeline_in_subprocess ---------------------------------------------------
+
+
+def _files(tmp_path, n=6):
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"{i}.bin"
+        p.write_bytes(bytes([i]) * (i + 1))
+        paths.append(str(p))
+    return paths
+
+
+def test_same_output_as_in_process_with_native_ops(tmp_path):
+    paths = _files(tmp_path)
+    config = (
+        PipelineBuilder()
+        .add_source(paths)
+        .pipe(ops.read_file(), concurrency=2, output_order="input")
+        .pipe(bytes)
+        .add_sink(3)
+        .get_config()
+    )
+    here = (
+        PipelineBuilder()
+        .add_source(paths)
+        .pipe(ops.read_file(), concurrency=2, output_order="input")
+        .pipe(bytes)
+        .add_sink(3)
+    )
+    with (pipeline := here.build(num_threads=2)).auto_stop():
+        expected = list(pipeline)
+    remote = run_pipeline_in_subprocess(config, num_threads=2)
+    assert list(remote) == expected
+    assert list(remote) == expected  # a second pass builds the pipeline again
+
+
+def test_a_builder_is_accepted_with_a_deprecation_warning(tmp_path):
+    builder = PipelineBuilder().add_source(range(4)).pipe(pid_of).add_sink(3)
+    with pytest.warns(DeprecationWarning, match="get_config"):
+        remote = run_pipeline_in_subprocess(builder, num_threads=1)
+    pids = list(remote)
+    assert len(pids) == 4 and set(pids) == {remote.pid} and remote.pid != os.getpid()
+
+
+def test_a_continuous_source_keeps_one_warm_pipeline_across_passes():
+    config = PipelineBuilder().add_source(Reiterable(3), continuous=True).pipe(pid_of).add_sink(3).get_config()
+    remote = run_pipeline_in_subprocess(config, num_threads=1)
+    assert list(remote) == [remote.pid] * 3
+    assert list(remote) == [remote.pid] * 3
+
+
+def test_the_worker_continues_the_parents_rng_streams():
+    random.seed(12)
+    np.random.seed(34)
+    random.random(), np.random.random()  # advance both
+    state = random.getstate(), np.random.get_state()
+    config = PipelineBuilder().add_source(range(3)).pipe(random_draws).add_sink(3).get_config()
+    remote = list(run_pipeline_in_subprocess(config, num_threads=1))
+    random.setstate(state[0])
+    np.random.set_state(state[1])
+    assert remote == [(random.random(), float(np.random.random())) for _ in range(3)]
+
+
+def test_a_stage_failure_in_the_worker_reaches_the_parent():
+    config = PipelineBuilder().add_source(["/no/such/file"]).pipe(ops.read_file()).add_sink(3).get_config()
+    remote = run_pipeline_in_subprocess(config, num_threads=1, max_failures=0)
+    with pytest.raises(RuntimeError, match="no/such/file"):
+        list(remote)
+
+
+def test_native_ops_pickle_as_their_factory_call():
+    op = ops.decode_image(resize_shorter=10, field=1)
+    again = pickle.loads(pickle.dumps(op))
+    assert again.field == 1 and again._recipe == ("decode_image", {"resize_shorter": 10, "field": 1})
