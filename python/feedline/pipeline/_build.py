@@ -17,7 +17,7 @@ import warnings
 from fractions import Fraction
 
 from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
-from . import _asyncio, _merge, _resume, _variants
+from . import _asyncio, _merge, _regions, _resume, _variants
 from . import config as _config
 from ._hooks import (
     StageHooks,
@@ -83,6 +83,7 @@ class _Builder:
         self.stats_hooks = []  # TaskStatsHook instances per engine stage
         self.stage_hooks = []  # every hook, for stage_hook()
         self.locations = []  # per engine stage: where its config was made
+        self.region_kwargs: dict = {}  # build_pipeline arguments for regions' pipelines
 
     def _new_stage(self, name, concurrency=None, where=None):
         info = StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
@@ -124,7 +125,7 @@ class _Builder:
             spec.set_source(source, "src", src.continuous)
         else:
             raise TypeError(f"src must be a SourceConfig or MergeConfig, got {type(src).__name__}")
-        for stage in config.pipes:
+        for stage in _regions.fuse(config.pipes):
             self._add(spec, stage, ())
         if with_sink:
             if config.sink is None:
@@ -148,8 +149,22 @@ class _Builder:
     def _peek_info(self, name, concurrency=None):
         return StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
 
+    def _add_region(self, spec, region: _regions.Region):
+        """A region: a bridge to its worker pool, and a stage that splits
+        the lists of results the bridge emits (see _regions)."""
+        bridge = _regions.RegionBridge(_regions.RegionPool(region, self.region_kwargs))
+        self._new_stage(region.name, where=region.defined_at)
+        # A failing region (a worker that dies, a worker's pipeline that
+        # fails) ends the pipeline.
+        spec.add_aggregate(bridge, False, region.name, FailureBudget.max_count(0))
+        self._new_stage(f"{region.name}_out", where=region.defined_at)
+        spec.add_disaggregate(f"{region.name}_out")
+        self.stage_hooks.append(bridge)
+
     def _add(self, spec, stage, scope):
-        if isinstance(stage, PipeConfig):
+        if isinstance(stage, _regions.Region):
+            self._add_region(spec, stage)
+        elif isinstance(stage, PipeConfig):
             self._add_pipe(spec, stage, scope)
         elif isinstance(stage, PathVariantsConfig):
             self._add_path_variants(spec, stage, scope)
@@ -406,6 +421,7 @@ def build_pipeline(
         pipeline_id = next(_pipeline_ids)
     name = name or f"pipeline{pipeline_id}"
     builder = _Builder(pipeline_id, stage_id, task_hook_factory, name)
+    builder.region_kwargs = {"max_failures": max_failures, "report_stats_interval": report_stats_interval}
     resume = None
     built = config
     if isinstance(config.src, SourceConfig) and config.src.resumable:

@@ -15,6 +15,7 @@ from .defs import (
     PathVariants,
     Pipe,
     PipelineConfig,
+    PlacementConfig,
     SinkConfig,
     SourceConfig,
     _indent,
@@ -105,6 +106,15 @@ class PipelineBuilder(Subscriptable):
         self._pipes.append(PathVariants(router, paths, name=name, batched=batched))
         return self
 
+    def to(self, target) -> PipelineBuilder:
+        """Runs the following stages in ``target``: a
+        ``ProcessPoolExecutorConfig(max_workers=N)`` starts a region whose
+        stages run in N worker processes, each as a pipeline of its own;
+        ``to(MAIN_PROCESS)`` ends it. Only a region's inputs and outputs
+        cross between processes (docs/python.md "Regions")."""
+        self._pipes.append(PlacementConfig(target))
+        return self
+
     def add_sink(self, buffer_size: int = 3) -> PipelineBuilder:
         """Sets the output buffer: up to ``buffer_size`` items wait for the
         consumer."""
@@ -119,6 +129,9 @@ class PipelineBuilder(Subscriptable):
             raise RuntimeError("Source is not set.")
         if self._sink is None:
             raise RuntimeError("Sink is not set.")
+        from ._regions import fuse
+
+        fuse(self._pipes)  # checks the regions
         return PipelineConfig(src=self._src, pipes=list(self._pipes), sink=self._sink)
 
     def build(self, *, num_threads: int, **kwargs) -> Pipeline:

@@ -30,6 +30,9 @@ __all__ = [
     "Collate",
     "Disaggregate",
     "DisaggregateConfig",
+    "ExecutorConfig",
+    "InterpreterPoolExecutorConfig",
+    "MAIN_PROCESS",
     "Merge",
     "MergeConfig",
     "PathVariants",
@@ -37,6 +40,8 @@ __all__ = [
     "Pipe",
     "PipeConfig",
     "PipelineConfig",
+    "PlacementConfig",
+    "ProcessPoolExecutorConfig",
     "SinkConfig",
     "SourceConfig",
 ]
@@ -447,21 +452,100 @@ def PathVariants(  # noqa: N802 (SPDL's name)
     )
 
 
+# -- placement: which process runs a span of stages -----------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecutorConfig(Subscriptable):
+    """Where the stages after a ``to()`` run: a pool of ``max_workers``
+    workers (default: the number of CPUs), each running those stages as a
+    pipeline of its own; ``initializer(*initargs)`` runs first in each."""
+
+    max_workers: int | None = None
+    initializer: Callable | None = None
+    initargs: tuple = ()
+
+    def __post_init__(self):
+        if self.max_workers is not None and (
+            isinstance(self.max_workers, bool) or not isinstance(self.max_workers, int) or self.max_workers < 1
+        ):
+            raise ValueError(f"max_workers must be an int >= 1 or None, got {self.max_workers!r}")
+        if self.initializer is not None and not callable(self.initializer):
+            raise TypeError(f"initializer must be callable, got {type(self.initializer).__name__}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessPoolExecutorConfig(ExecutorConfig):
+    """Workers are processes, started with ``mp_context`` (default
+    ``"forkserver"``)."""
+
+    mp_context: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class InterpreterPoolExecutorConfig(ExecutorConfig):
+    """Workers are subinterpreters (Python 3.14 and later)."""
+
+
+class _MainProcess:
+    """The main process as a placement target: ``to(MAIN_PROCESS)`` ends a
+    region."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "MAIN_PROCESS"
+
+    def __reduce__(self):
+        return (_MainProcess, ())
+
+
+MAIN_PROCESS = _MainProcess()
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementConfig(Subscriptable):
+    """Marks where the following stages run (``PipelineBuilder.to()``)."""
+
+    target: ExecutorConfig | _MainProcess
+    name: str = "placement"
+    defined_at: str | None = _defined_at()
+
+    def __post_init__(self):
+        if not isinstance(self.target, (ExecutorConfig, _MainProcess)):
+            raise TypeError(
+                "to() takes a ProcessPoolExecutorConfig, an InterpreterPoolExecutorConfig or MAIN_PROCESS"
+                + (
+                    "; to run one stage on a concurrent.futures executor, use pipe(op, executor=...)"
+                    if hasattr(self.target, "submit")
+                    else f", got {type(self.target).__name__}"
+                )
+            )
+
+    def __repr__(self):
+        return f"placement({self.target!r})"
+
+
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig(Subscriptable):
     """A whole pipeline: source (or merge), processing stages, sink."""
 
     src: SourceConfig | MergeConfig
-    pipes: Sequence[PipeConfig | AggregateConfig | DisaggregateConfig | PathVariantsConfig] = ()
+    pipes: Sequence[PipeConfig | AggregateConfig | DisaggregateConfig | PathVariantsConfig | PlacementConfig] = ()
     sink: SinkConfig | None = None
 
     def __post_init__(self):
         if not isinstance(self.src, (SourceConfig, MergeConfig)):
             raise TypeError(f"src must be a SourceConfig or MergeConfig, got {type(self.src).__name__}")
         for p in self.pipes:
-            if not isinstance(p, (*_STAGE_TYPES, PathVariantsConfig)):
+            if not isinstance(p, (*_STAGE_TYPES, PathVariantsConfig, PlacementConfig)):
                 raise TypeError(
-                    f"pipes must be Pipe/Aggregate/Disaggregate/PathVariants configs, got {type(p).__name__}"
+                    f"pipes must be Pipe/Aggregate/Disaggregate/PathVariants/Placement configs, got {type(p).__name__}"
                 )
 
     def __repr__(self):

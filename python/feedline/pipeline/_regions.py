@@ -1,0 +1,379 @@
+"""Placement regions: ``PipelineBuilder.to(ProcessPoolExecutorConfig(...))``
+runs the stages up to the next ``to(MAIN_PROCESS)`` in worker processes.
+
+At build time each region (a maximal span of stages under a worker target)
+becomes two stages of the main pipeline: a bridge (an aggregate stage) that
+hands each item to the pool and emits the results that have come back, and
+a disaggregate that splits those lists into items. Every worker runs the
+region's stages as a warm pipeline of its own, with a continuous source
+reading the worker's input queue, so the intermediate values never leave the
+worker (and need not pickle); only the region's inputs and outputs cross.
+
+The protocol, per worker: inputs ``("item", value)``, ``("epoch",)`` (end of
+an epoch: the worker's pipeline flushes its aggregates and the worker answers
+``("epoch_done", index)`` after its last value of the epoch), ``("shutdown",)``;
+outputs ``("ready", index)``, ``("item", value)``, ``("epoch_done", index)``,
+``("error", index, text)``. Items go to whichever worker's queue has room,
+trying the workers in turn. At the end of each epoch (the main pipeline's, or
+the end of its stream) the bridge sends every worker ``("epoch",)`` and waits
+for all of them, so an epoch's results never cross into the next.
+
+Outputs come in completion order across workers, so ``output_order="input"``
+is refused inside a region. The bridge emits what has come back whenever an
+item arrives, and the rest at the end of each epoch.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import multiprocessing
+import os
+import pickle
+import queue
+import sys
+import threading
+import time
+import weakref
+from typing import Any
+
+from .defs import (
+    Aggregator,
+    ExecutorConfig,
+    InterpreterPoolExecutorConfig,
+    PathVariantsConfig,
+    PipeConfig,
+    PlacementConfig,
+    ProcessPoolExecutorConfig,
+    _MainProcess,
+)
+
+_LG = logging.getLogger("feedline.pipeline")
+_POLL = 0.05  # seconds between checks while the bridge waits on a queue
+_JOIN = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A fused span of stages that runs in a worker pool."""
+
+    name: str
+    target: ExecutorConfig
+    stages: tuple
+    defined_at: str | None = None
+
+
+# -- validation and fusion ------------------------------------------------------------
+
+
+def _ordered_stages(stages):
+    for s in stages:
+        if isinstance(s, PipeConfig):
+            yield s
+        elif isinstance(s, PathVariantsConfig):
+            for path in s.paths:
+                yield from _ordered_stages(path)
+
+
+def fuse(pipes) -> list:
+    """``pipes`` with each region replaced by a :class:`Region`, after
+    checking the regions; the same list when there is no placement."""
+    if not any(isinstance(p, PlacementConfig) for p in pipes):
+        return list(pipes)
+    out: list = []
+    target: ExecutorConfig | None = None  # the open region's target
+    span: list = []
+    where = None
+    count = 0
+
+    def close():
+        nonlocal count
+        if not span:
+            raise ValueError(f"the region opened by to({target!r}) has no stages")
+        for s in _ordered_stages(span):
+            if s.output_order == "input":
+                raise ValueError(
+                    f'stage {s.name!r} has output_order="input", which a region cannot keep: its workers '
+                    "finish items in any order"
+                )
+            if s.executor is not None:
+                raise ValueError(f"stage {s.name!r} has an executor; a stage in a region runs in the region's workers")
+        assert target is not None
+        out.append(Region(f"region{count}", target, tuple(span), where))
+        count += 1
+
+    for p in pipes:
+        if not isinstance(p, PlacementConfig):
+            (span if target is not None else out).append(p)
+            continue
+        if target is not None:
+            close()
+        if isinstance(p.target, _MainProcess):
+            target, span = None, []
+            continue
+        if isinstance(p.target, InterpreterPoolExecutorConfig) and sys.version_info < (3, 14):
+            raise RuntimeError("InterpreterPoolExecutorConfig needs Python 3.14 or later (subinterpreters)")
+        target, span, where = p.target, [], p.defined_at
+    if target is not None:
+        raise ValueError(f"the region opened by to({target!r}) must be closed with `to(MAIN_PROCESS)`")
+    return out
+
+
+def _num_threads(stages) -> int:
+    total = 0
+    for s in stages:
+        if isinstance(s, PipeConfig):
+            total += s.concurrency
+        elif isinstance(s, PathVariantsConfig):
+            total += sum(_num_threads(path) for path in s.paths)
+    return max(1, total)
+
+
+# -- the worker ---------------------------------------------------------------------
+
+
+class _Inbox:
+    """The source of a worker's pipeline: one pass per epoch, reading the
+    worker's input queue until ``("epoch",)``; after ``("shutdown",)`` every
+    pass waits for ``released`` and is empty."""
+
+    def __init__(self, inq):
+        self.inq = inq
+        self.closed = False
+        self.released = threading.Event()
+
+    def __iter__(self):
+        while not self.closed:
+            try:
+                msg = self.inq.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if msg[0] == "item":
+                yield msg[1]
+            elif msg[0] == "epoch":
+                return
+            else:
+                self.closed = True
+        self.released.wait()
+
+
+def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
+    from ._build import build_pipeline
+    from ._subprocess import _describe, _watch_parent
+    from .defs import PipelineConfig, SinkConfig, SourceConfig
+
+    _watch_parent()
+    inbox = _Inbox(inq)
+    try:
+        if target.initializer is not None:
+            target.initializer(*target.initargs)
+        config = PipelineConfig(SourceConfig(inbox, continuous=True), list(stages), SinkConfig(2))
+        pipeline = build_pipeline(config, **build_kwargs)
+        pipeline.start()
+    except BaseException as e:  # noqa: BLE001 - relayed to the main process
+        outq.put(("error", index, f"the region's worker {index} failed to start: {_describe(e)}"))
+        return
+    outq.put(("ready", index))
+    try:
+        while True:
+            for value in pipeline.get_iterator():
+                outq.put(("item", value))
+            if inbox.closed:
+                break
+            outq.put(("epoch_done", index))
+    except BaseException as e:  # noqa: BLE001 - relayed to the main process
+        outq.put(("error", index, f"the region failed in worker {index}: {_describe(e)}"))
+    finally:
+        inbox.closed = True
+        inbox.released.set()
+        with contextlib.suppress(BaseException):
+            pipeline.stop(timeout=10)
+
+
+# -- the main side ------------------------------------------------------------------
+
+
+def _stop_pool(procs, inqs, outq) -> None:
+    for q in inqs:
+        with contextlib.suppress(Exception):
+            q.put_nowait(("shutdown",))
+    deadline = time.monotonic() + _JOIN
+    for escalate in (None, "terminate", "kill"):
+        for p in procs:
+            if escalate is not None and p.exitcode is None and p.pid is not None:
+                getattr(p, escalate)()
+        while any(p.exitcode is None and p.pid is not None for p in procs) and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                while True:
+                    outq.get_nowait()
+            for p in procs:
+                if p.pid is not None:
+                    p.join(_POLL / len(procs))
+        if all(p.exitcode is not None or p.pid is None for p in procs):
+            break
+        deadline = time.monotonic() + _JOIN
+    for q in (*inqs, outq):
+        with contextlib.suppress(Exception):
+            q.close()
+        with contextlib.suppress(Exception):
+            q.cancel_join_thread()
+
+
+class RegionPool:
+    """The worker processes of one region and their queues."""
+
+    def __init__(self, region: Region, build_kwargs: dict):
+        target = region.target
+        if not isinstance(target, ProcessPoolExecutorConfig):
+            raise RuntimeError(f"{type(target).__name__} is not supported on Python {sys.version.split()[0]}")
+        self.name = region.name
+        self.size = target.max_workers or os.cpu_count() or 1
+        ctx: Any = multiprocessing.get_context(target.mp_context or "forkserver")
+        depth = max(2, 4 // self.size)
+        self._inqs = [ctx.Queue(maxsize=depth) for _ in range(self.size)]
+        self._outq = ctx.Queue(maxsize=max(4, 2 * self.size))
+        # One thread more than the stages' concurrency: the source waits on
+        # the input queue on a thread of the pool.
+        kwargs = dict(build_kwargs, num_threads=_num_threads(region.stages) + 1)
+        self._procs = [
+            ctx.Process(
+                target=_worker_main,
+                args=(i, region.stages, kwargs, target, self._inqs[i], self._outq),
+                name=f"feedline-{region.name}-{i}",
+                daemon=True,
+            )
+            for i in range(self.size)
+        ]
+        self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq)
+        self._pending: collections.deque = collections.deque()
+        self._epoch_done = 0
+        self._next = 0
+        self._started = False
+        self._closing = False
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            for p in self._procs:
+                p.start()
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            self.close()
+            raise TypeError(
+                f"{self.name}: the region's stages and initializer must pickle to reach its worker processes "
+                f"({e}); pass ProcessPoolExecutorConfig(mp_context='fork') to fork them instead"
+            ) from e
+        ready = 0
+        while ready < self.size:
+            msg = self._get()
+            if msg[0] == "ready":
+                ready += 1
+            else:
+                self._message(msg)
+
+    def close(self) -> None:
+        self._closing = True
+        self._finalizer()
+
+    def _get(self, wait: bool = True):
+        """The next message from a worker (None if ``wait`` is False and
+        none came within _POLL); RuntimeError when a worker died."""
+        while True:
+            try:
+                return self._outq.get(timeout=_POLL)
+            except queue.Empty:
+                pass
+            for i, p in enumerate(self._procs):
+                if p.exitcode is not None and not self._closing:
+                    with contextlib.suppress(queue.Empty):
+                        return self._outq.get(timeout=_POLL)
+                    raise RuntimeError(f"{self.name}: worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
+            if not wait:
+                return None
+
+    def _message(self, msg) -> None:
+        kind = msg[0]
+        if kind == "item":
+            self._pending.append(msg[1])
+        elif kind == "epoch_done":
+            self._epoch_done += 1
+        elif kind == "error":
+            self.close()
+            raise RuntimeError(f"{self.name}: {msg[2]}")
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                msg = self._outq.get_nowait()
+            except queue.Empty:
+                return
+            self._message(msg)
+
+    def _send(self, msg, worker: int | None = None) -> None:
+        """Puts ``msg`` into a worker's queue (``worker``, or the first of
+        them in turn that has room), taking results in while all are full."""
+        while True:
+            for k in range(self.size) if worker is None else (0,):
+                i = (self._next + k) % self.size if worker is None else worker
+                try:
+                    self._inqs[i].put_nowait(msg)
+                except queue.Full:
+                    continue
+                if worker is None:
+                    self._next = (i + 1) % self.size
+                return
+            # Every queue is full: take in results until one has room (a
+            # worker may be holding items back, in an aggregate, and send
+            # nothing until it gets more).
+            reply = self._get(wait=False)
+            if reply is not None:
+                self._message(reply)
+
+    def put(self, item) -> list:
+        self.start()
+        self._send(("item", item))
+        self._drain()
+        out = list(self._pending)
+        self._pending.clear()
+        return out
+
+    def end_epoch(self) -> list:
+        self.start()
+        for i in range(self.size):
+            self._send(("epoch",), worker=i)
+        while self._epoch_done < self.size:
+            self._message(self._get())
+        self._epoch_done = 0
+        out = list(self._pending)
+        self._pending.clear()
+        return out
+
+
+class RegionBridge(Aggregator):
+    """The main pipeline's stage for a region (see the module docstring)."""
+
+    def __init__(self, pool: RegionPool):
+        self.pool = pool
+
+    def accumulate(self, item):
+        return self.pool.put(item) or None
+
+    def flush(self):
+        return self.pool.end_epoch() or None
+
+    def stage_hook(self):
+        """Starts the pool with the pipeline and stops it at its end."""
+        pool = self.pool
+
+        @contextlib.asynccontextmanager
+        async def running():
+            pool.start()  # errors (a stage that does not pickle) surface at start()
+            try:
+                yield
+            finally:
+                pool.close()
+
+        return running()

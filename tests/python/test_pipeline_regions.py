@@ -1,0 +1,277 @@
+"""Placement regions: PipelineBuilder.to(ProcessPoolExecutorConfig(...)) ...
+to(MAIN_PROCESS) runs a span of stages in worker processes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from feedline import PipelineFailure
+from feedline.pipeline import PipelineBuilder
+from feedline.pipeline.defs import (
+    MAIN_PROCESS,
+    InterpreterPoolExecutorConfig,
+    PlacementConfig,
+    ProcessPoolExecutorConfig,
+)
+
+# -- stage functions (module level: they pickle by reference) -------------------------
+
+
+def square(x):
+    return x * x
+
+
+def with_pid(x):
+    return (x, os.getpid())
+
+
+def unpicklable(x):
+    """A value that cannot cross a process boundary (a lock)."""
+    return (x, threading.Lock())
+
+
+def drop_lock(pair):
+    return pair[0]
+
+
+def fail_on_three(x):
+    if x == 3:
+        raise ValueError("item 3 is bad")
+    return x
+
+
+def init_fails():
+    raise OSError("no dataset mounted in this worker")
+
+
+def die_on_five(x):
+    if x == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x
+
+
+def _pool(n=2):
+    return ProcessPoolExecutorConfig(max_workers=n)
+
+
+def _run(builder, num_threads=2):
+    pipeline = builder.build(num_threads=num_threads)
+    with pipeline.auto_stop():
+        return list(pipeline)
+
+
+# -- behaviour -------------------------------------------------------------------------
+
+
+def test_a_region_gives_the_inline_result_and_runs_in_the_workers():
+    region = (
+        PipelineBuilder()
+        .add_source(range(40))
+        .to(_pool(2))
+        .pipe(square, concurrency=2)
+        .pipe(with_pid)
+        .to(MAIN_PROCESS)
+        .pipe(with_pid)
+        .add_sink(3)
+    )
+    out = _run(region)
+    assert sorted(v for (v, _), _ in out) == [i * i for i in range(40)]
+    workers = {pid for (_, pid), _ in out}
+    assert os.getpid() not in workers and 1 <= len(workers) <= 2
+    assert {main for _, main in out} == {os.getpid()}  # after the region: the main process
+
+
+def test_intermediate_values_never_cross_so_they_need_not_pickle():
+    builder = (
+        PipelineBuilder()
+        .add_source(range(10))
+        .to(_pool(2))
+        .pipe(unpicklable)
+        .pipe(drop_lock)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    assert sorted(_run(builder)) == list(range(10))
+
+
+def test_an_aggregate_in_a_region_batches_within_each_worker_and_loses_nothing():
+    builder = (
+        PipelineBuilder().add_source(range(23)).to(_pool(2)).pipe(square).aggregate(4).to(MAIN_PROCESS).add_sink(3)
+    )
+    batches = _run(builder)
+    assert all(1 <= len(b) <= 4 for b in batches)
+    assert sorted(v for b in batches for v in b) == [i * i for i in range(23)]
+
+
+@pytest.mark.parametrize("items", [1, 10])
+def test_a_continuous_source_keeps_epochs_apart_across_the_region(items):
+    builder = (
+        PipelineBuilder()
+        .add_source(range(items), continuous=True)
+        .to(_pool(3))
+        .pipe(square)
+        .aggregate(4)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    pipeline = builder.build(num_threads=2)
+    with pipeline.auto_stop():
+        for _ in range(4):
+            epoch = list(pipeline.get_iterator())
+            assert sorted(v for b in epoch for v in b) == [i * i for i in range(items)]
+
+
+def test_a_stage_failure_in_a_worker_follows_the_failure_budget():
+    tolerant = PipelineBuilder().add_source(range(8)).to(_pool(2)).pipe(fail_on_three).to(MAIN_PROCESS).add_sink(3)
+    assert sorted(_run(tolerant)) == [0, 1, 2, 4, 5, 6, 7]
+    strict = tolerant.build(num_threads=2, max_failures=0)
+    with pytest.raises(PipelineFailure, match="item 3 is bad"), strict.auto_stop():
+        list(strict)
+
+
+def test_an_initializer_failure_surfaces_at_start():
+    target = ProcessPoolExecutorConfig(max_workers=2, initializer=init_fails)
+    pipeline = (
+        PipelineBuilder().add_source(range(4)).to(target).pipe(square).to(MAIN_PROCESS).add_sink(3).build(num_threads=2)
+    )
+    with pytest.raises(RuntimeError, match="no dataset mounted"):
+        pipeline.start()
+    pipeline.stop()
+
+
+def test_a_killed_worker_fails_the_pipeline_instead_of_hanging():
+    pipeline = (
+        PipelineBuilder()
+        .add_source(range(20))
+        .to(_pool(2))
+        .pipe(die_on_five)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+        .build(num_threads=2)
+    )
+    with pytest.raises(PipelineFailure, match="died with exit code -9"), pipeline.auto_stop():
+        list(pipeline)
+
+
+def test_stopping_the_pipeline_ends_its_workers():
+    pipeline = (
+        PipelineBuilder()
+        .add_source(range(1000))
+        .to(_pool(2))
+        .pipe(with_pid)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+        .build(num_threads=2)
+    )
+    with pipeline.auto_stop():
+        it = iter(pipeline)
+        pids = {next(it)[1] for _ in range(5)}
+    assert all(_gone(pid) for pid in pids)
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)  # polling for an exit with a deadline
+    return False
+
+
+def test_the_interpreter_exits_cleanly_with_a_live_region():
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from feedline.pipeline import PipelineBuilder
+        from feedline.pipeline.defs import MAIN_PROCESS, ProcessPoolExecutorConfig
+        from test_pipeline_regions import square
+        p = (PipelineBuilder().add_source(range(10**6)).to(ProcessPoolExecutorConfig(max_workers=2))
+             .pipe(square).to(MAIN_PROCESS).add_sink(3).build(num_threads=2))
+        it = iter(p)
+        print(next(it), flush=True)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr
+
+
+def test_a_builder_with_a_region_pickles():
+    builder = PipelineBuilder().add_source(range(5)).to(_pool(2)).pipe(square).to(MAIN_PROCESS).add_sink(3)
+    again = pickle.loads(pickle.dumps(builder))
+    assert sorted(_run(again)) == [0, 1, 4, 9, 16]
+    assert pickle.loads(pickle.dumps(MAIN_PROCESS)) is MAIN_PROCESS
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def test_reprs():
+    assert repr(MAIN_PROCESS) == "MAIN_PROCESS"
+    assert repr(PlacementConfig(MAIN_PROCESS)) == "placement(MAIN_PROCESS)"
+
+
+def test_a_region_must_be_closed():
+    builder = PipelineBuilder().add_source(range(3)).to(_pool()).pipe(square).add_sink(3)
+    with pytest.raises(ValueError, match=r"must be closed with `to\(MAIN_PROCESS\)`"):
+        builder.get_config()
+
+
+def test_an_empty_region_is_refused():
+    builder = PipelineBuilder().add_source(range(3)).to(_pool()).to(MAIN_PROCESS).pipe(square).add_sink(3)
+    with pytest.raises(ValueError, match="has no stages"):
+        builder.get_config()
+
+
+def test_input_order_cannot_be_kept_in_a_region():
+    builder = (
+        PipelineBuilder()
+        .add_source(range(3))
+        .to(_pool())
+        .pipe(square, output_order="input")
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    with pytest.raises(ValueError, match='output_order="input"'):
+        builder.get_config()
+
+
+def test_to_refuses_a_live_executor_and_other_types():
+    with (
+        concurrent.futures.ThreadPoolExecutor(1) as ex,
+        pytest.raises(TypeError, match=r"pipe\(op, executor=\.\.\.\)"),
+    ):
+        PipelineBuilder().to(ex)
+    with pytest.raises(TypeError, match="got int"):
+        PipelineBuilder().to(3)
+    with pytest.raises(ValueError, match="max_workers"):
+        ProcessPoolExecutorConfig(max_workers=0)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="subinterpreters exist from Python 3.14")
+def test_subinterpreter_regions_need_python_3_14():
+    builder = (
+        PipelineBuilder()
+        .add_source(range(3))
+        .to(InterpreterPoolExecutorConfig())
+        .pipe(square)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    with pytest.raises(RuntimeError, match="3.14"):
+        builder.get_config()
