@@ -75,3 +75,16 @@ def test_dataloader_benchmark_runs(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUMMARY:" in r.stdout
+
+
+def test_processes_benchmark_runs():
+    # The feedline contenders (threads, a region, a subprocess) must deliver
+    # every item (the script exits 1 otherwise); torch is optional.
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "processes.py"), "--quick", "--only", "threads,region,subprocess,region-1m"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUMMARY: region vs threads" in r.stdout

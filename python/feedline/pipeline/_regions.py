@@ -52,6 +52,7 @@ from .defs import (
 
 _LG = logging.getLogger("feedline.pipeline")
 _POLL = 0.05  # seconds between checks while the bridge waits on a queue
+_PUT_WAIT = 0.002  # seconds the bridge waits for room before it looks at results again
 _JOIN = 3.0
 
 
@@ -145,7 +146,10 @@ class _Inbox:
         self.released = threading.Event()
 
     def __iter__(self):
-        while not self.closed:
+        if self.closed:  # the engine's next pass, after the shutdown
+            self.released.wait()
+            return
+        while True:
             try:
                 msg = self.inq.get(timeout=0.1)
             except queue.Empty:
@@ -156,7 +160,7 @@ class _Inbox:
                 return
             else:
                 self.closed = True
-        self.released.wait()
+                return
 
 
 def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
@@ -278,9 +282,8 @@ class RegionPool:
         self._closing = True
         self._finalizer()
 
-    def _get(self, wait: bool = True):
-        """The next message from a worker (None if ``wait`` is False and
-        none came within _POLL); RuntimeError when a worker died."""
+    def _get(self):
+        """The next message from a worker; RuntimeError when a worker died."""
         while True:
             try:
                 return self._outq.get(timeout=_POLL)
@@ -291,8 +294,6 @@ class RegionPool:
                     with contextlib.suppress(queue.Empty):
                         return self._outq.get(timeout=_POLL)
                     raise RuntimeError(f"{self.name}: worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
-            if not wait:
-                return None
 
     def _message(self, msg) -> None:
         kind = msg[0]
@@ -316,7 +317,8 @@ class RegionPool:
         """Puts ``msg`` into a worker's queue (``worker``, or the first of
         them in turn that has room), taking results in while all are full."""
         while True:
-            for k in range(self.size) if worker is None else (0,):
+            order = range(self.size) if worker is None else (0,)
+            for k in order:
                 i = (self._next + k) % self.size if worker is None else worker
                 try:
                     self._inqs[i].put_nowait(msg)
@@ -325,12 +327,26 @@ class RegionPool:
                 if worker is None:
                     self._next = (i + 1) % self.size
                 return
-            # Every queue is full: take in results until one has room (a
-            # worker may be holding items back, in an aggregate, and send
-            # nothing until it gets more).
-            reply = self._get(wait=False)
-            if reply is not None:
-                self._message(reply)
+            # Every queue is full: take in the results that have come back,
+            # then wait (briefly, to look at the results again) for room in
+            # the queue next in turn. A worker may hold items back, in an
+            # aggregate, and send nothing until it gets more.
+            self._drain()
+            i = self._next if worker is None else worker
+            try:
+                self._inqs[i].put(msg, timeout=_PUT_WAIT)
+            except queue.Full:
+                self._check_workers()
+                continue
+            if worker is None:
+                self._next = (i + 1) % self.size
+            return
+
+    def _check_workers(self) -> None:
+        for i, p in enumerate(self._procs):
+            if p.exitcode is not None and not self._closing:
+                self._drain()
+                raise RuntimeError(f"{self.name}: worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
 
     def put(self, item) -> list:
         self.start()
