@@ -67,7 +67,11 @@ BIG = ["region-1m", "torch-1m"]
 # -- the work (module level: worker processes import it from here) -------------------
 
 
-def work(x, loops=int(os.environ.get("FEEDLINE_BENCH_LOOPS", "20000"))):
+# Set by the parent after calibrating; the workers inherit it.
+LOOPS = int(os.environ.get("FEEDLINE_BENCH_LOOPS", "20000"))
+
+
+def work(x, loops=LOOPS):
     """Pure-Python arithmetic: holds the GIL throughout."""
     acc = x
     for i in range(loops):
