@@ -147,17 +147,21 @@ class _Offloader(pickle.Pickler):
     """Pickles an item, moving its large leaves into one unit of the pool."""
 
     def __init__(
-        self, file: io.BytesIO, pool: SharedMemorySegmentPool, threshold: int
+        self,
+        file: io.BytesIO,
+        pool: SharedMemorySegmentPool,
+        threshold: int,
+        timeout: float,
     ) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._pool = pool
         self._threshold = threshold
+        self._timeout = timeout
         self.unit: Any = None
 
     def _write(self, data: Any) -> int:
         if self.unit is None:
-            arena = self._pool._live()
-            self.unit = arena.begin_unit(self._pool.acquire_timeout)
+            self.unit = self._pool._live().begin_unit(self._timeout)
         return int(self.unit.write(data))
 
     def persistent_id(self, obj: Any) -> Any:  # noqa: PLR0911
@@ -261,7 +265,13 @@ def _is_contiguous(buf: Any) -> bool:
     return strides is None
 
 
-def offload(obj: Any, pool: SharedMemorySegmentPool, threshold: int = 4096) -> bytes:
+def offload(
+    obj: Any,
+    pool: SharedMemorySegmentPool,
+    threshold: int = 4096,
+    *,
+    timeout: float | None = None,
+) -> bytes:
     """Returns the envelope of ``obj``: its pickle, with every large leaf moved
     into one segment of ``pool`` (the writer's side; see the module doc).
 
@@ -269,7 +279,8 @@ def offload(obj: Any, pool: SharedMemorySegmentPool, threshold: int = 4096) -> b
     NumPy arrays (not of ``object`` dtype; non-contiguous ones are copied
     contiguous), CPU torch tensors (when torch is imported). ``memoryview``
     objects and feedline Buffers, which do not pickle, are moved whatever
-    their size. An item without such leaves takes no segment.
+    their size. An item without such leaves takes no segment. ``timeout``
+    (seconds) overrides the pool's ``acquire_timeout`` for this call.
 
     Raises:
         feedline.Timeout: no segment freed within the pool's acquire_timeout.
@@ -280,7 +291,8 @@ def offload(obj: Any, pool: SharedMemorySegmentPool, threshold: int = 4096) -> b
         raise ValueError(f"threshold must be >= 1, got {threshold}")
     out = io.BytesIO()
     out.write(_HEADER.pack(_NO_SEGMENT))
-    pickler = _Offloader(out, pool, threshold)
+    wait = pool.acquire_timeout if timeout is None else timeout
+    pickler = _Offloader(out, pool, threshold, wait)
     try:
         pickler.dump(obj)
         if pickler.unit is None:
