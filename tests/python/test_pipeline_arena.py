@@ -364,9 +364,7 @@ def test_pool_reaches_a_child_by_args_or_queue(method, route):
     ctx = multiprocessing.get_context(method)
     pool = SharedMemorySegmentPool(64 * 1024, 1)
     inbox, out = ctx.Queue(), ctx.Queue()
-    child = ctx.Process(
-        target=_offload_one, args=(pool if route == "args" else None, inbox, out)
-    )
+    child = ctx.Process(target=_offload_one, args=(pool if route == "args" else None, inbox, out))
     child.start()
     if route == "queue":
         inbox.put(pool)

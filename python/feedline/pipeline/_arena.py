@@ -59,9 +59,7 @@ class SharedMemorySegmentPool:
             ``TimeoutError``); 0 does not wait.
     """
 
-    def __init__(
-        self, segment_size: int, count: int, *, acquire_timeout: float = 60.0
-    ) -> None:
+    def __init__(self, segment_size: int, count: int, *, acquire_timeout: float = 60.0) -> None:
         if segment_size <= 0:
             raise ValueError(f"segment_size must be positive, got {segment_size}")
         if count <= 0:
@@ -137,10 +135,7 @@ class SharedMemorySegmentPool:
         if self._arena is None:
             return "SharedMemorySegmentPool(closed)"
         a = self._arena
-        return (
-            f"SharedMemorySegmentPool(segment_size={a.segment_size}, "
-            f"count={a.count}, free={a.free_segments()})"
-        )
+        return f"SharedMemorySegmentPool(segment_size={a.segment_size}, count={a.count}, free={a.free_segments()})"
 
 
 class _Offloader(pickle.Pickler):
