@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "feedline/base/error.h"
+#include "feedline/concurrency/fork.h"
 
 namespace feedline {
 
@@ -90,6 +91,7 @@ const char* state_name(uint32_t state) {
 
 std::shared_ptr<SharedArena> SharedArena::create(std::size_t segment_size,
                                                  std::size_t count) {
+  fork_generation();  // installs the fork handler before anything is held
   if (segment_size == 0)
     throw InvalidArgument("shared arena: segment_size must be >= 1 (got 0)");
   if (count == 0 || count > kMaxSegments)
@@ -138,6 +140,7 @@ std::shared_ptr<SharedArena> SharedArena::create(std::size_t segment_size,
 }
 
 std::shared_ptr<SharedArena> SharedArena::attach(int fd) {
+  fork_generation();
   const std::string name = "shared arena: fd " + std::to_string(fd);
   const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0)
@@ -280,16 +283,20 @@ std::shared_ptr<const void> SharedArena::adopt(uint32_t segment) {
     throw InvalidArgument(
         "shared arena: adopt: segment " + std::to_string(segment) +
         " is not published (it is " + state_name(expected) + ")");
-  // Frees the segment when the lease and the last view are gone.
+  // Frees the segment when the lease and the last view are gone. A copy
+  // inherited by a forked child frees nothing: the parent's views still
+  // read the segment.
   struct Lease {
     std::shared_ptr<SharedArena> arena;
     uint32_t segment;
+    uint64_t generation;
   };
-  auto lease = std::shared_ptr<Lease>(new Lease{shared_from_this(), segment},
-                                      [](Lease* l) {
-                                        l->arena->release(l->segment);
-                                        delete l;
-                                      });
+  auto lease = std::shared_ptr<Lease>(
+      new Lease{shared_from_this(), segment, fork_generation()}, [](Lease* l) {
+        if (!inherited_from_parent(l->generation))
+          l->arena->release(l->segment);
+        delete l;
+      });
   // The aliasing constructor: the pointer is the segment, the owner the
   // lease, so view() can tell which segment a lease is for.
   return {std::move(lease), segment_data(segment)};
@@ -332,12 +339,15 @@ bool SharedArena::is_shutdown() const {
 }
 
 SharedArena::Unit::Unit(std::shared_ptr<SharedArena> arena, uint32_t segment)
-    : arena_(std::move(arena)), segment_(segment) {}
+    : arena_(std::move(arena)),
+      segment_(segment),
+      generation_(fork_generation()) {}
 
 SharedArena::Unit::Unit(Unit&& other) noexcept
     : arena_(std::move(other.arena_)),
       segment_(other.segment_),
-      used_(other.used_) {}
+      used_(other.used_),
+      generation_(other.generation_) {}
 
 SharedArena::Unit& SharedArena::Unit::operator=(Unit&& other) noexcept {
   if (this != &other) {
@@ -345,17 +355,26 @@ SharedArena::Unit& SharedArena::Unit::operator=(Unit&& other) noexcept {
     arena_ = std::move(other.arena_);
     segment_ = other.segment_;
     used_ = other.used_;
+    generation_ = other.generation_;
   }
   return *this;
 }
 
 SharedArena::Unit::~Unit() { abort(); }
 
-uint64_t SharedArena::Unit::write(const void* data, std::size_t n) {
+void SharedArena::Unit::check_usable(const char* what) const {
   if (arena_ == nullptr)
-    throw InvalidArgument("shared arena: write: the unit of segment " +
-                          std::to_string(segment_) +
+    throw InvalidArgument(std::string("shared arena: ") + what +
+                          ": the unit of segment " + std::to_string(segment_) +
                           " was already committed or aborted");
+  if (inherited_from_parent(generation_))
+    throw InvalidArgument(std::string("shared arena: ") + what +
+                          ": the unit of segment " + std::to_string(segment_) +
+                          " belongs to the parent process");
+}
+
+uint64_t SharedArena::Unit::write(const void* data, std::size_t n) {
+  check_usable("write");
   const std::size_t size = arena_->segment_size_;
   const std::size_t offset = round_up(used_, kAlignment);
   if (offset > size || n > size - offset)
@@ -370,10 +389,7 @@ uint64_t SharedArena::Unit::write(const void* data, std::size_t n) {
 }
 
 uint64_t SharedArena::Unit::commit() {
-  if (arena_ == nullptr)
-    throw InvalidArgument("shared arena: commit: the unit of segment " +
-                          std::to_string(segment_) +
-                          " was already committed or aborted");
+  check_usable("commit");
   arena_->state_word(segment_).store(kPublished, std::memory_order_release);
   arena_.reset();
   return used_;
@@ -381,7 +397,7 @@ uint64_t SharedArena::Unit::commit() {
 
 void SharedArena::Unit::abort() noexcept {
   if (arena_ == nullptr) return;
-  arena_->release(segment_);
+  if (!inherited_from_parent(generation_)) arena_->release(segment_);
   arena_.reset();
 }
 

@@ -374,3 +374,25 @@ def test_pool_reaches_a_child_by_args_or_queue(method, route):
     assert child.exitcode == 0
     del arr
     assert pool.free_segments() == 1
+
+
+def _drop_and_report(holder: list, pool, out) -> None:
+    holder.clear()
+    gc.collect()
+    out.put(pool.free_segments())
+
+
+def test_a_forked_child_dropping_inherited_views_frees_nothing():
+    ctx = multiprocessing.get_context("fork")
+    pool = SharedMemorySegmentPool(64 * 1024, 1)
+    holder = [restore(offload(np.arange(5000), pool), pool)]
+    out = ctx.Queue()
+    child = ctx.Process(target=_drop_and_report, args=(holder, pool, out))
+    child.start()
+    assert _next_message(out, child) == 0  # the parent's view still holds it
+    child.join(timeout=60)
+    assert pool.free_segments() == 0
+    np.testing.assert_array_equal(holder[0], np.arange(5000))
+    holder.clear()
+    gc.collect()
+    assert pool.free_segments() == 1

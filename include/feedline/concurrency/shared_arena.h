@@ -31,6 +31,10 @@
 // under a live view: there is no epoch reset and no recycling by age, so a
 // consumer may keep views for as long as it likes (the writer then waits).
 //
+// Fork: a child inherits the parent's Units and leases, but they stay the
+// parent's. Dropping them in the child frees nothing (the parent may still
+// read the segment), and an inherited Unit cannot be written or committed.
+//
 // A committed segment whose number never reaches a reader stays published;
 // the reader discards such units by adopting them and dropping the lease.
 // A process killed while writing leaves its segment in kWriting: the pool is
@@ -167,23 +171,27 @@ class SharedArena::Unit {
   // Copies `n` bytes to the next kAlignment-aligned offset of the segment
   // and returns that offset.
   // Throws: InvalidArgument if the bytes would run past the segment (naming
-  // both sizes) or the unit is no longer active.
+  // both sizes), the unit is no longer active, or it is a forked child's
+  // copy of its parent's unit.
   uint64_t write(const void* data, std::size_t n);
 
   // Publishes the segment; the writer must not touch it again. Returns the
   // bytes used. Throws: InvalidArgument if the unit is no longer active.
   uint64_t commit();
 
-  // Frees the segment without publishing it. No-op when not active.
+  // Frees the segment without publishing it. No-op when not active, and in
+  // a forked child for a unit of its parent.
   void abort() noexcept;
 
  private:
   friend class SharedArena;
   Unit(std::shared_ptr<SharedArena> arena, uint32_t segment);
+  void check_usable(const char* what) const;
 
   std::shared_ptr<SharedArena> arena_;
   uint32_t segment_ = 0;
   std::size_t used_ = 0;
+  uint64_t generation_ = 0;  // fork_generation() when made
 };
 
 }  // namespace feedline

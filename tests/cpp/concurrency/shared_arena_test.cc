@@ -207,6 +207,49 @@ TEST(SharedArenaTest, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(arena->view(nullptr, 0, DType::kUint8, {1}), InvalidArgument);
 }
 
+// Runs `child` in a forked child; returns its exit status (0: passed).
+template <typename F>
+int in_child(F child) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(child());
+  int status = -1;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(SharedArenaTest, AForkedChildDroppingInheritedHoldsFreesNothing) {
+  auto arena = SharedArena::create(4096, 2);
+  const uint32_t published = publish(*arena, std::vector<uint8_t>(64, 9));
+  auto lease = arena->adopt(published);
+  std::optional<Buffer> view = arena->view(lease, 0, DType::kUint8, {64});
+  std::optional<SharedArena::Unit> unit =
+      arena->begin_unit(nanoseconds::zero());
+  const uint32_t writing = unit->segment();
+
+  EXPECT_EQ(in_child([&] {
+              try {
+                unit->write("x", 1);  // the parent's unit
+                return 1;
+              } catch (const InvalidArgument&) {
+              }
+              unit.reset();
+              view.reset();
+              lease.reset();
+              return arena->state(published) == SharedArena::kHeld &&
+                             arena->state(writing) == SharedArena::kWriting
+                         ? 0
+                         : 2;
+            }),
+            0);
+  EXPECT_EQ(arena->state(published), SharedArena::kHeld);
+  EXPECT_EQ(arena->state(writing), SharedArena::kWriting);
+  EXPECT_EQ((*view).data_as<uint8_t>()[63], 9);
+  unit.reset();
+  view.reset();
+  lease.reset();
+  EXPECT_EQ(arena->free_segments(), 2u);
+}
+
 // --- A writer process --------------------------------------------------------
 
 // Messages from the forked writer to the reading parent.
