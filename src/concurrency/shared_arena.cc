@@ -9,6 +9,7 @@
 #include <ctime>
 #include <new>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <fcntl.h>
@@ -60,8 +61,9 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 }
 
 std::string sys_error(const char* what) {
+  // std::generic_category().message(): strerror's text, thread-safe.
   return std::string("shared arena: ") + what +
-         " failed: " + std::strerror(errno);
+         " failed: " + std::generic_category().message(errno);
 }
 
 // A futex call on a word of the shared mapping: no FUTEX_PRIVATE_FLAG, so
