@@ -66,4 +66,7 @@ void bind_spec(nanobind::module_& m);
 void bind_io(nanobind::module_& m);
 void bind_av(nanobind::module_& io);
 
+// Adds the shared-memory arena (_SharedArena, _ArenaUnit, _ArenaLease).
+void bind_arena(nanobind::module_& m);
+
 }  // namespace feedline::bindings

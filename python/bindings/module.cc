@@ -121,5 +121,6 @@ NB_MODULE(_feedline_ext, m) {
   bind_pipeline(m);
   bind_spec(m);
   bind_io(m);
+  bind_arena(m);
   bind_extension_api(m);
 }

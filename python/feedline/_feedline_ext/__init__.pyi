@@ -284,6 +284,67 @@ class _PipelineSpec:
 
     def build(self, num_threads: int, max_failures: FailureBudget | None, report_interval: float, stats_callback: object | None, failure_log_burst: int, failure_log_interval: float, name: str) -> object: ...
 
+class _ArenaLease:
+    """
+    An adopted segment; free again once this and every view of it are gone.
+    """
+
+class _ArenaUnit:
+    """One segment being written."""
+
+    @property
+    def segment(self) -> int: ...
+
+    @property
+    def used(self) -> int: ...
+
+    @property
+    def active(self) -> bool: ...
+
+    def write(self, data: object) -> int:
+        """
+        Copies a bytes-like object to the next 64-byte-aligned offset; returns the offset.
+        """
+
+    def commit(self) -> int:
+        """Publishes the unit; returns bytes used."""
+
+    def abort(self) -> None:
+        """Frees the segment unpublished."""
+
+class _SharedArena:
+    """Shared-memory segments in one anonymous file."""
+
+    @staticmethod
+    def create(segment_size: int, count: int) -> _SharedArena: ...
+
+    @staticmethod
+    def attach(fd: int) -> _SharedArena:
+        """Maps the arena of `fd` (duplicated; the caller keeps fd)."""
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def segment_size(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def is_shutdown(self) -> bool: ...
+
+    def free_segments(self) -> int: ...
+
+    def begin_unit(self, timeout: float) -> _ArenaUnit:
+        """Takes a free segment, waiting up to `timeout` seconds."""
+
+    def adopt(self, segment: int) -> _ArenaLease: ...
+
+    def view(self, lease: _ArenaLease, offset: int, dtype: str, shape: Sequence[int]) -> io.Buffer: ...
+
+    def shutdown(self) -> None: ...
+
 _extension_api: object
 
 __version__: str

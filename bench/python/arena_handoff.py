@@ -1,0 +1,169 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hand-off of large NumPy arrays from a spawned worker process to its parent.
+
+    python bench/python/arena_handoff.py [--quick] [--sizes 1 4 16] [--items N]
+
+Contenders, each in the same run, each with its own spawned worker, a bounded
+queue of 4 items between the two, and the same consumer (which checks the
+item's stamp and reads one byte per 4 KiB page, so that every contender's
+data really reaches the parent's memory):
+
+- ``mp.Queue``: the array pickled through ``multiprocessing.Queue``;
+- ``feedline pool``: ``feedline.pipeline._arena`` — offload() into a
+  SharedMemorySegmentPool in the worker, a small envelope through the same
+  queue, restore() as a zero-copy view in the parent;
+- ``spdl pool``: SPDL's ``iterate_in_subprocess(..., arena=
+  SharedMemorySegmentPool(...))`` when ``spdl`` is importable (its worker
+  starts with the default start method: SPDL's pool makes its lock in the
+  default context, which a spawned worker refuses).
+
+The worker sends ``items`` arrays after 2 warm-up ones (not timed, they
+include the process start) from 8 rotating buffers. Prints GB/s per size
+and contender; run() returns them as {size_mib: {contender: GB/s}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import multiprocessing
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+WARMUP = 2
+BUFFERS = 8
+QUEUE_ITEMS = 4
+PAGE = 4096
+
+
+def _buffers(size: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, 256, size, dtype=np.uint8) for _ in range(BUFFERS)]
+
+
+def _stamped(buffers: list[np.ndarray], i: int) -> np.ndarray:
+    a = buffers[i % BUFFERS]
+    a[:8] = np.frombuffer(i.to_bytes(8, "little"), np.uint8)
+    return a
+
+
+def _consume(arr: Any, i: int) -> int:
+    arr = np.asarray(arr)
+    if int.from_bytes(arr[:8].tobytes(), "little") != i:
+        raise AssertionError(f"item {i} arrived with stamp {arr[:8].tobytes()!r}")
+    return int(arr[::PAGE].sum())
+
+
+def _queue_worker(size: int, n: int, out: Any) -> None:
+    buffers = _buffers(size)
+    for i in range(n):
+        out.put(_stamped(buffers, i))
+
+
+def _pool_worker(size: int, n: int, pool: Any, out: Any) -> None:
+    from feedline.pipeline._arena import offload
+
+    buffers = _buffers(size)
+    for i in range(n):
+        out.put(offload(_stamped(buffers, i), pool))
+
+
+def _spdl_source(size: int, n: int) -> Iterator[np.ndarray]:
+    buffers = _buffers(size)
+    for i in range(n):
+        yield _stamped(buffers, i)
+
+
+def _timed(stream: Iterator[Any], size: int, items: int) -> float:
+    """Consumes WARMUP + items arrays; returns GB/s over the last `items`."""
+    for i in range(WARMUP):
+        _consume(next(stream), i)
+    start = time.perf_counter()
+    for i in range(WARMUP, WARMUP + items):
+        _consume(next(stream), i)
+    return items * size / (time.perf_counter() - start) / 1e9
+
+
+def _via_queue(size: int, items: int) -> float:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue(QUEUE_ITEMS)
+    p = ctx.Process(target=_queue_worker, args=(size, WARMUP + items, out))
+    p.start()
+    try:
+        return _timed((out.get() for _ in iter(int, 1)), size, items)
+    finally:
+        p.join()
+
+
+def _via_feedline(size: int, items: int) -> float:
+    from feedline.pipeline._arena import SharedMemorySegmentPool, restore
+
+    ctx = multiprocessing.get_context("spawn")
+    pool = SharedMemorySegmentPool(size + PAGE, QUEUE_ITEMS + 2)
+    out = ctx.Queue(QUEUE_ITEMS)
+    p = ctx.Process(target=_pool_worker, args=(size, WARMUP + items, pool, out))
+    p.start()
+    try:
+        return _timed((restore(out.get(), pool) for _ in iter(int, 1)), size, items)
+    finally:
+        p.join()
+        pool.close()
+
+
+def _via_spdl(size: int, items: int) -> float | None:
+    try:
+        from spdl.pipeline import SharedMemorySegmentPool, iterate_in_subprocess
+    except ImportError:
+        return None
+    arena = SharedMemorySegmentPool(size + PAGE, QUEUE_ITEMS + 2)
+    src = iterate_in_subprocess(
+        functools.partial(_spdl_source, size, WARMUP + items),
+        buffer_size=QUEUE_ITEMS,
+        # SPDL's pool makes its Condition in the default context, which must
+        # then be the worker's too (fork on Linux before Python 3.14).
+        mp_context=None,
+        arena=arena,
+    )
+    return _timed(iter(src), size, items)
+
+
+CONTENDERS = {
+    "mp.Queue": _via_queue,
+    "feedline pool": _via_feedline,
+    "spdl pool": _via_spdl,
+}
+
+
+def run(sizes_mib: tuple[int, ...] = (1, 4, 16), items: int | None = None) -> dict[int, dict[str, float | None]]:
+    """Measures every contender at each size; returns {size_mib: {name: GB/s}}
+    (None where a contender is not installed) and prints a table."""
+    results: dict[int, dict[str, float | None]] = {}
+    print(f"{'MiB':>4} {'items':>6} " + " ".join(f"{c:>14}" for c in CONTENDERS) + "   pool/queue  pool/spdl")
+    for mib in sizes_mib:
+        size = mib << 20
+        n = items if items is not None else max(16, 512 // mib)
+        row = {name: fn(size, n) for name, fn in CONTENDERS.items()}
+        results[mib] = row
+        cells = " ".join(f"{'n/a' if v is None else f'{v:.2f} GB/s':>14}" for v in row.values())
+        pool, queue, spdl = row["feedline pool"], row["mp.Queue"], row["spdl pool"]
+        vs_queue = f"{pool / queue:.2f}x" if pool and queue else "n/a"
+        vs_spdl = f"{pool / spdl:.2f}x" if pool and spdl else "n/a"
+        print(f"{mib:>4} {n:>6} {cells}   {vs_queue:>10} {vs_spdl:>10}", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="few items (< 15 s)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16], help="array sizes in MiB")
+    parser.add_argument("--items", type=int, default=None, help="timed items per size")
+    args = parser.parse_args()
+    items = args.items if args.items is not None else (8 if args.quick else None)
+    run(tuple(args.sizes), items)
+
+
+if __name__ == "__main__":
+    main()

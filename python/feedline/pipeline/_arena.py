@@ -1,0 +1,329 @@
+"""Hands large items from a worker process to its parent through shared memory.
+
+:class:`SharedMemorySegmentPool` is a pool of equal shared-memory segments
+(``feedline._feedline_ext._SharedArena``, a C++ arena in one anonymous
+``memfd`` file, so nothing is ever left in ``/dev/shm``). The worker calls
+:func:`offload` on each item: the item is pickled, except that its large
+leaves (``bytes``, ``bytearray``, ``memoryview``, NumPy arrays, CPU torch
+tensors, feedline Buffers) are copied once into one segment and replaced by
+small markers. The result, the *envelope*, is a few hundred bytes whatever
+the item's size; it travels through any queue. The parent calls
+:func:`restore`, which takes the segment over and rebuilds each leaf as a
+zero-copy view of it.
+
+Memory is reused only when nothing in the parent looks at it any more: the
+segment is freed when the last view rebuilt from it (and every NumPy array,
+tensor or memoryview derived from those) is garbage-collected. Views stay
+valid across epochs, re-iterations and ``break``; there is no reset. While
+every segment is held the worker waits in :func:`offload` (up to the pool's
+``acquire_timeout``) instead of overwriting anything.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import struct
+import sys
+from multiprocessing import reduction
+from typing import Any
+
+from .. import _feedline_ext as _ext
+from .._feedline_ext import io as _io
+
+__all__ = ["SharedMemorySegmentPool", "discard", "offload", "restore"]
+
+# The envelope: the segment number (-1: none) and then the pickle.
+_HEADER = struct.Struct("<q")
+_NO_SEGMENT = -1
+
+
+class SharedMemorySegmentPool:
+    """A pool of ``count`` shared-memory segments of ``segment_size`` bytes.
+
+    Each item handed over with :func:`offload` takes one segment, for as long
+    as the receiving process keeps any view of it. Make the pool in the
+    parent and pass it to the worker process (as a ``Process`` argument or
+    through a queue): it pickles as a duplicate of the memory file's
+    descriptor, so a ``spawn`` or ``forkserver`` child maps the same memory
+    (a ``fork`` child inherits it).
+
+    Args:
+        segment_size: Bytes of each segment: at least the sum of one item's
+            large leaves, each rounded up to 64 bytes.
+        count: Number of segments. Bounds the memory and the items in flight
+            or held by the consumer; a worker that finds none free waits.
+        acquire_timeout: Seconds a worker waits for a free segment before
+            :func:`offload` raises :class:`feedline.Timeout` (a
+            ``TimeoutError``); 0 does not wait.
+    """
+
+    def __init__(self, segment_size: int, count: int, *, acquire_timeout: float = 60.0) -> None:
+        if segment_size <= 0:
+            raise ValueError(f"segment_size must be positive, got {segment_size}")
+        if count <= 0:
+            raise ValueError(f"count must be positive, got {count}")
+        if acquire_timeout < 0:
+            raise ValueError(f"acquire_timeout must be >= 0, got {acquire_timeout}")
+        self._acquire_timeout = float(acquire_timeout)
+        self._arena: Any = _ext._SharedArena.create(segment_size, count)
+
+    def __getstate__(self) -> dict[str, Any]:
+        arena = self._live()
+        return {
+            "acquire_timeout": self._acquire_timeout,
+            "fd": reduction.DupFd(arena.fd),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fd = state["fd"].detach()
+        try:
+            self._arena = _ext._SharedArena.attach(fd)
+        finally:
+            os.close(fd)  # the arena holds its own duplicate
+        self._acquire_timeout = state["acquire_timeout"]
+
+    @property
+    def segment_size(self) -> int:
+        """Bytes of each segment."""
+        return int(self._live().segment_size)
+
+    @property
+    def count(self) -> int:
+        """Number of segments."""
+        return int(self._live().count)
+
+    @property
+    def acquire_timeout(self) -> float:
+        """Seconds :func:`offload` waits for a free segment."""
+        return self._acquire_timeout
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` in this process."""
+        return self._arena is None
+
+    def free_segments(self) -> int:
+        """Segments free now (neither being written nor held), in all processes."""
+        return int(self._live().free_segments())
+
+    def shutdown(self) -> None:
+        """Wakes every worker waiting for a segment, in every process; later
+        :func:`offload` calls that need a segment raise ``feedline.Cancelled``.
+        Views already restored stay valid."""
+        self._live().shutdown()
+
+    shutdown_arena = shutdown
+
+    def close(self) -> None:
+        """Drops this process's handle of the pool. Views restored earlier keep
+        their memory mapped until they are gone. Idempotent."""
+        self._arena = None
+
+    def unlink(self) -> None:
+        """Does nothing: the memory is an anonymous file with no name, freed
+        by the kernel once every process has closed it and dropped its views.
+        Kept so that code written for SPDL's pool runs unchanged."""
+
+    def _live(self) -> Any:
+        if self._arena is None:
+            raise ValueError("the SharedMemorySegmentPool is closed")
+        return self._arena
+
+    def __repr__(self) -> str:
+        if self._arena is None:
+            return "SharedMemorySegmentPool(closed)"
+        a = self._arena
+        return f"SharedMemorySegmentPool(segment_size={a.segment_size}, count={a.count}, free={a.free_segments()})"
+
+
+class _Offloader(pickle.Pickler):
+    """Pickles an item, moving its large leaves into one unit of the pool."""
+
+    def __init__(
+        self,
+        file: io.BytesIO,
+        pool: SharedMemorySegmentPool,
+        threshold: int,
+        timeout: float,
+    ) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._pool = pool
+        self._threshold = threshold
+        self._timeout = timeout
+        self.unit: Any = None
+
+    def _write(self, data: Any) -> int:
+        if self.unit is None:
+            self.unit = self._pool._live().begin_unit(self._timeout)
+        return int(self.unit.write(data))
+
+    def persistent_id(self, obj: Any) -> Any:  # noqa: PLR0911
+        t = type(obj)
+        if t is bytes or t is bytearray:
+            if len(obj) < self._threshold:
+                return None
+            return ("b", self._write(obj), len(obj))
+        if t is memoryview:  # never picklable otherwise
+            flat = obj if obj.c_contiguous else obj.tobytes()
+            return ("m", self._write(flat), obj.nbytes, obj.format, obj.shape)
+        if t is _io.Buffer:  # never picklable otherwise
+            data = obj if _is_contiguous(obj) else _np().ascontiguousarray(obj)
+            return ("f", self._write(data), obj.dtype, obj.shape)
+        np = sys.modules.get("numpy")
+        if np is not None and t is np.ndarray:
+            if obj.nbytes < self._threshold or obj.dtype.hasobject:
+                return None
+            flat = np.ascontiguousarray(obj).reshape(-1).view(np.uint8)
+            return ("n", self._write(flat), obj.dtype, obj.shape)
+        torch = sys.modules.get("torch")
+        if torch is not None and t is torch.Tensor:
+            return self._tensor(obj, torch)
+        return None
+
+    def _tensor(self, t: Any, torch: Any) -> Any:
+        if (
+            t.device.type != "cpu"
+            or t.layout != torch.strided
+            or t.is_quantized
+            or t.numel() * t.element_size() < self._threshold
+        ):
+            return None
+        c = t.detach().resolve_conj().resolve_neg().contiguous()
+        flat = c.reshape(-1).view(torch.uint8).numpy()
+        dtype = str(t.dtype).removeprefix("torch.")
+        return ("t", self._write(flat), dtype, tuple(t.shape), t.requires_grad)
+
+
+class _Restorer(pickle.Unpickler):
+    """Unpickles an envelope's item, viewing its leaves in the segment."""
+
+    def __init__(self, file: io.BytesIO, arena: Any, lease: Any) -> None:
+        super().__init__(file)
+        self._arena = arena
+        self._lease = lease
+
+    def _bytes(self, offset: int, nbytes: int) -> Any:
+        np = _np()
+        arr = np.asarray(self._arena.view(self._lease, offset, "uint8", [nbytes]))
+        arr.flags.writeable = False
+        return arr
+
+    def persistent_load(self, pid: Any) -> Any:
+        kind = pid[0]
+        if kind == "b":
+            return memoryview(self._bytes(pid[1], pid[2]))
+        if kind == "m":
+            _, offset, nbytes, fmt, shape = pid
+            view = memoryview(self._bytes(offset, nbytes))
+            if fmt == "B" and len(shape) == 1:
+                return view
+            try:
+                return view.cast(fmt, shape)
+            except (TypeError, ValueError):
+                return view
+        if kind == "f":
+            _, offset, dtype, shape = pid
+            return self._arena.view(self._lease, offset, dtype, list(shape))
+        if kind == "n":
+            _, offset, dtype, shape = pid
+            nbytes = dtype.itemsize * _numel(shape)
+            arr = _np().asarray(self._arena.view(self._lease, offset, "uint8", [nbytes]))
+            return arr.view(dtype).reshape(shape)
+        if kind == "t":
+            import torch  # only items that carried a tensor need it
+
+            _, offset, dtype, shape, requires_grad = pid
+            nbytes = getattr(torch, dtype).itemsize * _numel(shape)
+            arr = _np().asarray(self._arena.view(self._lease, offset, "uint8", [nbytes]))
+            t = torch.from_numpy(arr).view(getattr(torch, dtype)).reshape(shape)
+            return t.requires_grad_() if requires_grad else t
+        raise pickle.UnpicklingError(f"unknown shared-memory marker {kind!r}")
+
+
+def _np() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _is_contiguous(buf: Any) -> bool:
+    strides = buf.__array_interface__.get("strides")
+    return strides is None
+
+
+def offload(
+    obj: Any,
+    pool: SharedMemorySegmentPool,
+    threshold: int = 4096,
+    *,
+    timeout: float | None = None,
+) -> bytes:
+    """Returns the envelope of ``obj``: its pickle, with every large leaf moved
+    into one segment of ``pool`` (the writer's side; see the module doc).
+
+    Leaves of ``threshold`` bytes or more are moved: ``bytes``, ``bytearray``,
+    NumPy arrays (not of ``object`` dtype; non-contiguous ones are copied
+    contiguous), CPU torch tensors (when torch is imported). ``memoryview``
+    objects and feedline Buffers, which do not pickle, are moved whatever
+    their size. An item without such leaves takes no segment. ``timeout``
+    (seconds) overrides the pool's ``acquire_timeout`` for this call.
+
+    Raises:
+        feedline.Timeout: no segment freed within the pool's acquire_timeout.
+        feedline.Cancelled: the pool was shut down.
+        ValueError: the leaves do not fit in one segment.
+    """
+    if threshold < 1:
+        raise ValueError(f"threshold must be >= 1, got {threshold}")
+    out = io.BytesIO()
+    out.write(_HEADER.pack(_NO_SEGMENT))
+    wait = pool.acquire_timeout if timeout is None else timeout
+    pickler = _Offloader(out, pool, threshold, wait)
+    try:
+        pickler.dump(obj)
+        if pickler.unit is None:
+            return out.getvalue()
+        segment = pickler.unit.segment
+        pickler.unit.commit()
+    except BaseException:
+        if pickler.unit is not None:
+            pickler.unit.abort()
+        raise
+    envelope = out.getbuffer()
+    _HEADER.pack_into(envelope, 0, segment)
+    del envelope
+    return out.getvalue()
+
+
+def restore(data: bytes, pool: SharedMemorySegmentPool) -> Any:
+    """Returns the item of envelope ``data`` (the reader's side), its leaves
+    viewing the segment, which is free again once they are all gone.
+
+    Moved ``bytes``/``bytearray``/``memoryview`` leaves come back as read-only
+    memoryviews, NumPy arrays as writable arrays of the same dtype and shape,
+    tensors as tensors, Buffers as Buffers.
+    """
+    (segment,) = _HEADER.unpack_from(data)
+    body = io.BytesIO(memoryview(data)[_HEADER.size :])
+    if segment == _NO_SEGMENT:
+        return pickle.load(body)
+    arena = pool._live()
+    lease = arena.adopt(segment)
+    return _Restorer(body, arena, lease).load()
+
+
+def discard(data: bytes, pool: SharedMemorySegmentPool) -> None:
+    """Frees the segment of an envelope that will never be restored (an item
+    dropped in flight at shutdown or when iteration stops early)."""
+    (segment,) = _HEADER.unpack_from(data)
+    if segment != _NO_SEGMENT:
+        pool._live().adopt(segment)
