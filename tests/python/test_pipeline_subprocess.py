@@ -373,3 +373,90 @@ def test_native_ops_pickle_as_their_factory_call():
     op = ops.decode_image(resize_shorter=10, field=1)
     again = pickle.loads(pickle.dumps(op))
     assert again.field == 1 and again._recipe == ("decode_image", {"resize_shorter": 10, "field": 1})
+
+
+# -- shared memory ----------------------------------------------------------------
+
+
+class StampedArrays:
+    """``n`` arrays of ``size`` bytes; array i is filled from its index and
+    ends with a checksum of the rest."""
+
+    def __init__(self, n, size):
+        self.n, self.size = n, size
+
+    def __iter__(self):
+        for i in range(self.n):
+            a = np.random.default_rng(i).integers(0, 256, self.size, dtype=np.uint8)
+            a[:8] = np.frombuffer(np.int64(i).tobytes(), np.uint8)
+            a[-8:] = np.frombuffer(np.int64(int(a[:-8].sum())).tobytes(), np.uint8)
+            yield {"index": i, "pixels": a}
+
+
+def stamped_arrays():
+    return StampedArrays(12, 1 << 20)
+
+
+def _check(item):
+    a = item["pixels"]
+    assert int(np.frombuffer(a[:8].tobytes(), np.int64)[0]) == item["index"]
+    assert int(np.frombuffer(a[-8:].tobytes(), np.int64)[0]) == int(a[:-8].sum())
+    assert np.array_equal(a, next(_nth(item["index"], a.size)))
+
+
+def _nth(i, size):
+    for item in StampedArrays(i + 1, size):
+        if item["index"] == i:
+            yield item["pixels"]
+
+
+def _stamped_cycle():
+    """Three passes over stamped arrays in shared memory: views kept across
+    every later pass, a pass abandoned with break; every byte checked each
+    time a new item arrives, and after the worker is gone."""
+    from feedline.pipeline import SharedMemorySegmentPool
+
+    pool = SharedMemorySegmentPool((1 << 20) + 4096, 4, acquire_timeout=30)
+    it = iterate_in_subprocess(stamped_arrays, arena=pool, buffer_size=2)
+    kept = []
+    for epoch in range(3):
+        for item in it:
+            assert isinstance(item["pixels"], np.ndarray) and not item["pixels"].flags.owndata
+            _check(item)
+            if epoch == 0 and item["index"] < 2:
+                kept.append(item)  # held across every later pass
+            if epoch == 1 and item["index"] == 5:
+                break  # an abandoned pass: its queued items are freed, not lost
+            for k in kept:
+                _check(k)
+    assert pool.free_segments() <= 4 - len(kept)
+    del it, item
+    gc.collect()
+    for k in kept:
+        _check(k)  # the views outlive the worker and its iterable
+    del kept, k
+    gc.collect()
+    pool.close()
+
+
+def test_views_in_shared_memory_never_change_while_held():
+    shm = set(os.listdir("/dev/shm"))
+    _stamped_cycle()  # also starts the process-wide helpers (forkserver, fd sharer)
+    fds = set(os.listdir("/proc/self/fd"))
+    _stamped_cycle()
+    assert set(os.listdir("/dev/shm")) - shm == set()  # nothing new left behind
+    assert set(os.listdir("/proc/self/fd")) <= fds
+
+
+def test_a_killed_worker_leaves_held_views_intact():
+    from feedline.pipeline import SharedMemorySegmentPool
+
+    pool = SharedMemorySegmentPool((1 << 20) + 4096, 3, acquire_timeout=30)
+    it = iterate_in_subprocess(stamped_arrays, arena=pool, buffer_size=1)
+    values = iter(it)
+    held = [next(values) for _ in range(3)]  # every segment held: the worker waits
+    os.kill(it.pid, signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="exit code -9"):
+        list(values)
+    for item in held:
+        _check(item)

@@ -39,6 +39,7 @@ from ._hooks import (
 )
 from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
+from ._arena import SharedMemorySegmentPool
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "PipelineStats",
     "QueuePerfStats",
     "QueueStats",
+    "SharedMemorySegmentPool",
     "StageInfo",
     "StageStats",
     "TaskHook",

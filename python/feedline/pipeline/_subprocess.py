@@ -46,6 +46,8 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+from ._arena import SharedMemorySegmentPool, restore
+
 __all__ = ["iterate_in_subprocess", "run_pipeline_in_subprocess"]
 
 _LG = logging.getLogger("feedline.pipeline")
@@ -80,8 +82,10 @@ class _Abort(Exception):
     pass
 
 
-def _worker_main(fn, initializers, commands, data) -> None:
+def _worker_main(fn, initializers, commands, data, attention, arena=None) -> None:
     _watch_parent()
+    if arena is not None:
+        from ._arena import offload
     try:
         for init in initializers:
             init()
@@ -97,13 +101,20 @@ def _worker_main(fn, initializers, commands, data) -> None:
     gen = None
     while True:
         # The last message before a return (a failure) is flushed at exit.
+        # Between items the commands are read only when the parent has
+        # raised `attention` (a shared flag: cheaper than a queue poll per
+        # item); it stays raised until a command has arrived.
         if gen is None:  # stand-by: wait for a pass
             cmd = commands.get()
-        else:
+        elif attention.is_set():
             try:
                 cmd = commands.get_nowait()
             except queue.Empty:
                 cmd = None
+        else:
+            cmd = None
+        if cmd is not None and commands.empty():
+            attention.clear()
         if cmd is not None:
             if cmd[0] != "start":
                 # Abort: exit even if the parent no longer reads what is queued.
@@ -120,19 +131,40 @@ def _worker_main(fn, initializers, commands, data) -> None:
         except BaseException as e:  # noqa: BLE001 - relayed to the parent
             data.put(("failed", gen, f"Failed to fetch the next item: {_describe(e)}"))
             return
+        if arena is not None:
+            try:
+                value = offload(value, arena)
+            except BaseException as e:  # noqa: BLE001 - relayed to the parent
+                data.put(("failed", gen, f"Failed to hand the item over in shared memory: {_describe(e)}"))
+                return
         data.put(("item", gen, value))
 
 
 # -- parent side ------------------------------------------------------------------
 
 
-def _stop_worker(process, commands, data) -> None:
+def _drop(msg, arena) -> None:
+    """Frees the shared-memory segment of an item message that will never
+    be delivered."""
+    if arena is not None and msg[0] == "item":
+        from ._arena import discard
+
+        with contextlib.suppress(Exception):
+            discard(msg[2], arena)
+
+
+def _stop_worker(process, commands, data, attention, arena=None) -> None:
     """Stops the worker: "abort", then terminate, then kill, draining the
-    data queue meanwhile so that the worker is never stuck writing to it."""
+    data queue meanwhile so that the worker is never stuck writing to it
+    (and waking it if it waits for shared memory)."""
     if process.pid is None:
         return
     with contextlib.suppress(Exception):
         commands.put(("abort",))
+        attention.set()
+    if arena is not None:
+        with contextlib.suppress(Exception):
+            arena.shutdown()
     for escalate in (None, process.terminate, process.kill):
         if escalate is not None and process.exitcode is None:
             if escalate is process.kill:
@@ -142,7 +174,7 @@ def _stop_worker(process, commands, data) -> None:
         while process.exitcode is None and time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 while True:
-                    data.get_nowait()
+                    _drop(data.get_nowait(), arena)
             process.join(_POLL)
         if process.exitcode is not None:
             break
@@ -157,26 +189,30 @@ def _stop_worker(process, commands, data) -> None:
 class _SubprocessIterable(Generic[T]):
     """The iterable iterate_in_subprocess() returns."""
 
-    def __init__(self, fn, buffer_size, initializers, ctx, timeout, daemon):
+    def __init__(self, fn, buffer_size, initializers, ctx, timeout, daemon, arena=None):
         self._timeout = timeout
+        self._arena = arena
         self._commands = ctx.Queue()
+        self._attention = ctx.Event()
         self._data = ctx.Queue(maxsize=buffer_size)
         self._process = ctx.Process(
             target=_worker_main,
-            args=(fn, initializers, self._commands, self._data),
+            args=(fn, initializers, self._commands, self._data, self._attention, arena),
             name="feedline-subprocess",
             daemon=daemon,
         )
         try:
             self._process.start()
         except (pickle.PicklingError, TypeError, AttributeError) as e:
-            _stop_worker(self._process, self._commands, self._data)
+            _stop_worker(self._process, self._commands, self._data, self._attention)
             raise TypeError(
                 f"iterate_in_subprocess: fn and initializers must be picklable for the "
                 f"{ctx.get_start_method()!r} start method ({e}); pass mp_context='fork' to run "
                 "unpicklable ones in a forked worker"
             ) from e
-        self._finalizer = weakref.finalize(self, _stop_worker, self._process, self._commands, self._data)
+        self._finalizer = weakref.finalize(
+            self, _stop_worker, self._process, self._commands, self._data, self._attention, arena
+        )
         self._gen = 0
         self._broken: str | None = None
         self._lock = threading.Lock()
@@ -229,6 +265,7 @@ class _SubprocessIterable(Generic[T]):
             self._gen += 1
             gen = self._gen
         self._commands.put(("start", gen))
+        self._attention.set()
         return self._results(gen)
 
     def _results(self, gen: int) -> Iterator[T]:
@@ -236,9 +273,10 @@ class _SubprocessIterable(Generic[T]):
             while True:
                 msg = self._receive("get the next item")
                 if len(msg) > 1 and msg[1] != gen:
-                    continue  # left over from an abandoned pass
+                    _drop(msg, self._arena)  # left over from an abandoned pass
+                    continue
                 if msg[0] == "item":
-                    yield msg[2]
+                    yield msg[2] if self._arena is None else restore(msg[2], self._arena)
                 elif msg[0] == "done":
                     return
                 else:  # "failed"
@@ -281,7 +319,9 @@ def iterate_in_subprocess(
         daemon: the worker is a daemon process.
         arena: a :class:`SharedMemorySegmentPool` that carries large buffers
             (bytes, NumPy arrays, tensors, Buffers) in shared memory instead
-            of the pipe; the parent gets zero-copy views.
+            of the pipe; the parent gets zero-copy views, which stay valid
+            (their segment is not reused) for as long as anything holds
+            them. Tearing the iterable down shuts the pool down.
 
     Raises:
         RuntimeError: when the worker fails to start, its initializer or
@@ -298,9 +338,9 @@ def iterate_in_subprocess(
         initializers = [initializer]
     else:
         initializers = list(initializer)
-    if arena is not None:
-        raise ValueError("arena: shared-memory transport is not available in this build")
-    return _SubprocessIterable(fn, buffer_size, initializers, _context(mp_context), timeout, daemon)
+    if arena is not None and not isinstance(arena, SharedMemorySegmentPool):
+        raise TypeError(f"arena must be a SharedMemorySegmentPool, got {type(arena).__name__}")
+    return _SubprocessIterable(fn, buffer_size, initializers, _context(mp_context), timeout, daemon, arena)
 
 
 def _context(mp_context):
