@@ -27,6 +27,7 @@ from .._feedline_ext import (
     StageStats,
 )
 from . import config, defs
+from ._arena import SharedMemorySegmentPool
 from ._build import build_pipeline
 from ._builder import PipelineBuilder
 from ._hooks import (
@@ -39,7 +40,6 @@ from ._hooks import (
 )
 from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
-from ._arena import SharedMemorySegmentPool
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
