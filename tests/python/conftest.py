@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -37,6 +38,21 @@ TEST_EXT_DIR = pathlib.Path(
     os.environ.get("FEEDLINE_TEST_EXT_DIR", _ROOT / "build" / "pytest" / "tests" / "python" / "native")
 )
 sys.path.insert(0, str(TEST_EXT_DIR))
+
+
+def process_gone(pid: int, seconds: float = 15.0) -> bool:
+    """Whether process ``pid`` has exited (or is a zombie) within ``seconds``
+    (polled every 50 ms: waiting for an exit, not synchronising)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def pytest_report_header(config):

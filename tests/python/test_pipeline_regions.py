@@ -11,9 +11,9 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
+from conftest import process_gone
 
 from feedline import PipelineFailure
 from feedline.pipeline import PipelineBuilder
@@ -176,20 +176,7 @@ def test_stopping_the_pipeline_ends_its_workers():
     with pipeline.auto_stop():
         it = iter(pipeline)
         pids = {next(it)[1] for _ in range(5)}
-    assert all(_gone(pid) for pid in pids)
-
-
-def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)  # polling for an exit with a deadline
-    return False
+    assert all(process_gone(pid) for pid in pids)
 
 
 def test_the_interpreter_exits_cleanly_with_a_live_region():

@@ -17,24 +17,10 @@ import time
 
 import numpy as np
 import pytest
+from conftest import process_gone
 
 from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, iterate_in_subprocess, run_pipeline_in_subprocess
-
-
-def _gone(pid: int, seconds: float = 15.0) -> bool:
-    """Whether process ``pid`` has exited (or is a zombie) within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)  # polling for an exit with a deadline, not synchronisation
-    return False
-
 
 # -- worker-side callables (module level: they pickle by reference) ---------------
 
@@ -159,7 +145,7 @@ def test_a_failing_iterator_surfaces_with_its_traceback_and_ends_the_worker():
     message = str(info.value)
     assert "Failed to fetch the next item: IndexError: record 3 is corrupt" in message
     assert "_three_then_fail" in message  # the worker's traceback
-    assert _gone(it.pid)
+    assert process_gone(it.pid)
     with pytest.raises(RuntimeError, match="Cannot iterate again"):
         iter(it)
 
@@ -173,7 +159,7 @@ def test_timeout_when_the_worker_is_silent():
     pid = next(values)
     with pytest.raises(RuntimeError, match="did not produce any data for 3 seconds"):
         next(values)
-    assert _gone(pid)
+    assert process_gone(pid)
 
 
 class _pid_then_wait_factory:  # noqa: N801 - a picklable closure
@@ -241,7 +227,7 @@ def test_the_worker_exits_when_its_parent_is_killed():
     worker = int(proc.stdout.readline())
     proc.kill()
     proc.wait(timeout=30)
-    assert _gone(worker), "the worker outlived its killed parent"
+    assert process_gone(worker), "the worker outlived its killed parent"
     # Nor does anything else the parent started (the forkserver, the
     # resource tracker): its session empties.
     deadline = time.monotonic() + 15
@@ -285,7 +271,7 @@ def test_dropping_the_iterable_stops_its_worker_and_leaks_nothing():
     pid = it.pid
     del values, it
     gc.collect()
-    assert _gone(pid)
+    assert process_gone(pid)
     assert set(os.listdir("/proc/self/fd")) <= fds
 
 
