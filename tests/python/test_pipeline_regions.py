@@ -19,6 +19,7 @@ from feedline import PipelineFailure
 from feedline.pipeline import PipelineBuilder
 from feedline.pipeline.defs import (
     MAIN_PROCESS,
+    Pipe,
     InterpreterPoolExecutorConfig,
     PlacementConfig,
     ProcessPoolExecutorConfig,
@@ -48,6 +49,14 @@ def fail_on_three(x):
     if x == 3:
         raise ValueError("item 3 is bad")
     return x
+
+
+def parity(x):
+    return x % 2
+
+
+def negate(x):
+    return -x
 
 
 def init_fails():
@@ -111,6 +120,23 @@ def test_an_aggregate_in_a_region_batches_within_each_worker_and_loses_nothing()
     batches = _run(builder)
     assert all(1 <= len(b) <= 4 for b in batches)
     assert sorted(v for b in batches for v in b) == [i * i for i in range(23)]
+
+
+def test_path_variants_aggregate_and_disaggregate_run_inside_a_region():
+    builder = (
+        PipelineBuilder()
+        .add_source(range(30))
+        .to(_pool(2))
+        .path_variants(parity, [[Pipe(square)], [Pipe(negate)]])
+        .aggregate(4)
+        .disaggregate()
+        .pipe(with_pid)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    out = _run(builder)
+    assert sorted(v for v, _ in out) == sorted(i * i if i % 2 == 0 else -i for i in range(30))
+    assert os.getpid() not in {pid for _, pid in out}
 
 
 @pytest.mark.parametrize("items", [1, 10])
