@@ -19,8 +19,8 @@ from feedline import PipelineFailure
 from feedline.pipeline import PipelineBuilder
 from feedline.pipeline.defs import (
     MAIN_PROCESS,
-    Pipe,
     InterpreterPoolExecutorConfig,
+    Pipe,
     PlacementConfig,
     ProcessPoolExecutorConfig,
 )
