@@ -82,7 +82,7 @@ class _Abort(Exception):
     pass
 
 
-def _worker_main(fn, initializers, commands, data, attention, arena=None) -> None:
+def _worker_main(fn, initializers, commands, data, sent, arena=None) -> None:
     _watch_parent()
     if arena is not None:
         from ._arena import offload
@@ -99,22 +99,20 @@ def _worker_main(fn, initializers, commands, data, attention, arena=None) -> Non
         return
     data.put(("ready",))
     gen = None
+    read = 0  # commands taken; `sent` counts the parent's (shared memory)
     while True:
         # The last message before a return (a failure) is flushed at exit.
-        # Between items the commands are read only when the parent has
-        # raised `attention` (a shared flag: cheaper than a queue poll per
-        # item); it stays raised until a command has arrived.
+        # Between items the queue is polled only when the parent has sent
+        # more commands than were taken: a memory read, not a syscall, per
+        # item. A command counted but not yet in the pipe is taken next time.
+        cmd = None
         if gen is None:  # stand-by: wait for a pass
             cmd = commands.get()
-        elif attention.is_set():
-            try:
+        elif sent.value > read:
+            with contextlib.suppress(queue.Empty):
                 cmd = commands.get_nowait()
-            except queue.Empty:
-                cmd = None
-        else:
-            cmd = None
-        if cmd is not None and commands.empty():
-            attention.clear()
+        if cmd is not None:
+            read += 1
         if cmd is not None:
             if cmd[0] != "start":
                 # Abort: exit even if the parent no longer reads what is queued.
@@ -153,7 +151,7 @@ def _drop(msg, arena) -> None:
             discard(msg[2], arena)
 
 
-def _stop_worker(process, commands, data, attention, arena=None) -> None:
+def _stop_worker(process, commands, data, sent, arena=None) -> None:
     """Stops the worker: "abort", then terminate, then kill, draining the
     data queue meanwhile so that the worker is never stuck writing to it
     (and waking it if it waits for shared memory)."""
@@ -161,7 +159,7 @@ def _stop_worker(process, commands, data, attention, arena=None) -> None:
         return
     with contextlib.suppress(Exception):
         commands.put(("abort",))
-        attention.set()
+        sent.value += 1
     if arena is not None:
         with contextlib.suppress(Exception):
             arena.shutdown()
@@ -193,25 +191,25 @@ class _SubprocessIterable(Generic[T]):
         self._timeout = timeout
         self._arena = arena
         self._commands = ctx.Queue()
-        self._attention = ctx.Event()
+        self._sent = ctx.Value("L", 0, lock=False)  # commands sent, for the worker
         self._data = ctx.Queue(maxsize=buffer_size)
         self._process = ctx.Process(
             target=_worker_main,
-            args=(fn, initializers, self._commands, self._data, self._attention, arena),
+            args=(fn, initializers, self._commands, self._data, self._sent, arena),
             name="feedline-subprocess",
             daemon=daemon,
         )
         try:
             self._process.start()
         except (pickle.PicklingError, TypeError, AttributeError) as e:
-            _stop_worker(self._process, self._commands, self._data, self._attention)
+            _stop_worker(self._process, self._commands, self._data, self._sent)
             raise TypeError(
                 f"iterate_in_subprocess: fn and initializers must be picklable for the "
                 f"{ctx.get_start_method()!r} start method ({e}); pass mp_context='fork' to run "
                 "unpicklable ones in a forked worker"
             ) from e
         self._finalizer = weakref.finalize(
-            self, _stop_worker, self._process, self._commands, self._data, self._attention, arena
+            self, _stop_worker, self._process, self._commands, self._data, self._sent, arena
         )
         self._gen = 0
         self._broken: str | None = None
@@ -265,7 +263,7 @@ class _SubprocessIterable(Generic[T]):
             self._gen += 1
             gen = self._gen
         self._commands.put(("start", gen))
-        self._attention.set()
+        self._sent.value += 1
         return self._results(gen)
 
     def _results(self, gen: int) -> Iterator[T]:
