@@ -218,11 +218,12 @@ def _stop_pool(procs, inqs, outq) -> None:
         if all(p.exitcode is not None or p.pid is None for p in procs):
             break
         deadline = time.monotonic() + _JOIN
-    for q in (*inqs, outq):
-        with contextlib.suppress(Exception):
-            q.close()
-        with contextlib.suppress(Exception):
-            q.cancel_join_thread()
+    from ._subprocess import _release
+
+    # The input queues are not waited for: their feeder threads may hold
+    # items for a worker that died, which no one will read.
+    for i, p in enumerate(procs):
+        _release(p, [], [inqs[i], outq] if i == 0 else [inqs[i]])
 
 
 class RegionPool:

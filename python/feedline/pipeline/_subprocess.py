@@ -177,11 +177,25 @@ def _stop_worker(process, commands, data, sent, arena=None) -> None:
         if process.exitcode is not None:
             break
     process.join(_JOIN)
-    for q in (commands, data):
+    _release(process, [commands], [data])
+
+
+def _release(process, written, read) -> None:
+    """Closes what the parent holds of a stopped worker: its queues (waiting
+    for the feeder thread of each queue the parent wrote to, which closes its
+    pipe end as it exits) and the process's sentinel, so that no descriptor
+    outlives the worker."""
+    for q in written:
+        with contextlib.suppress(Exception):
+            q.close()
+            q.join_thread()
+    for q in read:
         with contextlib.suppress(Exception):
             q.close()
         with contextlib.suppress(Exception):
             q.cancel_join_thread()
+    with contextlib.suppress(Exception):
+        process.close()
 
 
 class _SubprocessIterable(Generic[T]):
@@ -208,6 +222,7 @@ class _SubprocessIterable(Generic[T]):
                 f"{ctx.get_start_method()!r} start method ({e}); pass mp_context='fork' to run "
                 "unpicklable ones in a forked worker"
             ) from e
+        self._pid = self._process.pid
         self._finalizer = weakref.finalize(
             self, _stop_worker, self._process, self._commands, self._data, self._sent, arena
         )
@@ -226,7 +241,7 @@ class _SubprocessIterable(Generic[T]):
     @property
     def pid(self) -> int | None:
         """The worker's process id (feedline's addition)."""
-        return self._process.pid
+        return self._pid
 
     def _shutdown(self, reason: str = "The worker process is shutdown. Cannot iterate again.") -> None:
         if self._broken is None:
