@@ -349,8 +349,13 @@ class RegionPool:
                 self._drain()
                 raise RuntimeError(f"{self.name}: worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
 
-    def put(self, item) -> list:
+    def _check_open(self) -> None:
+        if self._closing:
+            raise RuntimeError(f"{self.name}: the region's workers are stopped")
         self.start()
+
+    def put(self, item) -> list:
+        self._check_open()
         self._send(("item", item))
         self._drain()
         out = list(self._pending)
@@ -358,7 +363,7 @@ class RegionPool:
         return out
 
     def end_epoch(self) -> list:
-        self.start()
+        self._check_open()
         for i in range(self.size):
             self._send(("epoch",), worker=i)
         while self._epoch_done < self.size:
