@@ -289,12 +289,7 @@ class RegionPool:
             try:
                 return self._outq.get(timeout=_POLL)
             except queue.Empty:
-                pass
-            for i, p in enumerate(self._procs):
-                if p.exitcode is not None and not self._closing:
-                    with contextlib.suppress(queue.Empty):
-                        return self._outq.get(timeout=_POLL)
-                    raise RuntimeError(f"{self.name}: worker {i} (pid {p.pid}) died with exit code {p.exitcode}")
+                self._check_workers()
 
     def _message(self, msg) -> None:
         kind = msg[0]
@@ -344,6 +339,8 @@ class RegionPool:
             return
 
     def _check_workers(self) -> None:
+        """RuntimeError when a worker died, after taking in its last words
+        (an ``("error", ...)`` it sent raises that instead)."""
         for i, p in enumerate(self._procs):
             if p.exitcode is not None and not self._closing:
                 self._drain()
