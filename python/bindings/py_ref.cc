@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <pthread.h>
 
 #include "feedline/base/error.h"
 
@@ -15,18 +17,57 @@ namespace nb = nanobind;
 namespace feedline::bindings {
 namespace {
 
+// Creating or deleting a Python thread state takes the interpreter's lock on
+// its list of thread states. Python 3.10 and 3.11 before 3.11.8 do not reset
+// that lock in a fork()ed child until after they have taken it there, so a
+// fork() that lands while a native thread creates its thread state (with no
+// GIL: nothing else stops the fork) leaves the child hung for good. Native
+// threads therefore create and delete their thread states under this mutex,
+// which a pthread_atfork handler holds across every fork(). Lock order: the
+// GIL, then this mutex; nothing waits for the GIL while holding it.
+std::mutex g_tstate_list_mu;
+
+void hold_tstate_list() { g_tstate_list_mu.lock(); }
+void release_tstate_list() { g_tstate_list_mu.unlock(); }
+
+void install_fork_guard() {
+  static const bool kInstalled = [] {
+    pthread_atfork(&hold_tstate_list, &release_tstate_list,
+                   &release_tstate_list);
+    return true;
+  }();
+  (void)kInstalled;
+}
+
 // The Python thread state a native thread created for itself: kept for the
 // thread's life and deleted when the thread exits (unless the interpreter is
 // already shutting down, when it is leaked on purpose).
 struct NativeThreadState {
   PyThreadState* tstate = nullptr;
-  PyGILState_STATE gstate{};
+
+  // Creates this thread's state and takes the GIL with it. Requires: the
+  // thread has no thread state and does not hold the GIL.
+  void create() {
+    install_fork_guard();
+    {
+      std::lock_guard<std::mutex> lock(g_tstate_list_mu);
+      // Also makes it the thread's PyGILState thread state.
+      tstate = PyThreadState_New(PyInterpreterState_Main());
+    }
+    if (tstate == nullptr) throw std::bad_alloc();
+    PyEval_RestoreThread(tstate);
+    // Keeps PyGILState's count on it above zero for the thread's life, so a
+    // nested PyGILState_Ensure/Release pair (nanobind's) never deletes it.
+    (void)PyGILState_Ensure();
+  }
 
   ~NativeThreadState() {
     if (tstate == nullptr || interpreter_finalizing()) return;
     PyEval_RestoreThread(tstate);
     forget_dummy_thread();
-    PyGILState_Release(gstate);  // the last release deletes the thread state
+    PyThreadState_Clear(tstate);
+    std::lock_guard<std::mutex> lock(g_tstate_list_mu);
+    PyThreadState_DeleteCurrent();  // releases the GIL
   }
 
   // Python code that asks for threading.current_thread() on a native thread
@@ -104,8 +145,7 @@ GilScope::GilScope() {
     gstate_ = PyGILState_Ensure();
   } else {
     if (t_native_state.tstate == nullptr) {
-      t_native_state.gstate = PyGILState_Ensure();
-      t_native_state.tstate = PyThreadState_Get();
+      t_native_state.create();
     } else {
       PyEval_RestoreThread(t_native_state.tstate);
     }
