@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <nanobind/nanobind.h>
@@ -114,6 +115,16 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   // deadlock; a caller may poll it while holding the GIL.
   PipelineStats stats() const { return pipeline_.stats(); }
 
+  // The latest counters of one worker of a region, as a record from
+  // encode_stage_stats() in that worker (see Pipeline::report_region).
+  // Throws: FormatError for a damaged record.
+  void report_region(const std::string& region, int host_stage, int worker,
+                     int workers, const nb::bytes& record) {
+    pipeline_.report_region(
+        region, host_stage, worker, workers,
+        decode_stage_stats(std::string_view(record.c_str(), record.size())));
+  }
+
   // Once stopped: the failure as a Python feedline.PipelineFailure (None if
   // no stage failed, or it was handed over already). Python then holds the
   // exception objects, where the garbage collector can see the cycles their
@@ -186,7 +197,7 @@ void bind_pipeline(nb::module_& m) {
       .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__next__", &EpochIterator::next);
 
-  nb::class_<NativePipeline>(m, "_NativePipeline")
+  nb::class_<NativePipeline>(m, "_NativePipeline", nb::is_weak_referenceable())
       .def("start", &NativePipeline::start)
       .def_prop_ro("started", &NativePipeline::started)
       .def(
@@ -212,6 +223,9 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("stopping", &NativePipeline::stopping)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
+      .def("report_region", &NativePipeline::report_region, nb::arg("region"),
+           nb::arg("host_stage"), nb::arg("worker"), nb::arg("workers"),
+           nb::arg("record"))
       .def("take_failure", &NativePipeline::take_failure);
 
   m.def(

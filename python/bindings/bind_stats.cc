@@ -85,6 +85,27 @@ void bind_stats(nb::module_& m) {
       .def_ro("failed", &StageStats::failed)
       .def_ro("input_queue", &StageStats::input_queue);
 
+  nb::class_<RegionStats>(
+      m, "RegionStats",
+      "The stages of a placement region, summed over its worker processes.")
+      .def_ro("name", &RegionStats::name)
+      .def_ro("host_stage", &RegionStats::host_stage,
+              "Index in PipelineStats.stages of the stage that feeds it.")
+      .def_ro("workers", &RegionStats::workers)
+      .def_ro("reporting", &RegionStats::reporting,
+              "Workers whose counters are included.")
+      .def_ro("stages", &RegionStats::stages);
+
+  m.def(
+      "encode_stage_stats",
+      [](const std::vector<StageStats>& stages) {
+        std::string record = encode_stage_stats(stages);
+        return nb::bytes(record.data(), record.size());
+      },
+      nb::arg("stages"),
+      "A compact record of `stages` for another process of this machine "
+      "(Pipeline.report_region there).");
+
   nb::class_<PipelineStats>(
       m, "PipelineStats",
       "A snapshot of every stage's counters (totals since start).")
@@ -92,6 +113,8 @@ void bind_stats(nb::module_& m) {
       .def_prop_ro("elapsed", &secs<PipelineStats, &PipelineStats::elapsed>)
       .def_ro("stages", &PipelineStats::stages)
       .def_ro("items_delivered", &PipelineStats::items_delivered)
+      .def_ro("regions", &PipelineStats::regions,
+              "RegionStats of each placement region, after its host stage.")
       .def("to_json", &to_json,
            "One JSON object on one line, with every field (durations in "
            "seconds, keys ending in _s).")

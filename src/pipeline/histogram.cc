@@ -55,6 +55,26 @@ LatencyHistogram LatencyHistogram::since(
   return d;
 }
 
+bool LatencyHistogram::restore(
+    const std::vector<std::pair<int, uint64_t>>& counts, uint64_t sum,
+    uint64_t max, LatencyHistogram* out) {
+  LatencyHistogram h;
+  int highest = -1;
+  for (const auto& [bucket, n] : counts) {
+    if (bucket < 0 || bucket >= kNumBuckets || n == 0) return false;
+    uint64_t& slot = h.buckets_[static_cast<std::size_t>(bucket)];
+    if (slot > UINT64_MAX - n || h.count_ > UINT64_MAX - n) return false;
+    slot += n;
+    h.count_ += n;
+    highest = std::max(highest, bucket);
+  }
+  if (highest < 0 ? max != 0 : bucket_of(max) != highest) return false;
+  h.sum_ = sum;
+  h.max_ = max;
+  *out = h;
+  return true;
+}
+
 std::chrono::nanoseconds LatencyHistogram::mean() const {
   return std::chrono::nanoseconds(count_ == 0 ? 0 : sum_ / count_);
 }

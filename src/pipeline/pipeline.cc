@@ -112,6 +112,12 @@ bool Pipeline::on_worker_thread() const { return impl_->on_worker_thread(); }
 
 PipelineStats Pipeline::stats() const { return impl_->stats(); }
 
+void Pipeline::report_region(const std::string& region, int host_stage,
+                             int worker, int workers,
+                             std::vector<StageStats> stages) {
+  impl_->report_region(region, host_stage, worker, workers, std::move(stages));
+}
+
 std::exception_ptr Pipeline::failure() const { return impl_->failure(); }
 
 std::exception_ptr Pipeline::take_failure() {

@@ -385,7 +385,62 @@ PipelineStats PipelineImpl::live_stats_locked() const {
     }
   }
   if (sink_ != nullptr) s.items_delivered = s.stages.back().items_out;
+  add_regions(&s);
   return s;
+}
+
+void PipelineImpl::report_region(const std::string& region, int host_stage,
+                                 int worker, int workers,
+                                 std::vector<StageStats> stages) {
+  if (workers < 1 || worker < 0 || worker >= workers) {
+    throw InvalidArgument("report_region: worker " + std::to_string(worker) +
+                          " of " + std::to_string(workers));
+  }
+  if (host_stage < 0 || host_stage >= next_index()) {
+    throw InvalidArgument("report_region: no stage " +
+                          std::to_string(host_stage));
+  }
+  if (inherited()) return;
+  MutexLock lock(region_mu_);
+  auto it =
+      std::find_if(regions_.begin(), regions_.end(),
+                   [&](const RegionWorkers& r) { return r.name == region; });
+  if (it == regions_.end()) {
+    // Kept in the order of their host stages.
+    auto at = std::find_if(
+        regions_.begin(), regions_.end(),
+        [&](const RegionWorkers& r) { return r.host_stage > host_stage; });
+    it = regions_.insert(at, RegionWorkers{region, host_stage, {}});
+  }
+  it->host_stage = host_stage;
+  it->workers.resize(static_cast<std::size_t>(workers));
+  it->workers[static_cast<std::size_t>(worker)] = std::move(stages);
+}
+
+void PipelineImpl::add_regions(PipelineStats* stats) const {
+  MutexLock lock(region_mu_);
+  for (const RegionWorkers& r : regions_) {
+    RegionStats out;
+    out.name = r.name;
+    out.host_stage = r.host_stage;
+    out.workers = static_cast<int>(r.workers.size());
+    for (const auto& worker : r.workers) {
+      if (!worker) continue;
+      if (out.reporting++ == 0) {
+        out.stages = *worker;
+        continue;
+      }
+      // Workers run the same stages; a mismatched report is left out.
+      if (worker->size() != out.stages.size()) {
+        --out.reporting;
+        continue;
+      }
+      for (std::size_t i = 0; i < worker->size(); ++i) {
+        accumulate(&out.stages[i], (*worker)[i]);
+      }
+    }
+    stats->regions.push_back(std::move(out));
+  }
 }
 
 void PipelineImpl::report_final_stats() {

@@ -74,6 +74,8 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   bool stopping() const;
   bool on_worker_thread() const;
   PipelineStats stats() const;
+  void report_region(const std::string& region, int host_stage, int worker,
+                     int workers, std::vector<StageStats> stages);
   std::exception_ptr failure() const;
 
   // True in a child process for a pipeline made before the fork.
@@ -164,6 +166,17 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   std::vector<std::unique_ptr<StageRunner>> runners_ GUARDED_BY(state_mu_);
   std::optional<Clock::time_point> start_time_ GUARDED_BY(state_mu_);
   std::optional<PipelineStats> final_stats_ GUARDED_BY(state_mu_);
+
+  // The latest counters of every region's workers (report_region()); a leaf
+  // lock, taken under state_mu_ by the snapshots.
+  struct RegionWorkers {
+    std::string name;
+    int host_stage = 0;
+    std::vector<std::optional<std::vector<StageStats>>> workers;
+  };
+  mutable Mutex region_mu_;
+  std::vector<RegionWorkers> regions_ GUARDED_BY(region_mu_);
+  void add_regions(PipelineStats* stats) const;
   SinkRunner* sink_ = nullptr;
   // Made by start() under stop_mu_, before any runner can use it; kept
   // until destruction, since a draining worker may still submit to it.

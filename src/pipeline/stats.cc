@@ -4,7 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
+
+#include "feedline/base/error.h"
 
 namespace feedline {
 namespace {
@@ -124,12 +130,247 @@ std::string format_duration(std::chrono::nanoseconds d) {
   return buf;
 }
 
+// The binary record of encode_stage_stats: a magic and version, the stage
+// count, then each stage's fields in declaration order. Integers and
+// durations are 8 bytes in the machine's byte order, strings a 4-byte length
+// and the bytes, histograms their sum, max, non-empty bucket count and
+// (bucket, count) pairs.
+constexpr char kStatsMagic[4] = {'F', 'L', 'S', '1'};
+constexpr uint32_t kMaxStages = 1u << 16;
+constexpr uint32_t kMaxName = 1u << 12;
+
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  template <typename T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    char buf[sizeof(T)];
+    std::memcpy(buf, &v, sizeof(T));
+    out_->append(buf, sizeof(T));
+  }
+  void put(std::chrono::nanoseconds d) { put<int64_t>(d.count()); }
+  void put(const std::string& s) {
+    put<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_->append(s);
+  }
+
+ private:
+  std::string* out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  T get(const char* what) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::chrono::nanoseconds duration(const char* what) {
+    int64_t ns = get<int64_t>(what);
+    if (ns < 0) fail(what, "is negative");
+    return std::chrono::nanoseconds(ns);
+  }
+  std::string string(const char* what) {
+    uint32_t n = get<uint32_t>(what);
+    if (n > kMaxName) fail(what, "is longer than 4096 bytes");
+    need(n, what);
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  bool flag(const char* what) {
+    uint8_t b = get<uint8_t>(what);
+    if (b > 1) fail(what, "is neither 0 nor 1");
+    return b == 1;
+  }
+  void need(std::size_t n, const char* what) const {
+    if (in_.size() - pos_ < n) fail(what, "is cut off");
+  }
+  [[noreturn]] void fail(const char* what, const char* problem) const {
+    throw FormatError("stage statistics record: " + std::string(what) + " " +
+                      problem + " (at byte " + std::to_string(pos_) + " of " +
+                      std::to_string(in_.size()) + ")");
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  std::size_t pos_ = 0;
+};
+
+void put_histogram(Writer* w, const LatencyHistogram& h) {
+  std::vector<std::pair<uint16_t, uint64_t>> nonzero;
+  for (int b = 0; b < LatencyHistogram::kNumBuckets; ++b) {
+    if (uint64_t n = h.bucket_count(b); n > 0) {
+      nonzero.emplace_back(static_cast<uint16_t>(b), n);
+    }
+  }
+  w->put<uint64_t>(static_cast<uint64_t>(h.sum().count()));
+  w->put<uint64_t>(static_cast<uint64_t>(h.max().count()));
+  w->put<uint32_t>(static_cast<uint32_t>(nonzero.size()));
+  for (const auto& [b, n] : nonzero) {
+    w->put<uint16_t>(b);
+    w->put<uint64_t>(n);
+  }
+}
+
+LatencyHistogram get_histogram(Reader* r) {
+  uint64_t sum = r->get<uint64_t>("op_time sum");
+  uint64_t max = r->get<uint64_t>("op_time max");
+  uint32_t n = r->get<uint32_t>("op_time bucket count");
+  if (n > LatencyHistogram::kNumBuckets) r->fail("op_time buckets", "overflow");
+  std::vector<std::pair<int, uint64_t>> counts;
+  counts.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    int b = r->get<uint16_t>("op_time bucket");
+    counts.emplace_back(b, r->get<uint64_t>("op_time bucket count"));
+  }
+  LatencyHistogram h;
+  if (!LatencyHistogram::restore(counts, sum, max, &h)) {
+    r->fail("op_time", "is not a consistent histogram");
+  }
+  return h;
+}
+
+void put_stage(Writer* w, const StageStats& s) {
+  w->put(s.name);
+  w->put(s.kind);
+  w->put<int32_t>(s.concurrency);
+  for (uint64_t v : {s.items_in, s.items_out, s.items_skipped, s.calls,
+                     s.failures, s.epochs}) {
+    w->put<uint64_t>(v);
+  }
+  put_histogram(w, s.op_time);
+  w->put(s.wait_input);
+  w->put(s.wait_output);
+  w->put<uint8_t>(s.finished ? 1 : 0);
+  w->put<uint8_t>(s.failed ? 1 : 0);
+  const QueueStats& q = s.input_queue;
+  for (uint64_t v : {uint64_t{q.capacity}, uint64_t{q.depth},
+                     uint64_t{q.max_depth}, q.items_put, q.items_got}) {
+    w->put<uint64_t>(v);
+  }
+  w->put<double>(q.depth_integral);
+  for (auto d :
+       {q.time_empty, q.time_full, q.elapsed, q.put_wait, q.get_wait}) {
+    w->put(d);
+  }
+}
+
+StageStats get_stage(Reader* r) {
+  StageStats s;
+  s.name = r->string("stage name");
+  s.kind = r->string("stage kind");
+  s.concurrency = r->get<int32_t>("concurrency");
+  if (s.concurrency < 0) r->fail("concurrency", "is negative");
+  s.items_in = r->get<uint64_t>("items_in");
+  s.items_out = r->get<uint64_t>("items_out");
+  s.items_skipped = r->get<uint64_t>("items_skipped");
+  s.calls = r->get<uint64_t>("calls");
+  s.failures = r->get<uint64_t>("failures");
+  s.epochs = r->get<uint64_t>("epochs");
+  s.op_time = get_histogram(r);
+  s.wait_input = r->duration("wait_input");
+  s.wait_output = r->duration("wait_output");
+  s.finished = r->flag("finished");
+  s.failed = r->flag("failed");
+  QueueStats& q = s.input_queue;
+  q.capacity = r->get<uint64_t>("queue capacity");
+  q.depth = r->get<uint64_t>("queue depth");
+  q.max_depth = r->get<uint64_t>("queue max_depth");
+  q.items_put = r->get<uint64_t>("queue items_put");
+  q.items_got = r->get<uint64_t>("queue items_got");
+  q.depth_integral = r->get<double>("queue depth_integral");
+  if (!(q.depth_integral >= 0)) r->fail("queue depth_integral", "is invalid");
+  q.time_empty = r->duration("queue time_empty");
+  q.time_full = r->duration("queue time_full");
+  q.elapsed = r->duration("queue elapsed");
+  q.put_wait = r->duration("queue put_wait");
+  q.get_wait = r->duration("queue get_wait");
+  return s;
+}
+
 }  // namespace
 
 double QueueStats::occupancy() const {
   if (capacity == 0 || elapsed.count() <= 0) return 0;
   return depth_integral /
          (static_cast<double>(capacity) * static_cast<double>(elapsed.count()));
+}
+
+// Sums saturate: counters from another process are not trusted to be small.
+template <typename T>
+void add_to(T* into, T from) {
+  *into = from > std::numeric_limits<T>::max() - *into
+              ? std::numeric_limits<T>::max()
+              : *into + from;
+}
+
+void add_to(std::chrono::nanoseconds* into, std::chrono::nanoseconds from) {
+  using Rep = std::chrono::nanoseconds::rep;
+  Rep a = std::max<Rep>(into->count(), 0);
+  Rep b = std::max<Rep>(from.count(), 0);
+  add_to(&a, b);
+  *into = std::chrono::nanoseconds(a);
+}
+
+void accumulate(StageStats* into, const StageStats& from) {
+  add_to(&into->concurrency, std::max(from.concurrency, 0));
+  add_to(&into->items_in, from.items_in);
+  add_to(&into->items_out, from.items_out);
+  add_to(&into->items_skipped, from.items_skipped);
+  add_to(&into->calls, from.calls);
+  add_to(&into->failures, from.failures);
+  add_to(&into->epochs, from.epochs);
+  into->op_time.merge(from.op_time);
+  add_to(&into->wait_input, from.wait_input);
+  add_to(&into->wait_output, from.wait_output);
+  into->finished = into->finished && from.finished;
+  into->failed = into->failed || from.failed;
+  QueueStats& q = into->input_queue;
+  const QueueStats& f = from.input_queue;
+  add_to(&q.capacity, f.capacity);
+  add_to(&q.depth, f.depth);
+  add_to(&q.max_depth, f.max_depth);
+  add_to(&q.items_put, f.items_put);
+  add_to(&q.items_got, f.items_got);
+  // Mean occupancy of the summed queues: integrals over the longer span.
+  q.depth_integral += f.depth_integral;
+  add_to(&q.time_empty, f.time_empty);
+  add_to(&q.time_full, f.time_full);
+  q.elapsed = std::max(q.elapsed, f.elapsed);
+  add_to(&q.put_wait, f.put_wait);
+  add_to(&q.get_wait, f.get_wait);
+}
+
+std::string encode_stage_stats(const std::vector<StageStats>& stages) {
+  std::string out(kStatsMagic, sizeof(kStatsMagic));
+  Writer w(&out);
+  w.put<uint32_t>(static_cast<uint32_t>(stages.size()));
+  for (const StageStats& s : stages) put_stage(&w, s);
+  return out;
+}
+
+std::vector<StageStats> decode_stage_stats(std::string_view record) {
+  Reader r(record);
+  r.need(sizeof(kStatsMagic), "header");
+  if (record.substr(0, sizeof(kStatsMagic)) !=
+      std::string_view(kStatsMagic, sizeof(kStatsMagic))) {
+    r.fail("header", "is not FLS1");
+  }
+  (void)r.get<uint32_t>("header");
+  uint32_t n = r.get<uint32_t>("stage count");
+  if (n > kMaxStages) r.fail("stage count", "is over 65536");
+  std::vector<StageStats> stages;
+  for (uint32_t i = 0; i < n; ++i) stages.push_back(get_stage(&r));
+  if (!r.done()) r.fail("the record", "has bytes after its last stage");
+  return stages;
 }
 
 std::string to_json(const PipelineStats& stats) {
@@ -145,6 +386,25 @@ std::string to_json(const PipelineStats& stats) {
     append_stage(list, stats.stages[i]);
   }
   list->push_back(']');
+  std::string* regions = o.key("regions");
+  regions->push_back('[');
+  for (std::size_t i = 0; i < stats.regions.size(); ++i) {
+    const RegionStats& region = stats.regions[i];
+    if (i > 0) regions->push_back(',');
+    JsonObject r(regions);
+    r.add("name", region.name);
+    r.add("host_stage", static_cast<uint64_t>(std::max(region.host_stage, 0)));
+    r.add("workers", static_cast<uint64_t>(region.workers));
+    r.add("reporting", static_cast<uint64_t>(region.reporting));
+    std::string* stages = r.key("stages");
+    stages->push_back('[');
+    for (std::size_t j = 0; j < region.stages.size(); ++j) {
+      if (j > 0) stages->push_back(',');
+      append_stage(stages, region.stages[j]);
+    }
+    stages->push_back(']');
+  }
+  regions->push_back(']');
   return out;
 }
 
@@ -159,23 +419,30 @@ std::string format_table(const PipelineStats& stats) {
       static_cast<unsigned long long>(stats.items_delivered), elapsed,
       elapsed > 0 ? static_cast<double>(stats.items_delivered) / elapsed : 0.0);
   out += line;
+  // A region's stages follow its host stage, as "  <region>/<stage>".
+  auto region_name = [](const RegionStats& r, const StageStats& s) {
+    return "  " + r.name + "/" + s.name;
+  };
   // The stage column fits the longest name (at least 22 characters).
   int width = 22;
-  for (const StageStats& s : stats.stages) {
-    width = std::max(
-        width, static_cast<int>(std::min<std::size_t>(s.name.size(), 120)));
+  auto fit = [&width](const std::string& name) {
+    width = std::max(width,
+                     static_cast<int>(std::min<std::size_t>(name.size(), 120)));
+  };
+  for (const StageStats& s : stats.stages) fit(s.name);
+  for (const RegionStats& r : stats.regions) {
+    for (const StageStats& s : r.stages) fit(region_name(r, s));
   }
   std::snprintf(line, sizeof(line),
                 "%-*s %9s %9s %6s %9s %9s %9s %9s %8s %8s %6s\n", width,
                 "stage", "in", "out", "fail", "mean", "p50", "p90", "p99",
                 "wait_in", "wait_out", "occ%");
   out += line;
-  for (const StageStats& s : stats.stages) {
+  auto row = [&](const std::string& name, const StageStats& s) {
     std::snprintf(
         line, sizeof(line),
         "%-*.*s %9llu %9llu %6llu %9s %9s %9s %9s %7.1f%% %7.1f%% %5.0f%%\n",
-        width, width, s.name.c_str(),
-        static_cast<unsigned long long>(s.items_in),
+        width, width, name.c_str(), static_cast<unsigned long long>(s.items_in),
         static_cast<unsigned long long>(s.items_out),
         static_cast<unsigned long long>(s.failures),
         format_duration(s.op_time.mean()).c_str(),
@@ -186,6 +453,13 @@ std::string format_table(const PipelineStats& stats) {
         elapsed > 0 ? 100.0 * seconds(s.wait_output) / elapsed : 0.0,
         100.0 * s.input_queue.occupancy());
     out += line;
+  };
+  for (std::size_t i = 0; i < stats.stages.size(); ++i) {
+    row(stats.stages[i].name, stats.stages[i]);
+    for (const RegionStats& r : stats.regions) {
+      if (r.host_stage != static_cast<int>(i)) continue;
+      for (const StageStats& s : r.stages) row(region_name(r, s), s);
+    }
   }
   return out;
 }

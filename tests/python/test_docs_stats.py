@@ -57,7 +57,7 @@ def test_the_python_attribute_table_matches_the_classes():
         cells = [c.strip() for c in row.strip("|").split("|")]
         name = cells[0].strip("`")
         documented[name] = set(re.findall(r"`(\w+)(?:\([^)]*\))?`", cells[1]))
-    assert set(documented) == {"PipelineStats", "StageStats", "QueueStats", "LatencyHistogram"}
+    assert set(documented) == {"PipelineStats", "RegionStats", "StageStats", "QueueStats", "LatencyHistogram"}
     for name, attrs in documented.items():
         public = {a for a in dir(getattr(fp, name)) if not a.startswith("_")}
         assert attrs == public, f"{name}: the doc lists {sorted(attrs)}, the class has {sorted(public)}"

@@ -157,6 +157,89 @@ def test_a_continuous_source_keeps_epochs_apart_across_the_region(items):
             assert sorted(v for b in epoch for v in b) == [i * i for i in range(items)]
 
 
+def test_region_stages_are_in_the_main_pipelines_stats():
+    builder = (
+        PipelineBuilder()
+        .add_source(range(40))
+        .to(_pool(2))
+        .pipe(fail_on_three, name="picky")
+        .pipe(square, concurrency=2, name="square")
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    pipeline = builder.build(num_threads=2)
+    with pipeline.auto_stop():
+        assert len(list(pipeline)) == 39
+    s = pipeline.stats()
+    (region,) = s.regions
+    assert region.name == "region0" and region.workers == 2 and region.reporting == 2
+    assert s.stages[region.host_stage].name.endswith("region0")
+    picky, square_stats = region.stages
+    # Summed over the workers: every item once.
+    assert "picky" in picky.name and picky.items_in == 40 and picky.items_out == 39 and picky.failures == 1
+    assert "square" in square_stats.name and square_stats.items_in == 39 and square_stats.items_out == 39
+    assert square_stats.op_time.count == 39 and square_stats.concurrency == 4
+    table = s.format_table().splitlines()
+    host = next(i for i, line in enumerate(table) if line.split()[0].endswith(":region0"))
+    assert table[host + 1].startswith("  region0/") and "picky" in table[host + 1]
+    assert "square" in table[host + 2]
+    assert '"regions":[{"name":"region0"' in s.to_json()
+
+
+class _Recorder:
+    """A TaskStatsHook factory that keeps every hook it makes."""
+
+    def __init__(self):
+        from feedline.pipeline import TaskStatsHook
+
+        recorder = self
+        self.hooks: list = []
+
+        class Hook(TaskStatsHook):
+            def __init__(self, info):
+                super().__init__(info, interval=-1)
+                self.reports: list = []
+                recorder.hooks.append(self)
+
+            def interval_stats_callback(self, stats):
+                self.reports.append(stats)
+
+        self.hook = Hook
+
+    def __call__(self, info):
+        return [self.hook(info)]
+
+
+def test_region_stages_get_their_stats_hooks_and_snapshots_in_the_main_process():
+    recorder = _Recorder()
+    snapshots: list = []
+    builder = PipelineBuilder().add_source(range(30)).to(_pool(2)).pipe(square, name="sq").to(MAIN_PROCESS).add_sink(3)
+    pipeline = builder.build(num_threads=2, task_hook_factory=recorder, stats_callback=snapshots.append)
+    with pipeline.auto_stop():
+        assert len(list(pipeline)) == 30
+    by_name = {str(h.info.stage_name): h for h in recorder.hooks}
+    region_hooks = [h for name, h in by_name.items() if name.startswith("region0/")]
+    assert len(region_hooks) == 1, sorted(by_name)
+    (hook,) = region_hooks
+    assert "sq" in hook.info.stage_name
+    # The final report covers every call the workers made.
+    assert sum(r.num_tasks for r in hook.reports) == 30
+    assert snapshots and snapshots[-1].regions[0].stages[0].items_out == 30
+
+
+def test_region_counters_add_up_over_epochs_of_a_continuous_source():
+    builder = (
+        PipelineBuilder().add_source(range(7), continuous=True).to(_pool(2)).pipe(square).to(MAIN_PROCESS).add_sink(3)
+    )
+    pipeline = builder.build(num_threads=2)
+    with pipeline.auto_stop():
+        for epoch in range(1, 4):
+            assert len(list(pipeline.get_iterator())) == 7
+            # Each epoch's counts reach the main process before its end.
+            (region,) = pipeline.stats().regions
+            assert region.stages[0].items_out == 7 * epoch
+
+
 def test_a_stage_failure_in_a_worker_follows_the_failure_budget():
     tolerant = PipelineBuilder().add_source(range(8)).to(_pool(2)).pipe(fail_on_three).to(MAIN_PROCESS).add_sink(3)
     assert sorted(_run(tolerant)) == [0, 1, 2, 4, 5, 6, 7]

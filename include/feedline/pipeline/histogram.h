@@ -15,6 +15,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace feedline {
 
@@ -45,6 +47,17 @@ class LatencyHistogram {
   // of the bucket holding the ceil(q * count)-th smallest value, clamped to
   // the observed maximum.
   std::chrono::nanoseconds quantile(double q) const;
+
+  // The recorded count of one bucket.
+  uint64_t bucket_count(int bucket) const {
+    return buckets_[static_cast<std::size_t>(bucket)];
+  }
+  // A histogram holding `counts` (bucket, count) and the given sum and
+  // maximum; count() is the sum of the counts. Returns false, leaving `*out`
+  // alone, when a bucket is out of range, a count overflows, or `max` does
+  // not fall in the highest non-empty bucket.
+  static bool restore(const std::vector<std::pair<int, uint64_t>>& counts,
+                      uint64_t sum, uint64_t max, LatencyHistogram* out);
 
   // The bucket a value falls into, and the smallest value of a bucket.
   static int bucket_of(uint64_t value_ns);

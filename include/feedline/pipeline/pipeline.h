@@ -125,6 +125,18 @@ class Pipeline {
   // After the stop: the final counters, the same on every call.
   PipelineStats stats() const;
 
+  // Records the latest counters of worker `worker` (of `workers`) of a
+  // region: stages that run on the pipeline's behalf outside its threads
+  // (the stages of a placement region, in worker processes), fed by stage
+  // `host_stage`. From then on stats() lists the region after its host with
+  // each stage's counters summed over the workers that have reported.
+  // `stages` are totals, so a later report replaces an earlier one. Cheap
+  // and thread-safe; ignored once the stop has kept the final statistics.
+  // Throws: InvalidArgument for a worker outside [0, workers) or a host
+  // stage that does not exist.
+  void report_region(const std::string& region, int host_stage, int worker,
+                     int workers, std::vector<StageStats> stages);
+
   // The PipelineFailure of a failed pipeline, else null. Kept after stop().
   std::exception_ptr failure() const;
 

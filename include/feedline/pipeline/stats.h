@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "feedline/pipeline/histogram.h"
@@ -64,12 +65,36 @@ struct StageStats {
   QueueStats input_queue;  // empty (capacity 0) for sources
 };
 
+// Stages that run outside the pipeline's own threads on its behalf (the
+// stages of a placement region, in worker processes): reported by the host
+// stage that hands them work, and summed over the workers.
+struct RegionStats {
+  std::string name;
+  int host_stage = -1;  // index in PipelineStats::stages of the host stage
+  int workers = 0;      // workers that make up the region
+  int reporting = 0;    // workers whose counters are in `stages`
+  std::vector<StageStats> stages;  // summed stage by stage over the workers
+};
+
 struct PipelineStats {
   std::string name;
   std::chrono::nanoseconds elapsed{0};  // since start()
   std::vector<StageStats> stages;       // source(s) first, sink last
   uint64_t items_delivered = 0;         // handed to the consumer
+  std::vector<RegionStats> regions;     // in the order of their host stages
 };
+
+// Adds the counters of `from`, the same stage run elsewhere (another worker),
+// to `*into`: counts, times and histograms add up, concurrency and queue
+// capacities add up, `finished` holds when both have, `failed` when either
+// has, and elapsed spans are the longer one.
+void accumulate(StageStats* into, const StageStats& from);
+
+// A compact binary record of `stages`, to hand counters to another process
+// of the same machine (same byte order), and its inverse. Decoding checks
+// every length and value. Throws: FormatError naming what is wrong.
+std::string encode_stage_stats(const std::vector<StageStats>& stages);
+std::vector<StageStats> decode_stage_stats(std::string_view record);
 
 // One JSON object (a single line, no trailing newline) with every field.
 std::string to_json(const PipelineStats& stats);

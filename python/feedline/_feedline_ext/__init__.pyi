@@ -136,6 +136,31 @@ class StageStats:
     @property
     def input_queue(self) -> QueueStats: ...
 
+class RegionStats:
+    """The stages of a placement region, summed over its worker processes."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def host_stage(self) -> int:
+        """Index in PipelineStats.stages of the stage that feeds it."""
+
+    @property
+    def workers(self) -> int: ...
+
+    @property
+    def reporting(self) -> int:
+        """Workers whose counters are included."""
+
+    @property
+    def stages(self) -> list[StageStats]: ...
+
+def encode_stage_stats(stages: Sequence[StageStats]) -> bytes:
+    """
+    A compact record of `stages` for another process of this machine (Pipeline.report_region there).
+    """
+
 class PipelineStats:
     """A snapshot of every stage's counters (totals since start)."""
 
@@ -150,6 +175,10 @@ class PipelineStats:
 
     @property
     def items_delivered(self) -> int: ...
+
+    @property
+    def regions(self) -> list[RegionStats]:
+        """RegionStats of each placement region, after its host stage."""
 
     def to_json(self) -> str:
         """
@@ -222,6 +251,8 @@ class _NativePipeline:
     def consumer_waiting(self) -> bool: ...
 
     def stats(self) -> PipelineStats: ...
+
+    def report_region(self, region: str, host_stage: int, worker: int, workers: int, record: bytes) -> None: ...
 
     def take_failure(self) -> object: ...
 

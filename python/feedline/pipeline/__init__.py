@@ -24,6 +24,7 @@ from .._feedline_ext import (
     NativeSource,
     PipelineStats,
     QueueStats,
+    RegionStats,
     StageStats,
 )
 from . import config, defs
@@ -53,6 +54,7 @@ __all__ = [
     "PipelineStats",
     "QueuePerfStats",
     "QueueStats",
+    "RegionStats",
     "SharedMemorySegmentPool",
     "StageInfo",
     "StageStats",
@@ -80,6 +82,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, StageStats):
+for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, RegionStats, StageStats):
     _cls.__module__ = __name__
 del _cls

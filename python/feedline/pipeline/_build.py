@@ -84,6 +84,7 @@ class _Builder:
         self.stage_hooks = []  # every hook, for stage_hook()
         self.locations = []  # per engine stage: where its config was made
         self.region_kwargs: dict = {}  # build_pipeline arguments for regions' pipelines
+        self.region_pools: list = []  # a RegionPool per region, in stage order
 
     def _new_stage(self, name, concurrency=None, where=None):
         info = StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
@@ -146,13 +147,24 @@ class _Builder:
         self._new_stage(f"{src.name}_out", where=src.defined_at)
         spec.add_disaggregate(f"{src.name}_out")
 
+    def region_stats_hooks(self, region, stage, index) -> list:
+        """The TaskStatsHook instances of a region's stage (its StatsHooks
+        run in this process, fed by the counters the workers report)."""
+        if self.task_hook_factory is None:
+            return []
+        host = self.stage_id + region.host_stage
+        info = StageInfo(self.pipeline_id, host, f"{region.name}/{stage.name}", stage.concurrency)
+        return [h for h in self.task_hook_factory(info) if isinstance(h, TaskStatsHook)]
+
     def _peek_info(self, name, concurrency=None):
         return StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
 
     def _add_region(self, spec, region: _regions.Region):
         """A region: a bridge to its worker pool, and a stage that splits
         the lists of results the bridge emits (see _regions)."""
-        bridge = _regions.RegionBridge(_regions.RegionPool(region, self.region_kwargs))
+        pool = _regions.RegionPool(region, self.region_kwargs, host_stage=len(self.infos))
+        bridge = _regions.RegionBridge(pool)
+        self.region_pools.append(pool)
         self._new_stage(region.name, where=region.defined_at)
         # A failing region (a worker that dies, a worker's pipeline that
         # fails) ends the pipeline.
@@ -440,6 +452,7 @@ def build_pipeline(
         user_callback=stats_callback,
         interval=report_stats_interval,
         on_end=stage_hooks.exit,
+        region_hook_factory=lambda r, s, i: builder.region_stats_hooks(r, s, i),
     )
     try:
         native = spec.build(
@@ -454,6 +467,8 @@ def build_pipeline(
     except Exception as e:
         _add_note(e, _config_note(config))
         raise
+    for pool in builder.region_pools:
+        pool.attach(native)
     return Pipeline(
         native,
         description=repr(config),

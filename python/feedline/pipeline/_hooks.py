@@ -228,9 +228,13 @@ class StatsDispatcher:
     ``interval`` seconds and once at the end with a PipelineStats snapshot.
     """
 
-    def __init__(self, infos, hooks, user_callback, interval, on_end):
+    def __init__(self, infos, hooks, user_callback, interval, on_end, region_hook_factory=None):
         self._infos = infos  # StageInfo per engine stage, in engine order
         self._hooks = hooks  # per engine stage: list of TaskStatsHook
+        # f(RegionStats, StageStats, index) -> TaskStatsHooks of a region's
+        # stage, made when its workers first report it.
+        self._region_hook_factory = region_hook_factory
+        self._region_hooks: dict = {}
         self._user_callback = user_callback
         self._interval = interval
         self._on_end = on_end
@@ -254,6 +258,10 @@ class StatsDispatcher:
                     for hook in hooks:
                         if hook.interval > 0 or final:
                             self._guard(hook.interval_stats_callback, lap)
+                for region, i, stage, prev in _region_stages(stats, earlier):
+                    for hook in self._hooks_of(region, i, stage):
+                        if hook.interval > 0 or final:
+                            self._guard(hook.interval_stats_callback, task_stats(stage, prev))
             if self._interval > 0 and not final and _LG.isEnabledFor(logging.INFO):
                 _LG.info("%s", self._format_lap(stats, earlier))
             if final and not self._ended:
@@ -263,12 +271,21 @@ class StatsDispatcher:
                 if self._on_end is not None:
                     self._guard(self._on_end)
 
+    def _hooks_of(self, region, i, stage):
+        key = (region.name, i)
+        if key not in self._region_hooks:
+            self._region_hooks[key] = []
+            if self._region_hook_factory is not None:
+                self._region_hooks[key] = self._guard(self._region_hook_factory, region, stage, i) or []
+        return self._region_hooks[key]
+
     @staticmethod
     def _guard(fn, *args):
         try:
-            fn(*args)
+            return fn(*args)
         except Exception:
             _LG.exception("a pipeline stats hook failed")
+            return None
 
     def _format_lap(self, stats, earlier) -> str:
         lines = [f"pipeline {stats.name}: last {stats.elapsed - (earlier.elapsed if earlier else 0):.1f} s"]
@@ -281,7 +298,28 @@ class StatsDispatcher:
                 q = queue_stats(stage, prev)
                 line += f" Input queue occupancy: {q.occupancy_rate:.0%}, {q.qps:.1f} items/s."
             lines.append(line)
+            for region, _, rstage, rprev in _region_stages(stats, earlier, host=i):
+                t = task_stats(rstage, rprev)
+                q = queue_stats(rstage, rprev)
+                lines.append(
+                    f"  [{region.name}/{rstage.name}] {_format_task_stats(t)}"
+                    f" Input queue occupancy: {q.occupancy_rate:.0%}, {q.qps:.1f} items/s."
+                )
         return "\n".join(lines)
+
+
+def _region_stages(stats, earlier, host=None):
+    """(region, index, stage, the same stage in ``earlier`` or None) of every
+    region stage of ``stats`` (of regions hosted by stage ``host``)."""
+    before = {r.name: r for r in earlier.regions} if earlier is not None else {}
+    for region in stats.regions:
+        if host is not None and region.host_stage != host:
+            continue
+        prev = before.get(region.name)
+        # Totals from fewer workers are no baseline for an interval.
+        earlier_stages = prev.stages if prev is not None and prev.reporting == region.reporting else []
+        for i, stage in enumerate(region.stages):
+            yield region, i, stage, earlier_stages[i] if i < len(earlier_stages) else None
 
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,9 @@ The protocol, per worker: inputs ``("item", value)``, ``("epoch",)`` (end of
 an epoch: the worker's pipeline flushes its aggregates and the worker answers
 ``("epoch_done", index)`` after its last value of the epoch), ``("shutdown",)``;
 outputs ``("ready", index)``, ``("item", value)``, ``("epoch_done", index)``,
+``("stats", index, record)`` (the worker's counters of the region's stages,
+every second or ``report_stats_interval`` and before each ``epoch_done``;
+the main pipeline's ``stats()`` lists them as ``regions``),
 ``("error", index, text)``. Items go to whichever worker's queue has room,
 trying the workers in turn. At the end of each epoch (the main pipeline's, or
 the end of its stream) the bridge sends every worker ``("epoch",)`` and waits
@@ -54,6 +57,7 @@ _LG = logging.getLogger("feedline.pipeline")
 _POLL = 0.05  # seconds between checks while the bridge waits on a queue
 _PUT_WAIT = 0.002  # seconds the bridge waits for room before it looks at results again
 _JOIN = 3.0
+_STATS_PERIOD = 1.0  # seconds between a worker's reports without report_stats_interval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +167,22 @@ class _Inbox:
                 return
 
 
+def _stats_record(pipeline) -> bytes:
+    """The counters of the region's own stages in a worker's pipeline (not
+    its inbox source or its sink), as a record for the main process."""
+    from .._feedline_ext import encode_stage_stats
+
+    return encode_stage_stats(pipeline.stats().stages[1:-1])
+
+
+def _report_stats(index, pipeline, outq, period, done) -> None:
+    """Sends the worker's counters every ``period`` seconds until ``done``.
+    A full queue drops a report: the next one holds the same totals and more."""
+    while not done.wait(period):
+        with contextlib.suppress(Exception):
+            outq.put_nowait(("stats", index, _stats_record(pipeline)))
+
+
 def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
     from ._build import build_pipeline
     from ._subprocess import _describe, _watch_parent
@@ -170,6 +190,11 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
 
     _watch_parent()
     inbox = _Inbox(inq)
+    # The main process reports the region's stages (its stats, hooks and log
+    # lines); the worker only sends it its counters.
+    interval = build_kwargs.get("report_stats_interval", -1)
+    build_kwargs = dict(build_kwargs, report_stats_interval=-1)
+    done = threading.Event()
     try:
         if target.initializer is not None:
             target.initializer(*target.initargs)
@@ -179,6 +204,13 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
     except BaseException as e:  # noqa: BLE001 - relayed to the main process
         outq.put(("error", index, f"the region's worker {index} failed to start: {_describe(e)}"))
         return
+    reporter = threading.Thread(
+        target=_report_stats,
+        args=(index, pipeline, outq, interval if interval > 0 else _STATS_PERIOD, done),
+        name="feedline-region-stats",
+        daemon=True,
+    )
+    reporter.start()
     outq.put(("ready", index))
     try:
         while True:
@@ -186,14 +218,18 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
                 outq.put(("item", value))
             if inbox.closed:
                 break
+            # Every value of the epoch has been sent: so have its counts.
+            outq.put(("stats", index, _stats_record(pipeline)))
             outq.put(("epoch_done", index))
     except BaseException as e:  # noqa: BLE001 - relayed to the main process
         outq.put(("error", index, f"the region failed in worker {index}: {_describe(e)}"))
     finally:
+        done.set()
         inbox.closed = True
         inbox.released.set()
         with contextlib.suppress(BaseException):
             pipeline.stop(timeout=10)
+        reporter.join()
 
 
 # -- the main side ------------------------------------------------------------------
@@ -229,8 +265,10 @@ def _stop_pool(procs, inqs, outq) -> None:
 class RegionPool:
     """The worker processes of one region and their queues."""
 
-    def __init__(self, region: Region, build_kwargs: dict):
+    def __init__(self, region: Region, build_kwargs: dict, host_stage: int = 0):
         target = region.target
+        self.host_stage = host_stage  # the bridge's index in the main pipeline
+        self._native: Any = None  # a weak reference to the main pipeline
         if not isinstance(target, ProcessPoolExecutorConfig):
             raise RuntimeError(f"{type(target).__name__} is not supported on Python {sys.version.split()[0]}")
         self.name = region.name
@@ -283,6 +321,19 @@ class RegionPool:
         self._closing = True
         self._finalizer()
 
+    def attach(self, native) -> None:
+        """The main pipeline (native), which gets the workers' counters."""
+        self._native = weakref.ref(native)
+
+    def _report(self, worker: int, record: bytes) -> None:
+        native = self._native() if self._native is not None else None
+        if native is None:
+            return
+        try:
+            native.report_region(self.name, self.host_stage, worker, self.size, record)
+        except Exception:  # a damaged record costs its statistics only
+            _LG.exception("%s: worker %d sent counters that do not decode", self.name, worker)
+
     def _get(self):
         """The next message from a worker; RuntimeError when a worker died."""
         while True:
@@ -297,6 +348,8 @@ class RegionPool:
             self._pending.append(msg[1])
         elif kind == "epoch_done":
             self._epoch_done += 1
+        elif kind == "stats":
+            self._report(msg[1], msg[2])
         elif kind == "error":
             self.close()
             raise RuntimeError(f"{self.name}: {msg[2]}")

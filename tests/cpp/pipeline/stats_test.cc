@@ -205,5 +205,143 @@ TEST(HistogramTest, SinceEqualsRecordingOnlyTheLaterValues) {
   EXPECT_EQ(total.since(total).count(), 0u);
 }
 
+// A finished run's stages, with every counter and histogram filled in.
+std::vector<StageStats> sample_stages() {
+  auto p = PipelineBuilder()
+               .add_source(iota(50))
+               .pipe([](int x) { return x * 2; },
+                     {.name = "double", .concurrency = 2})
+               .add_sink()
+               .build(2);
+  drain(p);
+  return p.stats().stages;
+}
+
+bool same_stage(const StageStats& a, const StageStats& b) {
+  for (double q : {0.0, 0.5, 0.99, 1.0}) {
+    if (a.op_time.quantile(q) != b.op_time.quantile(q)) return false;
+  }
+  const QueueStats& x = a.input_queue;
+  const QueueStats& y = b.input_queue;
+  return a.name == b.name && a.kind == b.kind &&
+         a.concurrency == b.concurrency && a.items_in == b.items_in &&
+         a.items_out == b.items_out && a.items_skipped == b.items_skipped &&
+         a.calls == b.calls && a.failures == b.failures &&
+         a.epochs == b.epochs && a.op_time.count() == b.op_time.count() &&
+         a.op_time.sum() == b.op_time.sum() &&
+         a.op_time.max() == b.op_time.max() && a.wait_input == b.wait_input &&
+         a.wait_output == b.wait_output && a.finished == b.finished &&
+         a.failed == b.failed && x.capacity == y.capacity &&
+         x.depth == y.depth && x.max_depth == y.max_depth &&
+         x.items_put == y.items_put && x.items_got == y.items_got &&
+         x.depth_integral == y.depth_integral && x.time_empty == y.time_empty &&
+         x.time_full == y.time_full && x.elapsed == y.elapsed &&
+         x.put_wait == y.put_wait && x.get_wait == y.get_wait;
+}
+
+TEST(StageStatsRecordTest, RoundTripsEveryField) {
+  std::vector<StageStats> stages = sample_stages();
+  stages[1].failed = true;
+  stages[1].items_skipped = 3;
+  std::vector<StageStats> back = decode_stage_stats(encode_stage_stats(stages));
+  ASSERT_EQ(back.size(), stages.size());
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    EXPECT_TRUE(same_stage(back[i], stages[i])) << i;
+  }
+  EXPECT_TRUE(decode_stage_stats(encode_stage_stats({})).empty());
+}
+
+TEST(StageStatsRecordTest, EveryDamagedRecordIsAFormatError) {
+  std::string record = encode_stage_stats(sample_stages());
+  // Every truncation, and a byte more.
+  for (std::size_t n = 0; n < record.size(); ++n) {
+    EXPECT_THROW(decode_stage_stats(record.substr(0, n)), FormatError) << n;
+  }
+  EXPECT_THROW(decode_stage_stats(record + "x"), FormatError);
+  // Every single byte flipped: a clear error or a record that decodes; never
+  // a crash (ASan runs this too).
+  for (std::size_t i = 0; i < record.size(); ++i) {
+    std::string bad = record;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    try {
+      decode_stage_stats(bad);
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("stage statistics record"),
+                std::string::npos);
+    }
+  }
+  std::string wrong_magic = record;
+  wrong_magic[0] = 'X';
+  EXPECT_THROW(decode_stage_stats(wrong_magic), FormatError);
+}
+
+TEST(StageStatsRecordTest, AccumulateSumsWorkers) {
+  std::vector<StageStats> a = sample_stages();
+  StageStats sum = a[1];
+  accumulate(&sum, a[1]);
+  EXPECT_EQ(sum.items_in, 2 * a[1].items_in);
+  EXPECT_EQ(sum.calls, 2 * a[1].calls);
+  EXPECT_EQ(sum.concurrency, 2 * a[1].concurrency);
+  EXPECT_EQ(sum.op_time.count(), 2 * a[1].op_time.count());
+  EXPECT_EQ(sum.op_time.max(), a[1].op_time.max());
+  EXPECT_EQ(sum.input_queue.capacity, 2 * a[1].input_queue.capacity);
+  EXPECT_EQ(sum.input_queue.elapsed, a[1].input_queue.elapsed);
+  EXPECT_TRUE(sum.finished);
+  StageStats unfinished = a[1];
+  unfinished.finished = false;
+  unfinished.failed = true;
+  accumulate(&sum, unfinished);
+  EXPECT_FALSE(sum.finished);
+  EXPECT_TRUE(sum.failed);
+  // Sums saturate instead of overflowing (the counters come from another
+  // process).
+  StageStats huge = a[1];
+  huge.wait_input = nanoseconds::max();
+  huge.items_in = UINT64_MAX;
+  accumulate(&huge, huge);
+  EXPECT_EQ(huge.wait_input, nanoseconds::max());
+  EXPECT_EQ(huge.items_in, UINT64_MAX);
+}
+
+TEST(StatsTest, ReportedRegionsFollowTheirHostStage) {
+  auto p = PipelineBuilder()
+               .add_source(iota(10))
+               .pipe([](int x) { return x; }, {.name = "host"})
+               .add_sink()
+               .build(2);
+  std::vector<StageStats> worker = sample_stages();
+  std::vector<StageStats> region(worker.begin() + 1, worker.end() - 1);
+  EXPECT_THROW(p.untyped().report_region("region0", 1, 2, 2, region),
+               InvalidArgument);
+  EXPECT_THROW(p.untyped().report_region("region0", 7, 0, 2, region),
+               InvalidArgument);
+  p.untyped().report_region("region0", 1, 0, 2, region);
+  PipelineStats s = p.stats();
+  ASSERT_EQ(s.regions.size(), 1u);
+  EXPECT_EQ(s.regions[0].workers, 2);
+  EXPECT_EQ(s.regions[0].reporting, 1);
+  EXPECT_EQ(s.regions[0].stages[0].items_out, 50u);
+  // The second worker's counters add up; a newer report replaces the older.
+  p.untyped().report_region("region0", 1, 1, 2, region);
+  p.untyped().report_region("region0", 1, 1, 2, region);
+  s = p.stats();
+  EXPECT_EQ(s.regions[0].reporting, 2);
+  EXPECT_EQ(s.regions[0].stages[0].items_out, 100u);
+  std::string table = format_table(s);
+  std::size_t host = table.find("1:host");
+  std::size_t nested = table.find("  region0/1:double[2]");
+  std::size_t sink = table.find("2:sink");
+  ASSERT_NE(nested, std::string::npos) << table;
+  EXPECT_LT(host, nested);
+  EXPECT_LT(nested, sink);
+  std::string json = to_json(s);
+  EXPECT_NE(json.find("\"regions\":[{\"name\":\"region0\",\"host_stage\":1"),
+            std::string::npos)
+      << json;
+  // The final statistics keep the regions.
+  drain(p);
+  EXPECT_EQ(p.stats().regions.size(), 1u);
+}
+
 }  // namespace
 }  // namespace feedline
