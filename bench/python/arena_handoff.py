@@ -16,7 +16,10 @@ data really reaches the parent's memory):
 - ``spdl pool``: SPDL's ``iterate_in_subprocess(..., arena=
   SharedMemorySegmentPool(...))`` when ``spdl`` is importable (its worker
   starts with the default start method: SPDL's pool makes its lock in the
-  default context, which a spawned worker refuses).
+  default context, which a spawned worker refuses);
+- ``feedline ring`` and ``spdl ring``: the same with
+  ``SharedMemoryRingBuffer`` (a byte ring the parent copies out of) of
+  ``QUEUE_ITEMS + 2`` items.
 
 The worker sends ``items`` arrays after 2 warm-up ones (not timed, they
 include the process start) from 8 rotating buffers. Prints GB/s per size
@@ -91,10 +94,14 @@ def _via_queue(size: int, items: int) -> float:
         p.join()
 
 
-def _via_feedline(size: int, items: int) -> float:
-    from feedline.pipeline import SharedMemorySegmentPool, iterate_in_subprocess
+def _via_feedline(size: int, items: int, ring: bool = False) -> float:
+    from feedline.pipeline import SharedMemoryRingBuffer, SharedMemorySegmentPool, iterate_in_subprocess
 
-    pool = SharedMemorySegmentPool(size + PAGE, QUEUE_ITEMS + 2)
+    pool: Any = (
+        SharedMemoryRingBuffer((size + PAGE) * (QUEUE_ITEMS + 2))
+        if ring
+        else SharedMemorySegmentPool(size + PAGE, QUEUE_ITEMS + 2)
+    )
     src = iterate_in_subprocess(
         functools.partial(_spdl_source, size, WARMUP + items), buffer_size=QUEUE_ITEMS, arena=pool
     )
@@ -105,12 +112,17 @@ def _via_feedline(size: int, items: int) -> float:
         pool.close()
 
 
-def _via_spdl(size: int, items: int) -> float | None:
+def _via_spdl(size: int, items: int, ring: bool = False) -> float | None:
     try:
         from spdl.pipeline import SharedMemorySegmentPool, iterate_in_subprocess
     except ImportError:
         return None
-    arena = SharedMemorySegmentPool(size + PAGE, QUEUE_ITEMS + 2)
+    if ring:
+        from spdl.pipeline import SharedMemoryRingBuffer
+
+        arena: Any = SharedMemoryRingBuffer((size + PAGE) * (QUEUE_ITEMS + 2))
+    else:
+        arena = SharedMemorySegmentPool(size + PAGE, QUEUE_ITEMS + 2)
     src = iterate_in_subprocess(
         functools.partial(_spdl_source, size, WARMUP + items),
         buffer_size=QUEUE_ITEMS,
@@ -126,6 +138,8 @@ CONTENDERS = {
     "mp.Queue": _via_queue,
     "feedline pool": _via_feedline,
     "spdl pool": _via_spdl,
+    "feedline ring": functools.partial(_via_feedline, ring=True),
+    "spdl ring": functools.partial(_via_spdl, ring=True),
 }
 
 
@@ -133,7 +147,9 @@ def run(sizes_mib: tuple[int, ...] = (1, 4, 16), items: int | None = None) -> di
     """Measures every contender at each size; returns {size_mib: {name: GB/s}}
     (None where a contender is not installed) and prints a table."""
     results: dict[int, dict[str, float | None]] = {}
-    print(f"{'MiB':>4} {'items':>6} " + " ".join(f"{c:>14}" for c in CONTENDERS) + "   pool/queue  pool/spdl")
+    print(
+        f"{'MiB':>4} {'items':>6} " + " ".join(f"{c:>14}" for c in CONTENDERS) + "   pool/queue  pool/spdl  ring/spdl"
+    )
     for mib in sizes_mib:
         size = mib << 20
         n = items if items is not None else max(16, 512 // mib)
@@ -143,12 +159,17 @@ def run(sizes_mib: tuple[int, ...] = (1, 4, 16), items: int | None = None) -> di
         pool, queue, spdl = row["feedline pool"], row["mp.Queue"], row["spdl pool"]
         vs_queue = f"{pool / queue:.2f}x" if pool and queue else "n/a"
         vs_spdl = f"{pool / spdl:.2f}x" if pool and spdl else "n/a"
-        print(f"{mib:>4} {n:>6} {cells}   {vs_queue:>10} {vs_spdl:>10}", flush=True)
+        ring, spdl_ring = row["feedline ring"], row["spdl ring"]
+        ring_vs = f"{ring / spdl_ring:.2f}x" if ring and spdl_ring else "n/a"
+        print(f"{mib:>4} {n:>6} {cells}   {vs_queue:>10} {vs_spdl:>10} {ring_vs:>10}", flush=True)
     worst_queue = min((r["feedline pool"] or 0) / r["mp.Queue"] for r in results.values() if r["mp.Queue"])
     spdl = [(r["feedline pool"] or 0) / r["spdl pool"] for r in results.values() if r["spdl pool"]]
+    rings = [(r["feedline ring"] or 0) / r["spdl ring"] for r in results.values() if r["spdl ring"]]
     print(
         f"SUMMARY: feedline pool vs mp.Queue >= {worst_queue:.2f}x at every size (goal >= 3x); vs SPDL's pool "
         + (f">= {min(spdl):.2f}x (goal >= 1.5x)" if spdl else "n/a (spdl not installed)")
+        + "; feedline ring vs SPDL's ring "
+        + (f">= {min(rings):.2f}x" if rings else "n/a")
     )
     return results
 

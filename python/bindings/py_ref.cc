@@ -21,22 +21,27 @@ namespace {
 // its list of thread states. Python 3.10 and 3.11 before 3.11.8 do not reset
 // that lock in a fork()ed child until after they have taken it there, so a
 // fork() that lands while a native thread creates its thread state (with no
-// GIL: nothing else stops the fork) leaves the child hung for good. Native
-// threads therefore create and delete their thread states under this mutex,
-// which a pthread_atfork handler holds across every fork(). Lock order: the
-// GIL, then this mutex; nothing waits for the GIL while holding it.
+// GIL: nothing else stops the fork) leaves the child hung for good (CPython
+// issue 112275). Native threads therefore create and delete their thread
+// states under this mutex, which a pthread_atfork handler holds across every
+// fork(). Lock order: the GIL, then this mutex, then the interpreter's lock;
+// nothing waits for the GIL while holding it.
+//
+// Python 3.12 resets the lock first, and 3.13 takes it itself before
+// fork() (so the handler would wait for a thread that waits for the lock
+// the forking thread holds): the handler is installed below 3.12 only.
 std::mutex g_tstate_list_mu;
 
-void hold_tstate_list() { g_tstate_list_mu.lock(); }
-void release_tstate_list() { g_tstate_list_mu.unlock(); }
-
 void install_fork_guard() {
+#if PY_VERSION_HEX < 0x030C0000
   static const bool kInstalled = [] {
-    pthread_atfork(&hold_tstate_list, &release_tstate_list,
-                   &release_tstate_list);
+    pthread_atfork([] { g_tstate_list_mu.lock(); },
+                   [] { g_tstate_list_mu.unlock(); },
+                   [] { g_tstate_list_mu.unlock(); });
     return true;
   }();
   (void)kInstalled;
+#endif
 }
 
 // The Python thread state a native thread created for itself: kept for the

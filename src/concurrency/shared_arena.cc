@@ -3,22 +3,13 @@
 #include "feedline/concurrency/shared_arena.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstring>
-#include <ctime>
 #include <new>
 #include <string>
-#include <system_error>
 #include <utility>
 
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
+#include "concurrency/shared_file.h"
 #include "feedline/base/error.h"
 #include "feedline/concurrency/fork.h"
 
@@ -51,28 +42,8 @@ constexpr uint32_t kVersion = 1;
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
-std::size_t page_size() {
-  static const auto kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return kPage;
-}
-
-std::size_t round_up(std::size_t n, std::size_t to) {
-  return (n + to - 1) / to * to;
-}
-
-std::string sys_error(const char* what) {
-  // std::generic_category().message(): strerror's text, thread-safe.
-  return std::string("shared arena: ") + what +
-         " failed: " + std::generic_category().message(errno);
-}
-
-// A futex call on a word of the shared mapping: no FUTEX_PRIVATE_FLAG, so
-// the kernel keys it by the file and offset and a wake reaches every process.
-long futex(std::atomic<uint32_t>* word, int op, uint32_t value,
-           const timespec* timeout) {
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
-                 timeout, nullptr, 0);
-}
+using detail::page_size;
+using detail::round_up;
 
 const char* state_name(uint32_t state) {
   switch (state) {
@@ -114,19 +85,9 @@ std::shared_ptr<SharedArena> SharedArena::create(std::size_t segment_size,
                           " bytes overflow the address space");
   stride = round_up(segment_size, page);
 
-  const int fd = static_cast<int>(memfd_create("feedline-arena", MFD_CLOEXEC));
-  if (fd < 0) throw IoError(sys_error("memfd_create"));
-  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
-    const std::string message = sys_error("ftruncate");
-    close(fd);
-    throw IoError(message + " (" + std::to_string(total) + " bytes)");
-  }
-  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    const std::string message = sys_error("mmap");
-    close(fd);
-    throw IoError(message + " (" + std::to_string(total) + " bytes)");
-  }
+  const detail::SharedFile file =
+      detail::create_shared_file("shared arena", "feedline-arena", total);
+  void* base = file.base;
   // The file starts zeroed: every state word is already kFree.
   auto* header = new (base) Header{};
   header->magic = kMagic;
@@ -138,28 +99,15 @@ std::shared_ptr<SharedArena> SharedArena::create(std::size_t segment_size,
   auto* states = static_cast<uint8_t*>(base) + sizeof(Header);
   for (std::size_t i = 0; i < count; ++i)
     new (states + i * sizeof(uint32_t)) std::atomic<uint32_t>(kFree);
-  return std::make_shared<SharedArena>(Token{}, fd, base, total);
+  return std::make_shared<SharedArena>(Token{}, file.fd, base, total);
 }
 
 std::shared_ptr<SharedArena> SharedArena::attach(int fd) {
   fork_generation();
-  const std::string name = "shared arena: fd " + std::to_string(fd);
-  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0)
-    throw IoError(sys_error("dup") + " (fd " + std::to_string(fd) + ")");
-  struct stat st {};
-  if (fstat(own, &st) != 0 ||
-      static_cast<std::size_t>(st.st_size) < sizeof(Header)) {
-    close(own);
-    throw InvalidArgument(name + " is not a shared arena (too small)");
-  }
-  const auto total = static_cast<std::size_t>(st.st_size);
-  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
-  if (base == MAP_FAILED) {
-    const std::string message = sys_error("mmap");
-    close(own);
-    throw IoError(message + " (" + name + ")");
-  }
+  const detail::SharedFile file = detail::map_shared_file(
+      "shared arena", "a shared arena", fd, sizeof(Header));
+  const std::size_t total = file.bytes;
+  void* base = file.base;
   const auto* h = static_cast<const Header*>(base);
   const std::size_t page = page_size();
   const bool valid =
@@ -169,11 +117,11 @@ std::shared_ptr<SharedArena> SharedArena::attach(int fd) {
       h->data_offset == round_up(sizeof(Header) + h->count * 4, page) &&
       h->data_offset + h->stride * h->count == total;
   if (!valid) {
-    munmap(base, total);
-    close(own);
-    throw InvalidArgument(name + " is not a shared arena (bad header)");
+    detail::unmap_shared_file(file);
+    throw InvalidArgument("shared arena: fd " + std::to_string(fd) +
+                          " is not a shared arena (bad header)");
   }
-  return std::make_shared<SharedArena>(Token{}, own, base, total);
+  return std::make_shared<SharedArena>(Token{}, file.fd, base, total);
 }
 
 SharedArena::SharedArena(Token, int fd, void* base, std::size_t mapped_bytes)
@@ -187,8 +135,7 @@ SharedArena::SharedArena(Token, int fd, void* base, std::size_t mapped_bytes)
       data_offset_(header_->data_offset) {}
 
 SharedArena::~SharedArena() {
-  munmap(base_, mapped_bytes_);
-  close(fd_);
+  detail::unmap_shared_file({fd_, base_, mapped_bytes_});
 }
 
 std::atomic<uint32_t>& SharedArena::state_word(uint32_t segment) const {
@@ -228,51 +175,21 @@ int64_t SharedArena::try_take() {
 }
 
 SharedArena::Unit SharedArena::begin_unit(std::chrono::nanoseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  // A century is "forever" and keeps the deadline from overflowing.
-  constexpr std::chrono::nanoseconds kForever = std::chrono::hours(24 * 36525);
-  const auto deadline = Clock::now() + std::min(timeout, kForever);
-  const auto timed_out = [&] {
-    return Timeout(
-        "shared arena: no segment freed within " +
-        std::to_string(std::chrono::duration<double>(timeout).count()) +
-        " s (all " + std::to_string(count_) + " segments of " +
-        std::to_string(segment_size_) + " bytes in use)");
-  };
-  for (;;) {
-    if (is_shutdown())
-      throw Cancelled("shared arena: begin_unit after shutdown");
-    if (const int64_t s = try_take(); s >= 0)
-      return Unit(shared_from_this(), static_cast<uint32_t>(s));
-    if (timeout <= std::chrono::nanoseconds::zero()) throw timed_out();
-    // Announce the wait, then read the counter, then look again: a release
-    // after this look bumps the counter, so FUTEX_WAIT returns at once
-    // instead of missing the wake.
-    header_->waiters.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t seen = header_->wake.load(std::memory_order_seq_cst);
-    int64_t s = is_shutdown() ? -1 : try_take();
-    if (s < 0 && !is_shutdown()) {
-      const auto left = deadline - Clock::now();
-      if (left <= Clock::duration::zero()) {
-        header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
-        throw timed_out();
-      }
-      const auto ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      const timespec ts{static_cast<time_t>(ns / 1'000'000'000),
-                        static_cast<long>(ns % 1'000'000'000)};
-      futex(&header_->wake, FUTEX_WAIT, seen, &ts);
-    }
-    header_->waiters.fetch_sub(1, std::memory_order_seq_cst);
-    if (s >= 0) return Unit(shared_from_this(), static_cast<uint32_t>(s));
-  }
+  int64_t taken = -1;
+  const bool ok = detail::wait_shared(
+      header_->wake, header_->waiters, deadline_after(timeout),
+      [&] { return (taken = try_take()) >= 0; }, [&] { return is_shutdown(); });
+  if (ok) return Unit(shared_from_this(), static_cast<uint32_t>(taken));
+  if (is_shutdown()) throw Cancelled("shared arena: begin_unit after shutdown");
+  throw Timeout("shared arena: no segment freed within " +
+                std::to_string(std::chrono::duration<double>(timeout).count()) +
+                " s (all " + std::to_string(count_) + " segments of " +
+                std::to_string(segment_size_) + " bytes in use)");
 }
 
 void SharedArena::release(uint32_t segment) {
   state_word(segment).store(kFree, std::memory_order_release);
-  header_->wake.fetch_add(1, std::memory_order_seq_cst);
-  if (header_->waiters.load(std::memory_order_seq_cst) > 0)
-    futex(&header_->wake, FUTEX_WAKE, INT_MAX, nullptr);
+  detail::notify_shared(header_->wake, header_->waiters);
 }
 
 std::shared_ptr<const void> SharedArena::adopt(uint32_t segment) {
@@ -332,8 +249,7 @@ Buffer SharedArena::view(std::shared_ptr<const void> lease, uint64_t offset,
 
 void SharedArena::shutdown() {
   header_->shutdown.store(1, std::memory_order_seq_cst);
-  header_->wake.fetch_add(1, std::memory_order_seq_cst);
-  futex(&header_->wake, FUTEX_WAKE, INT_MAX, nullptr);
+  detail::notify_shared(header_->wake, header_->waiters);
 }
 
 bool SharedArena::is_shutdown() const {

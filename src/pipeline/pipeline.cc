@@ -66,7 +66,7 @@ NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline,
   impl_->check_not_inherited();
   ConsumerTurn turn(*impl_);
   for (;;) {
-    Deadline slice = detail::deadline_after(interval);
+    Deadline slice = deadline_after(interval);
     if (deadline && *deadline < slice) slice = *deadline;
     NextStatus status = impl_->wait_next(out, slice);
     if (status != NextStatus::kTimeout) return status;
@@ -88,7 +88,7 @@ NextStatus Pipeline::next(Item* out,
                           const std::function<bool()>& interrupt,
                           std::chrono::nanoseconds interval) {
   std::optional<Deadline> deadline;
-  if (timeout) deadline = detail::deadline_after(*timeout);
+  if (timeout) deadline = deadline_after(*timeout);
   NextStatus status = wait_next(out, deadline, interrupt, interval);
   if (status == NextStatus::kTimeout) {
     throw Timeout(

@@ -14,11 +14,6 @@
 
 namespace feedline::detail {
 
-Pipeline::Deadline deadline_after(std::chrono::nanoseconds timeout) {
-  constexpr std::chrono::nanoseconds kCentury = std::chrono::hours(24 * 36525);
-  return std::chrono::steady_clock::now() + std::min(timeout, kCentury);
-}
-
 PipelineImpl::PipelineImpl(BuildOptions options)
     : generation_(fork_generation()),
       stats_hook_(std::exchange(options.stats_hook, {})),

@@ -45,10 +45,6 @@ namespace feedline::detail {
 
 class SinkRunner;
 
-// now + timeout, with timeouts beyond a century taken as a century (so that
-// the sum cannot overflow).
-Pipeline::Deadline deadline_after(std::chrono::nanoseconds timeout);
-
 class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
  public:
   explicit PipelineImpl(BuildOptions options);

@@ -18,7 +18,7 @@ import pytest
 
 import feedline
 import feedline.io as fio
-from feedline.pipeline._arena import SharedMemorySegmentPool, discard, offload, restore
+from feedline.pipeline._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool, discard, offload, restore
 
 MIB = 1 << 20
 
@@ -197,7 +197,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="threshold"):
         offload(b"", p, threshold=0)
     with pytest.raises(IndexError):
-        restore((5).to_bytes(8, "little") + pickle.dumps(1), p)
+        restore((5).to_bytes(8, "little") + bytes(8) + pickle.dumps(1), p)
     p.close()
     p.unlink()  # no name to unlink: a no-op
     with pytest.raises(ValueError, match="closed"):
@@ -396,3 +396,94 @@ def test_a_forked_child_dropping_inherited_views_frees_nothing():
     holder.clear()
     gc.collect()
     assert pool.free_segments() == 1
+
+
+# --- SharedMemoryRingBuffer: copies out --------------------------------------------
+
+
+@pytest.fixture
+def ring():
+    r = SharedMemoryRingBuffer(1 * MIB, acquire_timeout=0)
+    yield r
+    r.close()
+
+
+def test_ring_leaves_come_back_as_private_copies_of_the_same_type(ring):
+    pil = pytest.importorskip("PIL.Image")
+    png = io.BytesIO()
+    pil.fromarray(np.arange(48 * 64 * 3, dtype=np.uint8).reshape(48, 64, 3)).save(png, "PNG")
+    image = fio.decode_image(png.getvalue())
+    item = {
+        "bytes": bytes(range(256)) * 40,
+        "bytearray": bytearray(b"z" * 5000),
+        "view": memoryview(np.arange(600, dtype=np.int32).reshape(20, 30)),
+        "array": np.arange(20000, dtype=np.float64).reshape(100, 200),
+        "buffer": image,
+        "small": b"stays in the pickle",
+    }
+    env = offload(item, ring)
+    assert _envelope_segment(env) >= 0 and ring.used() > 0
+    out = restore(env, ring)
+    assert ring.used() == 0  # freed as soon as it is copied out
+    assert type(out["bytes"]) is bytes and out["bytes"] == item["bytes"]
+    assert type(out["bytearray"]) is bytearray and out["bytearray"] == item["bytearray"]
+    assert out["view"].format == "i" and out["view"].shape == (20, 30) and not out["view"].readonly
+    assert out["view"].tolist() == item["view"].tolist()
+    assert out["array"].flags.writeable and out["array"].dtype == np.float64
+    np.testing.assert_array_equal(out["array"], item["array"])
+    assert isinstance(out["buffer"], fio.Buffer)
+    np.testing.assert_array_equal(fio.to_numpy(out["buffer"]), fio.to_numpy(image))
+    assert out["small"] == item["small"]
+
+
+def test_ring_copies_never_change_when_the_ring_is_reused(ring):
+    kept = []
+    for i in range(40):  # 40 x 200 KiB through a 1 MiB ring: every byte reused
+        a = np.full(200 * 1024, i % 251, np.uint8)
+        kept.append((i, restore(offload(a, ring), ring)))
+        for j, copy in kept:
+            assert int(copy.min()) == int(copy.max()) == j % 251, f"copy {j} changed"
+
+
+def test_ring_torch_tensors_come_back_as_tensors(ring):
+    torch = pytest.importorskip("torch")
+    t = {
+        "f32": torch.arange(10000, dtype=torch.float32).reshape(100, 100),
+        "grad": torch.ones(2000, requires_grad=True),
+    }
+    out = restore(offload(t, ring), ring)
+    assert torch.equal(out["f32"], t["f32"]) and out["grad"].requires_grad
+
+
+def test_a_full_ring_times_out_a_too_large_item_is_refused_and_shutdown_cancels(ring):
+    pending = offload(np.zeros(700 * 1024, np.uint8), ring)
+    with pytest.raises(feedline.Timeout, match="not yet released"):
+        offload(np.zeros(400 * 1024, np.uint8), ring)
+    assert ring.used() == 700 * 1024  # the failed unit took nothing
+    with pytest.raises(ValueError, match="does not fit in a ring of 1048576 bytes"):
+        offload(np.zeros(MIB + 1, np.uint8), ring)
+    discard(pending, ring)
+    assert ring.used() == 0
+    assert restore(offload(np.ones(400 * 1024, np.uint8), ring), ring).sum() == 400 * 1024
+    ring.shutdown()
+    with pytest.raises(feedline.Cancelled):
+        offload(np.zeros(10000), ring)
+    assert offload(b"small", ring)  # needs no room
+
+
+def test_ring_bad_arguments_and_pickling():
+    with pytest.raises(ValueError, match="capacity"):
+        SharedMemoryRingBuffer(0)
+    with pytest.raises(ValueError, match="acquire_timeout"):
+        SharedMemoryRingBuffer(1, acquire_timeout=-1)
+    r = SharedMemoryRingBuffer(64 * 1024)
+    q = pickle.loads(pickle.dumps(r))  # through the resource sharer
+    assert q.capacity == 64 * 1024
+    env = offload(np.arange(1000), r)
+    assert q.used() == 8000
+    np.testing.assert_array_equal(restore(env, q), np.arange(1000))
+    assert r.used() == 0
+    r.close()
+    r.unlink()
+    with pytest.raises(ValueError, match="closed"):
+        r.used()

@@ -235,9 +235,11 @@ def test_region_counters_add_up_over_epochs_of_a_continuous_source():
     with pipeline.auto_stop():
         for epoch in range(1, 4):
             assert len(list(pipeline.get_iterator())) == 7
-            # Each epoch's counts reach the main process before its end.
+            # Each epoch's counts reach the main process before its end (the
+            # pipeline may already run ahead into the next epoch).
             (region,) = pipeline.stats().regions
-            assert region.stages[0].items_out == 7 * epoch
+            assert region.stages[0].items_out >= 7 * epoch
+            assert region.stages[0].epochs >= 2 * epoch  # both workers, every epoch
 
 
 def test_a_stage_failure_in_a_worker_follows_the_failure_budget():

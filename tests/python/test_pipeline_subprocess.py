@@ -436,6 +436,43 @@ def test_views_in_shared_memory_never_change_while_held():
     assert set(os.listdir("/proc/self/fd")) <= fds
 
 
+class VariedStampedArrays:
+    """12 stamped arrays of 64 bytes to 1 MiB, on every pass."""
+
+    def __iter__(self):
+        for i in range(12):
+            yield {"index": i, "pixels": next(_nth(i, 64 + (i * 389_017) % (1 << 20)))}
+
+
+def test_copies_through_a_ring_never_change_and_nothing_is_lost():
+    from feedline.pipeline import SharedMemoryRingBuffer
+
+    # About two of the largest items: the worker keeps waiting for room.
+    ring = SharedMemoryRingBuffer(2 << 20, acquire_timeout=30)
+    it = iterate_in_subprocess(VariedStampedArrays, arena=ring, buffer_size=2)
+    kept = []
+    for epoch in range(3):
+        seen = []
+        for item in it:
+            assert item["pixels"].flags.writeable  # a private copy
+            _check(item)
+            seen.append(item["index"])
+            if epoch == 0:
+                kept.append(item)  # copies held across every later pass
+            if epoch == 1 and item["index"] == 5:
+                break  # an abandoned pass: its queued items are discarded
+            for k in kept:
+                _check(k)
+        assert seen == list(range(6 if epoch == 1 else 12))
+        if epoch != 1:
+            assert ring.used() == 0  # every item's bytes released
+    del it
+    gc.collect()
+    for k in kept:
+        _check(k)
+    ring.close()
+
+
 def test_a_killed_worker_leaves_held_views_intact():
     from feedline.pipeline import SharedMemorySegmentPool
 

@@ -9,6 +9,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 namespace feedline {
@@ -34,5 +35,15 @@ class SteadyClock final : public Clock {
  public:
   time_point now() const override { return std::chrono::steady_clock::now(); }
 };
+
+// The steady-clock time `timeout` from now. Negative timeouts count as 0 and
+// anything past a century as a century, so the sum never overflows and
+// "forever" can be a huge timeout.
+inline std::chrono::steady_clock::time_point deadline_after(
+    std::chrono::nanoseconds timeout) {
+  constexpr std::chrono::nanoseconds kCentury = std::chrono::hours(24 * 36525);
+  return std::chrono::steady_clock::now() +
+         std::clamp(timeout, std::chrono::nanoseconds::zero(), kCentury);
+}
 
 }  // namespace feedline

@@ -376,6 +376,60 @@ class _SharedArena:
 
     def shutdown(self) -> None: ...
 
+class _RingUnit:
+    """One unit being written."""
+
+    @property
+    def start(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def active(self) -> bool: ...
+
+    def write(self, data: object, timeout: float) -> int:
+        """
+        Copies a bytes-like object after the unit's last bytes, waiting up to `timeout` seconds for room; returns its position.
+        """
+
+    def commit(self) -> tuple[int, int]:
+        """Publishes the unit; returns its span (start, end)."""
+
+    def abort(self) -> None: ...
+
+class _SharedRing:
+    """A shared-memory byte ring in one anonymous file."""
+
+    @staticmethod
+    def create(capacity: int) -> _SharedRing: ...
+
+    @staticmethod
+    def attach(fd: int) -> _SharedRing:
+        """Maps the ring of `fd` (duplicated; the caller keeps fd)."""
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def capacity(self) -> int: ...
+
+    @property
+    def is_shutdown(self) -> bool: ...
+
+    def used(self) -> int: ...
+
+    def begin_unit(self) -> _RingUnit: ...
+
+    def read(self, offset: int, dtype: str, shape: Sequence[int]) -> io.Buffer:
+        """A private copy of the elements at `offset`."""
+
+    def read_bytes(self, offset: int, n: int) -> bytes: ...
+
+    def release(self, end: int) -> None: ...
+
+    def shutdown(self) -> None: ...
+
 _extension_api: object
 
 __version__: str

@@ -28,7 +28,7 @@ from .._feedline_ext import (
     StageStats,
 )
 from . import config, defs
-from ._arena import SharedMemorySegmentPool
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
 from ._build import build_pipeline
 from ._builder import PipelineBuilder
 from ._hooks import (
@@ -55,6 +55,7 @@ __all__ = [
     "QueuePerfStats",
     "QueueStats",
     "RegionStats",
+    "SharedMemoryRingBuffer",
     "SharedMemorySegmentPool",
     "StageInfo",
     "StageStats",

@@ -17,6 +17,13 @@ tensor or memoryview derived from those) is garbage-collected. Views stay
 valid across epochs, re-iterations and ``break``; there is no reset. While
 every segment is held the worker waits in :func:`offload` (up to the pool's
 ``acquire_timeout``) instead of overwriting anything.
+
+:class:`SharedMemoryRingBuffer` is the copying alternative (a C++ byte ring,
+``_SharedRing``): items of any size up to its capacity share it, and
+:func:`restore` copies each leaf out into memory of its own (bytes stay
+bytes, arrays are writable) and frees the item's bytes at once, so nothing
+the consumer keeps pins the ring. Envelopes must be restored (or discarded)
+in the order they were made.
 """
 
 from __future__ import annotations
@@ -32,10 +39,11 @@ from typing import Any
 from .. import _feedline_ext as _ext
 from .._feedline_ext import io as _io
 
-__all__ = ["SharedMemorySegmentPool", "discard", "offload", "restore"]
+__all__ = ["SharedMemoryRingBuffer", "SharedMemorySegmentPool", "discard", "offload", "restore"]
 
-# The envelope: the segment number (-1: none) and then the pickle.
-_HEADER = struct.Struct("<q")
+# The envelope: where the item's leaves are (a pool's segment number and 0,
+# or a ring's span; -1: none) and then the pickle.
+_HEADER = struct.Struct("<qq")
 _NO_SEGMENT = -1
 
 
@@ -131,11 +139,134 @@ class SharedMemorySegmentPool:
             raise ValueError("the SharedMemorySegmentPool is closed")
         return self._arena
 
+    def _begin_unit(self, timeout: float) -> Any:
+        return _PoolUnit(self._live().begin_unit(timeout))
+
     def __repr__(self) -> str:
         if self._arena is None:
             return "SharedMemorySegmentPool(closed)"
         a = self._arena
         return f"SharedMemorySegmentPool(segment_size={a.segment_size}, count={a.count}, free={a.free_segments()})"
+
+
+class _PoolUnit:
+    """A pool segment being written: offsets within it, the segment as where."""
+
+    def __init__(self, unit: Any) -> None:
+        self._unit = unit
+
+    def write(self, data: Any) -> int:
+        return int(self._unit.write(data))
+
+    def commit(self) -> tuple[int, int]:
+        self._unit.commit()
+        return self._unit.segment, 0
+
+    def abort(self) -> None:
+        self._unit.abort()
+
+
+class _RingUnit:
+    """A ring unit being written: positions in the ring, its span as where."""
+
+    def __init__(self, unit: Any, timeout: float) -> None:
+        self._unit = unit
+        self._timeout = timeout
+
+    def write(self, data: Any) -> int:
+        return int(self._unit.write(data, self._timeout))
+
+    def commit(self) -> tuple[int, int]:
+        start, end = self._unit.commit()
+        return int(start), int(end)
+
+    def abort(self) -> None:
+        self._unit.abort()
+
+
+class SharedMemoryRingBuffer:
+    """A shared-memory ring of ``capacity`` bytes that items are copied
+    through: the worker copies an item's large leaves in, the parent copies
+    them out into memory of its own and frees the item's bytes at once.
+
+    Use it instead of :class:`SharedMemorySegmentPool` when item sizes vary
+    widely (the ring holds only the bytes in flight, not a largest-item
+    segment per item) or when the consumer keeps what it receives for long
+    (copies pin nothing). One item must fit in the ring: about
+    ``(buffer_size + 2) * largest item`` bytes keeps the worker from
+    waiting. Pickles as a duplicate of the memory file's descriptor, as the
+    pool does; nothing is ever left in ``/dev/shm``.
+
+    Args:
+        capacity: Bytes of the ring.
+        acquire_timeout: Seconds a worker waits for room before
+            :func:`offload` raises :class:`feedline.Timeout`; 0 does not wait.
+    """
+
+    def __init__(self, capacity: int, *, acquire_timeout: float = 60.0) -> None:
+        if capacity <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity}")
+        if acquire_timeout < 0:
+            raise ValueError(f"acquire_timeout must be >= 0, got {acquire_timeout}")
+        self._acquire_timeout = float(acquire_timeout)
+        self._ring: Any = _ext._SharedRing.create(capacity)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"acquire_timeout": self._acquire_timeout, "fd": reduction.DupFd(self._live().fd)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fd = state["fd"].detach()
+        try:
+            self._ring = _ext._SharedRing.attach(fd)
+        finally:
+            os.close(fd)  # the ring holds its own duplicate
+        self._acquire_timeout = state["acquire_timeout"]
+
+    @property
+    def capacity(self) -> int:
+        """Bytes of the ring."""
+        return int(self._live().capacity)
+
+    @property
+    def acquire_timeout(self) -> float:
+        """Seconds :func:`offload` waits for room."""
+        return self._acquire_timeout
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` in this process."""
+        return self._ring is None
+
+    def used(self) -> int:
+        """Bytes written and not yet restored or discarded, in all processes."""
+        return int(self._live().used())
+
+    def shutdown(self) -> None:
+        """Wakes every worker waiting for room; later waits raise
+        ``feedline.Cancelled``."""
+        self._live().shutdown()
+
+    shutdown_arena = shutdown
+
+    def close(self) -> None:
+        """Drops this process's handle of the ring. Idempotent."""
+        self._ring = None
+
+    def unlink(self) -> None:
+        """Does nothing (an anonymous file; see SharedMemorySegmentPool.unlink)."""
+
+    def _live(self) -> Any:
+        if self._ring is None:
+            raise ValueError("the SharedMemoryRingBuffer is closed")
+        return self._ring
+
+    def _begin_unit(self, timeout: float) -> Any:
+        return _RingUnit(self._live().begin_unit(), timeout)
+
+    def __repr__(self) -> str:
+        if self._ring is None:
+            return "SharedMemoryRingBuffer(closed)"
+        return f"SharedMemoryRingBuffer(capacity={self._ring.capacity}, used={self._ring.used()})"
 
 
 class _Offloader(pickle.Pickler):
@@ -144,7 +275,7 @@ class _Offloader(pickle.Pickler):
     def __init__(
         self,
         file: io.BytesIO,
-        pool: SharedMemorySegmentPool,
+        pool: SharedMemorySegmentPool | SharedMemoryRingBuffer,
         threshold: int,
         timeout: float,
     ) -> None:
@@ -156,7 +287,7 @@ class _Offloader(pickle.Pickler):
 
     def _write(self, data: Any) -> int:
         if self.unit is None:
-            self.unit = self._pool._live().begin_unit(self._timeout)
+            self.unit = self._pool._begin_unit(self._timeout)
         return int(self.unit.write(data))
 
     def persistent_id(self, obj: Any) -> Any:  # noqa: PLR0911
@@ -164,7 +295,7 @@ class _Offloader(pickle.Pickler):
         if t is bytes or t is bytearray:
             if len(obj) < self._threshold:
                 return None
-            return ("b", self._write(obj), len(obj))
+            return ("b", self._write(obj), len(obj), t is bytearray)
         if t is memoryview:  # never picklable otherwise
             flat = obj if obj.c_contiguous else obj.tobytes()
             return ("m", self._write(flat), obj.nbytes, obj.format, obj.shape)
@@ -242,6 +373,44 @@ class _Restorer(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown shared-memory marker {kind!r}")
 
 
+class _RingRestorer(pickle.Unpickler):
+    """Unpickles an envelope's item, copying its leaves out of the ring."""
+
+    def __init__(self, file: io.BytesIO, ring: Any) -> None:
+        super().__init__(file)
+        self._ring = ring
+
+    def _array(self, offset: int, nbytes: int) -> Any:
+        return _np().asarray(self._ring.read(offset, "uint8", [nbytes]))
+
+    def persistent_load(self, pid: Any) -> Any:
+        kind = pid[0]
+        if kind == "b":
+            data = self._ring.read_bytes(pid[1], pid[2])
+            return bytearray(data) if pid[3] else data
+        if kind == "m":
+            _, offset, nbytes, fmt, shape = pid
+            view = memoryview(bytearray(self._ring.read_bytes(offset, nbytes)))
+            try:
+                return view.cast(fmt, shape) if not (fmt == "B" and len(shape) == 1) else view
+            except (TypeError, ValueError):
+                return view
+        if kind == "f":
+            _, offset, dtype, shape = pid
+            return self._ring.read(offset, dtype, list(shape))
+        if kind == "n":
+            _, offset, dtype, shape = pid
+            return self._array(offset, dtype.itemsize * _numel(shape)).view(dtype).reshape(shape)
+        if kind == "t":
+            import torch
+
+            _, offset, dtype, shape, requires_grad = pid
+            arr = self._array(offset, getattr(torch, dtype).itemsize * _numel(shape))
+            t = torch.from_numpy(arr).view(getattr(torch, dtype)).reshape(shape)
+            return t.requires_grad_() if requires_grad else t
+        raise pickle.UnpicklingError(f"unknown shared-memory marker {kind!r}")
+
+
 def _np() -> Any:
     import numpy
 
@@ -262,7 +431,7 @@ def _is_contiguous(buf: Any) -> bool:
 
 def offload(
     obj: Any,
-    pool: SharedMemorySegmentPool,
+    pool: SharedMemorySegmentPool | SharedMemoryRingBuffer,
     threshold: int = 4096,
     *,
     timeout: float | None = None,
@@ -285,45 +454,57 @@ def offload(
     if threshold < 1:
         raise ValueError(f"threshold must be >= 1, got {threshold}")
     out = io.BytesIO()
-    out.write(_HEADER.pack(_NO_SEGMENT))
+    out.write(_HEADER.pack(_NO_SEGMENT, 0))
     wait = pool.acquire_timeout if timeout is None else timeout
     pickler = _Offloader(out, pool, threshold, wait)
     try:
         pickler.dump(obj)
         if pickler.unit is None:
             return out.getvalue()
-        segment = pickler.unit.segment
-        pickler.unit.commit()
+        where = pickler.unit.commit()
     except BaseException:
         if pickler.unit is not None:
             pickler.unit.abort()
         raise
     envelope = out.getbuffer()
-    _HEADER.pack_into(envelope, 0, segment)
+    _HEADER.pack_into(envelope, 0, *where)
     del envelope
     return out.getvalue()
 
 
-def restore(data: bytes, pool: SharedMemorySegmentPool) -> Any:
+def restore(data: bytes, pool: SharedMemorySegmentPool | SharedMemoryRingBuffer) -> Any:
     """Returns the item of envelope ``data`` (the reader's side), its leaves
     viewing the segment, which is free again once they are all gone.
 
     Moved ``bytes``/``bytearray``/``memoryview`` leaves come back as read-only
     memoryviews, NumPy arrays as writable arrays of the same dtype and shape,
-    tensors as tensors, Buffers as Buffers.
+    tensors as tensors, Buffers as Buffers. From a
+    :class:`SharedMemoryRingBuffer` every leaf is a copy of its own (bytes
+    and bytearrays keep their type, memoryviews are writable) and the item's
+    bytes in the ring are free when this returns.
     """
-    (segment,) = _HEADER.unpack_from(data)
+    segment, end = _HEADER.unpack_from(data)
     body = io.BytesIO(memoryview(data)[_HEADER.size :])
     if segment == _NO_SEGMENT:
         return pickle.load(body)
+    if isinstance(pool, SharedMemoryRingBuffer):
+        ring = pool._live()
+        try:
+            return _RingRestorer(body, ring).load()
+        finally:
+            ring.release(end)
     arena = pool._live()
     lease = arena.adopt(segment)
     return _Restorer(body, arena, lease).load()
 
 
-def discard(data: bytes, pool: SharedMemorySegmentPool) -> None:
-    """Frees the segment of an envelope that will never be restored (an item
+def discard(data: bytes, pool: SharedMemorySegmentPool | SharedMemoryRingBuffer) -> None:
+    """Frees the memory of an envelope that will never be restored (an item
     dropped in flight at shutdown or when iteration stops early)."""
-    (segment,) = _HEADER.unpack_from(data)
-    if segment != _NO_SEGMENT:
+    segment, end = _HEADER.unpack_from(data)
+    if segment == _NO_SEGMENT:
+        return
+    if isinstance(pool, SharedMemoryRingBuffer):
+        pool._live().release(end)
+    else:
         pool._live().adopt(segment)

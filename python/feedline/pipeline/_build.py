@@ -452,7 +452,7 @@ def build_pipeline(
         user_callback=stats_callback,
         interval=report_stats_interval,
         on_end=stage_hooks.exit,
-        region_hook_factory=lambda r, s, i: builder.region_stats_hooks(r, s, i),
+        region_hook_factory=builder.region_stats_hooks,
     )
     try:
         native = spec.build(

@@ -9,7 +9,8 @@ region's stages as a warm pipeline of its own, with a continuous source
 reading the worker's input queue, so the intermediate values never leave the
 worker (and need not pickle); only the region's inputs and outputs cross.
 
-The protocol, per worker: inputs ``("item", value)``, ``("epoch",)`` (end of
+The protocol, per worker: inputs ``("item", value)``, ``("items", [value,
+...])`` (values that gathered while every worker's queue was full), ``("epoch",)`` (end of
 an epoch: the worker's pipeline flushes its aggregates and the worker answers
 ``("epoch_done", index)`` after its last value of the epoch), ``("shutdown",)``;
 outputs ``("ready", index)``, ``("item", value)``, ``("epoch_done", index)``,
@@ -57,6 +58,9 @@ _LG = logging.getLogger("feedline.pipeline")
 _POLL = 0.05  # seconds between checks while the bridge waits on a queue
 _PUT_WAIT = 0.002  # seconds the bridge waits for room before it looks at results again
 _JOIN = 3.0
+# The most items the bridge gathers into one message while every worker is
+# busy. Small: the last messages of an epoch may land on one worker.
+_OUTBOX = 8
 _STATS_PERIOD = 1.0  # seconds between a worker's reports without report_stats_interval
 
 
@@ -160,6 +164,8 @@ class _Inbox:
                 continue
             if msg[0] == "item":
                 yield msg[1]
+            elif msg[0] == "items":
+                yield from msg[1]
             elif msg[0] == "epoch":
                 return
             else:
@@ -291,6 +297,7 @@ class RegionPool:
         ]
         self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq)
         self._pending: collections.deque = collections.deque()
+        self._outbox: list = []  # items no worker's queue had room for yet
         self._epoch_done = 0
         self._next = 0
         self._started = False
@@ -404,9 +411,35 @@ class RegionPool:
             raise RuntimeError(f"{self.name}: the region's workers are stopped")
         self.start()
 
+    def _try_send_outbox(self) -> bool:
+        """Puts the outbox, as one message, into the first worker's queue in
+        turn that has room; False when none has."""
+        msg = ("items", self._outbox) if len(self._outbox) > 1 else ("item", self._outbox[0])
+        for k in range(self.size):
+            i = (self._next + k) % self.size
+            try:
+                self._inqs[i].put_nowait(msg)
+            except queue.Full:
+                continue
+            self._next = (i + 1) % self.size
+            self._outbox = []
+            return True
+        return False
+
+    def _flush_outbox(self) -> None:
+        if self._outbox and not self._try_send_outbox():
+            self._send(("items", self._outbox))
+            self._outbox = []
+
     def put(self, item) -> list:
         self._check_open()
-        self._send(("item", item))
+        # While every worker's queue is full, items gather in the outbox and
+        # go as one message when a queue has room: fewer messages (and
+        # wake-ups) per item exactly when the workers are the bottleneck. A
+        # full outbox waits for room.
+        self._outbox.append(item)
+        if not self._try_send_outbox() and len(self._outbox) >= _OUTBOX:
+            self._flush_outbox()
         self._drain()
         out = list(self._pending)
         self._pending.clear()
@@ -414,6 +447,7 @@ class RegionPool:
 
     def end_epoch(self) -> list:
         self._check_open()
+        self._flush_outbox()
         for i in range(self.size):
             self._send(("epoch",), worker=i)
         while self._epoch_done < self.size:

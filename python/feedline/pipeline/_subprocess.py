@@ -46,7 +46,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from ._arena import SharedMemorySegmentPool, restore
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool, restore
 
 __all__ = ["iterate_in_subprocess", "run_pipeline_in_subprocess"]
 
@@ -334,7 +334,9 @@ def iterate_in_subprocess(
             (bytes, NumPy arrays, tensors, Buffers) in shared memory instead
             of the pipe; the parent gets zero-copy views, which stay valid
             (their segment is not reused) for as long as anything holds
-            them. Tearing the iterable down shuts the pool down.
+            them. Tearing the iterable down shuts the pool down. Or a
+            :class:`SharedMemoryRingBuffer`, through which the parent gets
+            copies of its own (items of any size up to its capacity).
 
     Raises:
         RuntimeError: when the worker fails to start, its initializer or
@@ -351,8 +353,10 @@ def iterate_in_subprocess(
         initializers = [initializer]
     else:
         initializers = list(initializer)
-    if arena is not None and not isinstance(arena, SharedMemorySegmentPool):
-        raise TypeError(f"arena must be a SharedMemorySegmentPool, got {type(arena).__name__}")
+    if arena is not None and not isinstance(arena, (SharedMemorySegmentPool, SharedMemoryRingBuffer)):
+        raise TypeError(
+            f"arena must be a SharedMemorySegmentPool or a SharedMemoryRingBuffer, got {type(arena).__name__}"
+        )
     return _SubprocessIterable(fn, buffer_size, initializers, _context(mp_context), timeout, daemon, arena)
 
 
