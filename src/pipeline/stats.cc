@@ -115,6 +115,17 @@ void append_stage(std::string* out, const StageStats& s) {
   append_queue(o.key("input_queue"), s.input_queue);
 }
 
+// A JSON array of `items`, each written by `append`.
+template <typename T, typename F>
+void append_list(std::string* out, const std::vector<T>& items, F append) {
+  out->push_back('[');
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    append(out, items[i]);
+  }
+  out->push_back(']');
+}
+
 std::string format_duration(std::chrono::nanoseconds d) {
   char buf[32];
   double ns = static_cast<double>(d.count());
@@ -379,32 +390,17 @@ std::string to_json(const PipelineStats& stats) {
   o.add("name", stats.name);
   o.add_seconds("elapsed_s", stats.elapsed);
   o.add("items_delivered", stats.items_delivered);
-  std::string* list = o.key("stages");
-  list->push_back('[');
-  for (std::size_t i = 0; i < stats.stages.size(); ++i) {
-    if (i > 0) list->push_back(',');
-    append_stage(list, stats.stages[i]);
-  }
-  list->push_back(']');
-  std::string* regions = o.key("regions");
-  regions->push_back('[');
-  for (std::size_t i = 0; i < stats.regions.size(); ++i) {
-    const RegionStats& region = stats.regions[i];
-    if (i > 0) regions->push_back(',');
-    JsonObject r(regions);
-    r.add("name", region.name);
-    r.add("host_stage", static_cast<uint64_t>(std::max(region.host_stage, 0)));
-    r.add("workers", static_cast<uint64_t>(region.workers));
-    r.add("reporting", static_cast<uint64_t>(region.reporting));
-    std::string* stages = r.key("stages");
-    stages->push_back('[');
-    for (std::size_t j = 0; j < region.stages.size(); ++j) {
-      if (j > 0) stages->push_back(',');
-      append_stage(stages, region.stages[j]);
-    }
-    stages->push_back(']');
-  }
-  regions->push_back(']');
+  append_list(o.key("stages"), stats.stages, append_stage);
+  append_list(o.key("regions"), stats.regions,
+              [](std::string* out, const RegionStats& region) {
+                JsonObject r(out);
+                r.add("name", region.name);
+                r.add("host_stage",
+                      static_cast<uint64_t>(std::max(region.host_stage, 0)));
+                r.add("workers", static_cast<uint64_t>(region.workers));
+                r.add("reporting", static_cast<uint64_t>(region.reporting));
+                append_list(r.key("stages"), region.stages, append_stage);
+              });
   return out;
 }
 

@@ -47,7 +47,65 @@ _HEADER = struct.Struct("<qq")
 _NO_SEGMENT = -1
 
 
-class SharedMemorySegmentPool:
+class _SharedMemory:
+    """What the pool and the ring share: a native handle (None once closed),
+    the writer's wait, and pickling as a duplicate of the memory file's
+    descriptor."""
+
+    _native: Any  # the C++ class: attach(fd) maps its memory file
+
+    def __init__(self, acquire_timeout: float) -> None:
+        if acquire_timeout < 0:
+            raise ValueError(f"acquire_timeout must be >= 0, got {acquire_timeout}")
+        self._acquire_timeout = float(acquire_timeout)
+        self._handle: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"acquire_timeout": self._acquire_timeout, "fd": reduction.DupFd(self._live().fd)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        fd = state["fd"].detach()
+        try:
+            self._handle = self._native.attach(fd)
+        finally:
+            os.close(fd)  # the native object holds its own duplicate
+        self._acquire_timeout = state["acquire_timeout"]
+
+    @property
+    def acquire_timeout(self) -> float:
+        """Seconds :func:`offload` waits for room."""
+        return self._acquire_timeout
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` in this process."""
+        return self._handle is None
+
+    def shutdown(self) -> None:
+        """Wakes every worker waiting for room, in every process; later waits
+        in :func:`offload` raise ``feedline.Cancelled``. What was restored
+        stays valid."""
+        self._live().shutdown()
+
+    shutdown_arena = shutdown
+
+    def close(self) -> None:
+        """Drops this process's handle. Views restored earlier keep their
+        memory mapped until they are gone. Idempotent."""
+        self._handle = None
+
+    def unlink(self) -> None:
+        """Does nothing: the memory is an anonymous file with no name, freed
+        by the kernel once every process has closed it and dropped its views.
+        Kept so that code written for SPDL runs unchanged."""
+
+    def _live(self) -> Any:
+        if self._handle is None:
+            raise ValueError(f"the {type(self).__name__} is closed")
+        return self._handle
+
+
+class SharedMemorySegmentPool(_SharedMemory):
     """A pool of ``count`` shared-memory segments of ``segment_size`` bytes.
 
     Each item handed over with :func:`offload` takes one segment, for as long
@@ -67,30 +125,15 @@ class SharedMemorySegmentPool:
             ``TimeoutError``); 0 does not wait.
     """
 
+    _native = _ext._SharedArena
+
     def __init__(self, segment_size: int, count: int, *, acquire_timeout: float = 60.0) -> None:
         if segment_size <= 0:
             raise ValueError(f"segment_size must be positive, got {segment_size}")
         if count <= 0:
             raise ValueError(f"count must be positive, got {count}")
-        if acquire_timeout < 0:
-            raise ValueError(f"acquire_timeout must be >= 0, got {acquire_timeout}")
-        self._acquire_timeout = float(acquire_timeout)
-        self._arena: Any = _ext._SharedArena.create(segment_size, count)
-
-    def __getstate__(self) -> dict[str, Any]:
-        arena = self._live()
-        return {
-            "acquire_timeout": self._acquire_timeout,
-            "fd": reduction.DupFd(arena.fd),
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        fd = state["fd"].detach()
-        try:
-            self._arena = _ext._SharedArena.attach(fd)
-        finally:
-            os.close(fd)  # the arena holds its own duplicate
-        self._acquire_timeout = state["acquire_timeout"]
+        super().__init__(acquire_timeout)
+        self._handle = _ext._SharedArena.create(segment_size, count)
 
     @property
     def segment_size(self) -> int:
@@ -102,50 +145,17 @@ class SharedMemorySegmentPool:
         """Number of segments."""
         return int(self._live().count)
 
-    @property
-    def acquire_timeout(self) -> float:
-        """Seconds :func:`offload` waits for a free segment."""
-        return self._acquire_timeout
-
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close` in this process."""
-        return self._arena is None
-
     def free_segments(self) -> int:
         """Segments free now (neither being written nor held), in all processes."""
         return int(self._live().free_segments())
-
-    def shutdown(self) -> None:
-        """Wakes every worker waiting for a segment, in every process; later
-        :func:`offload` calls that need a segment raise ``feedline.Cancelled``.
-        Views already restored stay valid."""
-        self._live().shutdown()
-
-    shutdown_arena = shutdown
-
-    def close(self) -> None:
-        """Drops this process's handle of the pool. Views restored earlier keep
-        their memory mapped until they are gone. Idempotent."""
-        self._arena = None
-
-    def unlink(self) -> None:
-        """Does nothing: the memory is an anonymous file with no name, freed
-        by the kernel once every process has closed it and dropped its views.
-        Kept so that code written for SPDL's pool runs unchanged."""
-
-    def _live(self) -> Any:
-        if self._arena is None:
-            raise ValueError("the SharedMemorySegmentPool is closed")
-        return self._arena
 
     def _begin_unit(self, timeout: float) -> Any:
         return _PoolUnit(self._live().begin_unit(timeout))
 
     def __repr__(self) -> str:
-        if self._arena is None:
+        if self._handle is None:
             return "SharedMemorySegmentPool(closed)"
-        a = self._arena
+        a = self._handle
         return f"SharedMemorySegmentPool(segment_size={a.segment_size}, count={a.count}, free={a.free_segments()})"
 
 
@@ -184,7 +194,7 @@ class _RingUnit:
         self._unit.abort()
 
 
-class SharedMemoryRingBuffer:
+class SharedMemoryRingBuffer(_SharedMemory):
     """A shared-memory ring of ``capacity`` bytes that items are copied
     through: the worker copies an item's large leaves in, the parent copies
     them out into memory of its own and frees the item's bytes at once.
@@ -203,70 +213,30 @@ class SharedMemoryRingBuffer:
             :func:`offload` raises :class:`feedline.Timeout`; 0 does not wait.
     """
 
+    _native = _ext._SharedRing
+
     def __init__(self, capacity: int, *, acquire_timeout: float = 60.0) -> None:
         if capacity <= 0:
             raise ValueError(f"capacity must be positive, got {capacity}")
-        if acquire_timeout < 0:
-            raise ValueError(f"acquire_timeout must be >= 0, got {acquire_timeout}")
-        self._acquire_timeout = float(acquire_timeout)
-        self._ring: Any = _ext._SharedRing.create(capacity)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"acquire_timeout": self._acquire_timeout, "fd": reduction.DupFd(self._live().fd)}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        fd = state["fd"].detach()
-        try:
-            self._ring = _ext._SharedRing.attach(fd)
-        finally:
-            os.close(fd)  # the ring holds its own duplicate
-        self._acquire_timeout = state["acquire_timeout"]
+        super().__init__(acquire_timeout)
+        self._handle = _ext._SharedRing.create(capacity)
 
     @property
     def capacity(self) -> int:
         """Bytes of the ring."""
         return int(self._live().capacity)
 
-    @property
-    def acquire_timeout(self) -> float:
-        """Seconds :func:`offload` waits for room."""
-        return self._acquire_timeout
-
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close` in this process."""
-        return self._ring is None
-
     def used(self) -> int:
         """Bytes written and not yet restored or discarded, in all processes."""
         return int(self._live().used())
-
-    def shutdown(self) -> None:
-        """Wakes every worker waiting for room; later waits raise
-        ``feedline.Cancelled``."""
-        self._live().shutdown()
-
-    shutdown_arena = shutdown
-
-    def close(self) -> None:
-        """Drops this process's handle of the ring. Idempotent."""
-        self._ring = None
-
-    def unlink(self) -> None:
-        """Does nothing (an anonymous file; see SharedMemorySegmentPool.unlink)."""
-
-    def _live(self) -> Any:
-        if self._ring is None:
-            raise ValueError("the SharedMemoryRingBuffer is closed")
-        return self._ring
 
     def _begin_unit(self, timeout: float) -> Any:
         return _RingUnit(self._live().begin_unit(), timeout)
 
     def __repr__(self) -> str:
-        if self._ring is None:
+        if self._handle is None:
             return "SharedMemoryRingBuffer(closed)"
-        return f"SharedMemoryRingBuffer(capacity={self._ring.capacity}, used={self._ring.used()})"
+        return f"SharedMemoryRingBuffer(capacity={self._handle.capacity}, used={self._handle.used()})"
 
 
 class _Offloader(pickle.Pickler):
