@@ -4,6 +4,7 @@ to(MAIN_PROCESS) runs a span of stages in worker processes."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import pickle
 import signal
@@ -16,7 +17,7 @@ import pytest
 from conftest import process_gone
 
 from feedline import PipelineFailure
-from feedline.pipeline import PipelineBuilder
+from feedline.pipeline import PipelineBuilder, TaskHook
 from feedline.pipeline.defs import (
     MAIN_PROCESS,
     InterpreterPoolExecutorConfig,
@@ -184,6 +185,52 @@ def test_region_stages_are_in_the_main_pipelines_stats():
     assert table[host + 1].startswith("  region0/") and "picky" in table[host + 1]
     assert "square" in table[host + 2]
     assert '"regions":[{"name":"region0"' in s.to_json()
+
+
+class PidHook(TaskHook):
+    """Appends the calling process's id to a file around every call."""
+
+    def __init__(self, path):
+        self.path = path
+
+    @contextlib.asynccontextmanager
+    async def task_hook(self, input_item=None):
+        yield
+        with open(self.path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+class PidHooks:
+    """A task_hook_factory that pickles: a PidHook per stage named ``only``."""
+
+    def __init__(self, path, only):
+        self.path, self.only = path, only
+
+    def __call__(self, info):
+        return [PidHook(self.path)] if self.only in info.stage_name else []
+
+
+def test_per_call_task_hooks_of_region_stages_run_in_the_workers(tmp_path):
+    path = tmp_path / "calls.txt"
+    builder = PipelineBuilder().add_source(range(20)).to(_pool(2)).pipe(square, name="sq").to(MAIN_PROCESS).add_sink(3)
+    pipeline = builder.build(num_threads=2, task_hook_factory=PidHooks(str(path), "sq"))
+    with pipeline.auto_stop():
+        assert sorted(pipeline) == [i * i for i in range(20)]
+    pids = path.read_text().split()
+    assert len(pids) == 20  # every call, once
+    assert str(os.getpid()) not in pids
+
+
+def test_a_task_hook_factory_that_does_not_pickle_is_reported(caplog):
+    def factory(info):  # a closure: cannot reach a forkserver worker
+        return []
+
+    builder = PipelineBuilder().add_source(range(4)).to(_pool(1)).pipe(square).to(MAIN_PROCESS).add_sink(3)
+    with caplog.at_level("WARNING", logger="feedline.pipeline"):
+        pipeline = builder.build(num_threads=2, task_hook_factory=factory)
+    assert "task_hook_factory does not pickle" in caplog.text
+    with pipeline.auto_stop():
+        assert sorted(pipeline) == [0, 1, 4, 9]
 
 
 class _Recorder:

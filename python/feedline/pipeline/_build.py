@@ -162,7 +162,9 @@ class _Builder:
     def _add_region(self, spec, region: _regions.Region):
         """A region: a bridge to its worker pool, and a stage that splits
         the lists of results the bridge emits (see _regions)."""
-        pool = _regions.RegionPool(region, self.region_kwargs, host_stage=len(self.infos))
+        pool = _regions.RegionPool(
+            region, self.region_kwargs, host_stage=len(self.infos), hook_factory=self.task_hook_factory
+        )
         bridge = _regions.RegionBridge(pool)
         self.region_pools.append(pool)
         self._new_stage(region.name, where=region.defined_at)
@@ -291,15 +293,22 @@ class _Builder:
                 spec.add_pipe("map", _variants.scoped_map(op, scope) if scope else op, *args)
 
 
+class _DefaultHooks:
+    """``cls(info, interval=interval)`` per stage (a class, so that it
+    pickles into a region's workers when ``cls`` does)."""
+
+    def __init__(self, cls, interval):
+        self.cls, self.interval = cls, interval
+
+    def __call__(self, info):
+        return [self.cls(info, interval=self.interval)]
+
+
 def _default_hook_factory(interval):
     cls = _config.get_default_hook_class()
     if cls is None or cls is TaskStatsHook:
         return None  # the engine's statistics are TaskStatsHook's
-
-    def factory(info):
-        return [cls(info, interval=interval)]
-
-    return factory
+    return _DefaultHooks(cls, interval)
 
 
 def _add_note(exc: BaseException, note: str) -> None:

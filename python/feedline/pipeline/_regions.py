@@ -173,6 +173,46 @@ class _Inbox:
                 return
 
 
+class _CallHooks:
+    """A worker's task_hook_factory: the main pipeline's, less its
+    TaskStatsHooks (those run in the main process, fed by the counters the
+    worker reports)."""
+
+    def __init__(self, factory):
+        self.factory = factory
+
+    def __call__(self, info):
+        from ._hooks import TaskStatsHook
+
+        return [h for h in self.factory(info) if not isinstance(h, TaskStatsHook)]
+
+
+def _no_hooks(info):
+    return []
+
+
+def _worker_hooks(name, factory, mp_context):
+    """The task_hook_factory of a region's workers. A factory that cannot
+    reach a spawned or forkserver worker (it does not pickle) leaves the
+    region's stages without per-call hooks, and says so."""
+    if factory is None:
+        return _no_hooks
+    hooks = _CallHooks(factory)
+    if mp_context != "fork":
+        try:
+            pickle.dumps(hooks)
+        except Exception as e:  # noqa: BLE001 - any pickling failure
+            _LG.warning(
+                "%s: task_hook_factory does not pickle (%s), so its per-call TaskHooks do not run in the "
+                "region's workers (its TaskStatsHooks do run, in this process); pass mp_context='fork' or a "
+                "factory defined at module level",
+                name,
+                e,
+            )
+            return _no_hooks
+    return hooks
+
+
 def _stats_record(pipeline) -> bytes:
     """The counters of the region's own stages in a worker's pipeline (not
     its inbox source or its sink), as a record for the main process."""
@@ -271,7 +311,7 @@ def _stop_pool(procs, inqs, outq) -> None:
 class RegionPool:
     """The worker processes of one region and their queues."""
 
-    def __init__(self, region: Region, build_kwargs: dict, host_stage: int = 0):
+    def __init__(self, region: Region, build_kwargs: dict, host_stage: int = 0, hook_factory=None):
         target = region.target
         self.host_stage = host_stage  # the bridge's index in the main pipeline
         self._native: Any = None  # a weak reference to the main pipeline
@@ -285,7 +325,11 @@ class RegionPool:
         self._outq = ctx.Queue(maxsize=max(4, 2 * self.size))
         # One thread more than the stages' concurrency: the source waits on
         # the input queue on a thread of the pool.
-        kwargs = dict(build_kwargs, num_threads=_num_threads(region.stages) + 1)
+        kwargs = dict(
+            build_kwargs,
+            num_threads=_num_threads(region.stages) + 1,
+            task_hook_factory=_worker_hooks(region.name, hook_factory, target.mp_context),
+        )
         self._procs = [
             ctx.Process(
                 target=_worker_main,
