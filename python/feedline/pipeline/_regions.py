@@ -221,6 +221,23 @@ def _stats_record(pipeline) -> bytes:
     return encode_stage_stats(pipeline.stats().stages[1:-1])
 
 
+def _settled_record(pipeline, epochs: int) -> bytes:
+    """The worker's counters once every region stage has counted its
+    ``epochs``-th epoch marker. A stage counts a marker just after passing it
+    on (and every item before it before that), so the consumer can see an
+    epoch end a moment before the counts do; this waits out that moment
+    (at most 0.2 s)."""
+    deadline = time.monotonic() + 0.2
+    while True:
+        stages = pipeline.stats().stages[1:-1]
+        if all(s.epochs >= epochs for s in stages) or time.monotonic() > deadline:
+            break
+        time.sleep(0.0002)
+    from .._feedline_ext import encode_stage_stats
+
+    return encode_stage_stats(stages)
+
+
 def _report_stats(index, pipeline, outq, period, done) -> None:
     """Sends the worker's counters every ``period`` seconds until ``done``.
     A full queue drops a report: the next one holds the same totals and more."""
@@ -259,13 +276,15 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
     reporter.start()
     outq.put(("ready", index))
     try:
+        epochs = 0
         while True:
             for value in pipeline.get_iterator():
                 outq.put(("item", value))
             if inbox.closed:
                 break
-            # Every value of the epoch has been sent: so have its counts.
-            outq.put(("stats", index, _stats_record(pipeline)))
+            # Every value of the epoch has been sent: so are its counts.
+            epochs += 1
+            outq.put(("stats", index, _settled_record(pipeline, epochs)))
             outq.put(("epoch_done", index))
     except BaseException as e:  # noqa: BLE001 - relayed to the main process
         outq.put(("error", index, f"the region failed in worker {index}: {_describe(e)}"))
