@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -120,9 +121,11 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   // Throws: FormatError for a damaged record.
   void report_region(const std::string& region, int host_stage, int worker,
                      int workers, const nb::bytes& record) {
-    pipeline_.report_region(
-        region, host_stage, worker, workers,
-        decode_stage_stats(std::string_view(record.c_str(), record.size())));
+    std::vector<StageStats> stages =
+        decode_stage_stats(std::string_view(record.c_str(), record.size()));
+    nb::gil_scoped_release release;
+    pipeline_.report_region(region, host_stage, worker, workers,
+                            std::move(stages));
   }
 
   // Once stopped: the failure as a Python feedline.PipelineFailure (None if
