@@ -213,29 +213,21 @@ def _worker_hooks(name, factory, mp_context):
     return hooks
 
 
-def _stats_record(pipeline) -> bytes:
+def _stats_record(pipeline, epochs: int = 0) -> bytes:
     """The counters of the region's own stages in a worker's pipeline (not
-    its inbox source or its sink), as a record for the main process."""
+    its inbox source or its sink), as a record for the main process, once
+    every one of them has counted its ``epochs``-th epoch marker. A stage
+    counts a marker just after passing it on (and every item before it
+    before that), so the consumer can see an epoch end a moment before the
+    counts do; this waits out that moment (at most 0.2 s)."""
     from .._feedline_ext import encode_stage_stats
 
-    return encode_stage_stats(pipeline.stats().stages[1:-1])
-
-
-def _settled_record(pipeline, epochs: int) -> bytes:
-    """The worker's counters once every region stage has counted its
-    ``epochs``-th epoch marker. A stage counts a marker just after passing it
-    on (and every item before it before that), so the consumer can see an
-    epoch end a moment before the counts do; this waits out that moment
-    (at most 0.2 s)."""
     deadline = time.monotonic() + 0.2
     while True:
         stages = pipeline.stats().stages[1:-1]
         if all(s.epochs >= epochs for s in stages) or time.monotonic() > deadline:
-            break
+            return encode_stage_stats(stages)
         time.sleep(0.0002)
-    from .._feedline_ext import encode_stage_stats
-
-    return encode_stage_stats(stages)
 
 
 def _report_stats(index, pipeline, outq, period, done) -> None:
@@ -284,7 +276,7 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
                 break
             # Every value of the epoch has been sent: so are its counts.
             epochs += 1
-            outq.put(("stats", index, _settled_record(pipeline, epochs)))
+            outq.put(("stats", index, _stats_record(pipeline, epochs)))
             outq.put(("epoch_done", index))
     except BaseException as e:  # noqa: BLE001 - relayed to the main process
         outq.put(("error", index, f"the region failed in worker {index}: {_describe(e)}"))
@@ -432,20 +424,30 @@ class RegionPool:
                 return
             self._message(msg)
 
+    def _put_in_turn(self, msg) -> bool:
+        """Puts ``msg`` into the first worker's queue in turn that has room;
+        False when none has."""
+        for k in range(self.size):
+            i = (self._next + k) % self.size
+            try:
+                self._inqs[i].put_nowait(msg)
+            except queue.Full:
+                continue
+            self._next = (i + 1) % self.size
+            return True
+        return False
+
     def _send(self, msg, worker: int | None = None) -> None:
         """Puts ``msg`` into a worker's queue (``worker``, or the first of
         them in turn that has room), taking results in while all are full."""
         while True:
-            order = range(self.size) if worker is None else (0,)
-            for k in order:
-                i = (self._next + k) % self.size if worker is None else worker
-                try:
-                    self._inqs[i].put_nowait(msg)
-                except queue.Full:
-                    continue
-                if worker is None:
-                    self._next = (i + 1) % self.size
-                return
+            if worker is None:
+                if self._put_in_turn(msg):
+                    return
+            else:
+                with contextlib.suppress(queue.Full):
+                    self._inqs[worker].put_nowait(msg)
+                    return
             # Every queue is full: take in the results that have come back,
             # then wait (briefly, to look at the results again) for room in
             # the queue next in turn. A worker may hold items back, in an
@@ -478,16 +480,10 @@ class RegionPool:
         """Puts the outbox, as one message, into the first worker's queue in
         turn that has room; False when none has."""
         msg = ("items", self._outbox) if len(self._outbox) > 1 else ("item", self._outbox[0])
-        for k in range(self.size):
-            i = (self._next + k) % self.size
-            try:
-                self._inqs[i].put_nowait(msg)
-            except queue.Full:
-                continue
-            self._next = (i + 1) % self.size
-            self._outbox = []
-            return True
-        return False
+        if not self._put_in_turn(msg):
+            return False
+        self._outbox = []
+        return True
 
     def _flush_outbox(self) -> None:
         if self._outbox and not self._try_send_outbox():
