@@ -30,10 +30,12 @@ namespace {
 // Python 3.12 resets the lock first, and 3.13 takes it itself before
 // fork() (so the handler would wait for a thread that waits for the lock
 // the forking thread holds): the handler is installed below 3.12 only.
+// Without the handler the mutex is not used either: a fork while a thread
+// held it would leave it held in the child for good.
+#if PY_VERSION_HEX < 0x030C0000
 std::mutex g_tstate_list_mu;
 
 void install_fork_guard() {
-#if PY_VERSION_HEX < 0x030C0000
   static const bool kInstalled = [] {
     pthread_atfork([] { g_tstate_list_mu.lock(); },
                    [] { g_tstate_list_mu.unlock(); },
@@ -41,8 +43,17 @@ void install_fork_guard() {
     return true;
   }();
   (void)kInstalled;
-#endif
 }
+
+using TstateListLock = std::lock_guard<std::mutex>;
+#else
+void install_fork_guard() {}
+
+struct TstateListLock {
+  explicit TstateListLock(int /*unused*/) {}
+};
+constexpr int g_tstate_list_mu = 0;
+#endif
 
 // The Python thread state a native thread created for itself: kept for the
 // thread's life and deleted when the thread exits (unless the interpreter is
@@ -55,7 +66,7 @@ struct NativeThreadState {
   void create() {
     install_fork_guard();
     {
-      std::lock_guard<std::mutex> lock(g_tstate_list_mu);
+      TstateListLock lock(g_tstate_list_mu);
       // Also makes it the thread's PyGILState thread state.
       tstate = PyThreadState_New(PyInterpreterState_Main());
     }
@@ -71,7 +82,7 @@ struct NativeThreadState {
     PyEval_RestoreThread(tstate);
     forget_dummy_thread();
     PyThreadState_Clear(tstate);
-    std::lock_guard<std::mutex> lock(g_tstate_list_mu);
+    TstateListLock lock(g_tstate_list_mu);
     PyThreadState_DeleteCurrent();  // releases the GIL
   }
 
