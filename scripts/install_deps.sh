@@ -35,6 +35,7 @@ readonly PY_PACKAGES=(
   pytest:pytest
   Pillow:PIL
   scikit-image:skimage
+  matplotlib:matplotlib
   ruff==0.17.6:ruff
   mypy==2.4.1:mypy
   build:build

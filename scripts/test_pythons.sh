@@ -51,6 +51,12 @@ for v in ${versions}; do
         "${venv_py}" -m pytest -q -p no:cacheprovider tests/python
   } >"${log}" 2>&1; then
     result[${v}]="FAILED ($(tail -n 1 "${log}"))"
+    # The names and the first lines of each failure, so that a CI log that
+    # keeps only this script's output still says what failed.
+    grep -E '^(FAILED|ERROR) ' "${log}" | head -n 20 | sed "s/^/  ${v}: /"
+    grep -nE '^_{5,} .* _{5,}$' "${log}" | head -n 5 | while IFS=: read -r line _; do
+      sed -n "${line},$((line + 40))p" "${log}" | sed "s/^/  ${v}| /"
+    done
     failed=1
   else
     result[${v}]="ok ($(tail -n 1 "${log}" | sed 's/=//g; s/^ *//; s/ *$//'))"

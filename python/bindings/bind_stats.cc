@@ -9,6 +9,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -81,6 +82,12 @@ void bind_stats(nb::module_& m) {
       .def_ro("op_time", &StageStats::op_time)
       .def_prop_ro("wait_input", &secs<StageStats, &StageStats::wait_input>)
       .def_prop_ro("wait_output", &secs<StageStats, &StageStats::wait_output>)
+      .def_ro("gil_acquisitions", &StageStats::gil_acquisitions,
+              "Times the stage's Python calls took the GIL (0: native).")
+      .def_prop_ro("gil_wait", &secs<StageStats, &StageStats::gil_wait>,
+                   "Seconds its calls waited to take the GIL.")
+      .def_prop_ro("gil_held", &secs<StageStats, &StageStats::gil_held>,
+                   "CPU seconds its calls used while holding the GIL.")
       .def_ro("finished", &StageStats::finished)
       .def_ro("failed", &StageStats::failed)
       .def_ro("input_queue", &StageStats::input_queue);
@@ -106,10 +113,27 @@ void bind_stats(nb::module_& m) {
       "A compact record of `stages` for another process of this machine "
       "(Pipeline.report_region there).");
 
+  nb::class_<Bottleneck>(
+      m, "Bottleneck",
+      "The stage that limits throughput and why (PipelineStats.bottleneck()).")
+      .def_ro("kind", &Bottleneck::kind,
+              "'consumer', 'gil', 'stage', 'threads' or 'none'.")
+      .def_ro("stage", &Bottleneck::stage,
+              "Index in PipelineStats.stages, or -1.")
+      .def_ro("stage_name", &Bottleneck::stage_name)
+      .def_ro("reason", &Bottleneck::reason)
+      .def_ro("advice", &Bottleneck::advice)
+      .def("__repr__", [](const Bottleneck& b) {
+        return "<Bottleneck " + b.kind + " " +
+               (b.stage_name.empty() ? "-" : b.stage_name) + ": " + b.reason +
+               ">";
+      });
+
   nb::class_<PipelineStats>(
       m, "PipelineStats",
       "A snapshot of every stage's counters (totals since start).")
       .def_ro("name", &PipelineStats::name)
+      .def_ro("num_threads", &PipelineStats::num_threads)
       .def_prop_ro("elapsed", &secs<PipelineStats, &PipelineStats::elapsed>)
       .def_ro("stages", &PipelineStats::stages)
       .def_ro("items_delivered", &PipelineStats::items_delivered)
@@ -119,7 +143,13 @@ void bind_stats(nb::module_& m) {
            "One JSON object on one line, with every field (durations in "
            "seconds, keys ending in _s).")
       .def("format_table", &format_table,
-           "A human-readable table, one row per stage.")
+           "A human-readable table, one row per stage, and the bottleneck.")
+      .def_static("from_json", &stats_from_json, nb::arg("record"),
+                  "Reads one object of to_json() back (a line of a JSON "
+                  "Lines export). Raises FormatError naming a bad field.")
+      .def("bottleneck", &find_bottleneck,
+           "The stage that limits throughput, the kind of limit, the figures "
+           "behind it and what to change (docs/stats.md).")
       .def("__repr__", [](const PipelineStats& p) {
         return "<PipelineStats " + p.name + ": " +
                std::to_string(p.stages.size()) + " stages, " +

@@ -2,15 +2,20 @@
 
 #include "py_ref.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <new>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "feedline/base/error.h"
+#include "feedline/pipeline/op.h"
 
 namespace nb = nanobind;
 
@@ -106,6 +111,24 @@ struct NativeThreadState {
 
 thread_local NativeThreadState t_native_state;
 
+int64_t clock_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+int64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+// CPU time of this thread: while it holds the GIL, the time it runs Python
+// (or native code that kept the GIL), not the time it slept or blocked. A
+// read is a system call (about 0.3 us, more than a short Python call), so
+// GilScope reads it only on a thread that held the GIL for kTimeCpuAbove or
+// more in one of its last kTimeCpuFor holds; a hold timed by the wall clock
+// instead is short, and cannot differ much. (Threads serve every stage, so
+// one slow stage among fast ones keeps CPU timing on.)
+int64_t thread_cpu_ns() { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+constexpr int64_t kTimeCpuAbove = 50'000;
+constexpr int kTimeCpuFor = 8;
+thread_local int t_time_cpu = kTimeCpuFor;  // holds left to time by CPU
+
 std::mutex g_pending_mu;
 std::vector<PyObject*>* g_pending = nullptr;  // leaked on purpose at exit
 std::atomic<bool> g_has_pending{false};
@@ -153,6 +176,7 @@ GilScope::GilScope() {
   if (interpreter_finalizing()) {
     throw Cancelled("the Python interpreter is shutting down");
   }
+  const int64_t t0 = monotonic_ns();
   if (t_native_state.tstate == nullptr &&
       PyGILState_GetThisThreadState() != nullptr) {
     // A thread Python created (the consumer, an asyncio loop): borrow its
@@ -167,12 +191,23 @@ GilScope::GilScope() {
     }
     saved_ = t_native_state.tstate;
   }
+  held0_ns_ = monotonic_ns();
+  wait_ns_ = held0_ns_ - t0;
+  cpu0_ns_ = t_time_cpu > 0 ? thread_cpu_ns() : -1;
   drain_released();
 }
 
 GilScope::~GilScope() {
   // Unwinding a thread Python ended at exit as it waited: no GIL to release.
   if (!holds_gil()) return;
+  if (wait_ns_ >= 0) {
+    const int64_t wall = monotonic_ns() - held0_ns_;
+    const int64_t held = cpu0_ns_ >= 0 ? thread_cpu_ns() - cpu0_ns_ : wall;
+    t_time_cpu =
+        wall >= kTimeCpuAbove ? kTimeCpuFor : std::max(t_time_cpu - 1, 0);
+    report_gil_time(std::chrono::nanoseconds(wait_ns_),
+                    std::chrono::nanoseconds(held));
+  }
   if (borrowed_) {
     PyGILState_Release(gstate_);
   } else if (saved_ != nullptr) {

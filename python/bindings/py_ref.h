@@ -21,6 +21,7 @@
 
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 #include <Python.h>
@@ -45,7 +46,9 @@ void release_reference(PyObject* obj) noexcept;
 void drain_released() noexcept;
 
 // Holds the GIL for its lifetime, on any thread. Nests: a thread that already
-// holds the GIL keeps it and the scope does nothing.
+// holds the GIL keeps it and the scope does nothing. A scope that takes the
+// GIL reports, when it ends, how long it waited for it and the CPU time the
+// thread used while holding it (report_gil_time(), in a stage's call).
 // Throws: feedline::Cancelled if the interpreter is shutting down.
 class GilScope {
  public:
@@ -58,6 +61,9 @@ class GilScope {
   PyThreadState* saved_ = nullptr;  // set when this scope took the GIL
   bool borrowed_ = false;           // took it through PyGILState_Ensure
   PyGILState_STATE gstate_{};
+  int64_t wait_ns_ = -1;  // waited to take it; -1: it did not take it
+  int64_t held0_ns_ = 0;  // the monotonic clock when it took it
+  int64_t cpu0_ns_ = -1;  // the thread's CPU time then; -1: not read
 };
 
 // An owning reference to a Python object; the Item type of Python values.

@@ -10,6 +10,11 @@
     The README's demo for an installed package: makes a dataset of images
     in a temporary directory and loads it through the native image pipeline
     (see :mod:`feedline._demo`).
+``stats FILE``
+    Reads a statistics export (JSON Lines of ``PipelineStats.to_json()``):
+    the per-stage table with the bottleneck named, the delivery rate over
+    the intervals, and with ``--plot OUT.png`` throughput, occupancy and
+    queue depth over time (see :mod:`feedline._stats_cli`).
 """
 
 from __future__ import annotations
@@ -79,13 +84,17 @@ def main(argv: list[str] | None = None, prog: str = "feedline") -> int:
     info = sub.add_parser("info", help="versions, FFmpeg decoders, CPU count and build type")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     demo = sub.add_parser("demo", help="load a generated image dataset through the native pipeline")
-    from . import _demo
+    from . import _demo, _stats_cli
 
     _demo.add_arguments(demo)
+    stats = sub.add_parser("stats", help="read a statistics export (JSON Lines): table, bottleneck, plot")
+    _stats_cli.add_arguments(stats)
     args = ap.parse_args(argv)
 
     if args.command == "info":
         data = collect_info()
         print(json.dumps(data, indent=2) if args.json else format_info(data))
         return 0
+    if args.command == "stats":
+        return _stats_cli.run(args)
     return _demo.run(args)

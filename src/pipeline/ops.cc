@@ -3,6 +3,8 @@
 // The built-in untyped ops (aggregate, disaggregate), Completion, and
 // FailureBudget.
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -20,7 +22,13 @@ namespace feedline {
 namespace detail {
 namespace {
 thread_local std::vector<std::exception_ptr>* t_element_failures = nullptr;
+thread_local GilTimes* t_gil_times = nullptr;
 }  // namespace
+
+GilTimeScope::GilTimeScope(GilTimes* sink)
+    : saved_(std::exchange(t_gil_times, sink)) {}
+
+GilTimeScope::~GilTimeScope() { t_gil_times = saved_; }
 
 ElementFailureScope::ElementFailureScope(std::vector<std::exception_ptr>* sink)
     : saved_(std::exchange(t_element_failures, sink)) {}
@@ -31,6 +39,16 @@ ElementFailureScope::~ElementFailureScope() { t_element_failures = saved_; }
 bool report_element_failure(std::exception_ptr error) {
   if (detail::t_element_failures == nullptr || !error) return false;
   detail::t_element_failures->push_back(std::move(error));
+  return true;
+}
+
+bool report_gil_time(std::chrono::nanoseconds wait,
+                     std::chrono::nanoseconds held) {
+  detail::GilTimes* times = detail::t_gil_times;
+  if (times == nullptr) return false;
+  ++times->acquisitions;
+  times->wait += std::max(wait, std::chrono::nanoseconds(0));
+  times->held += std::max(held, std::chrono::nanoseconds(0));
   return true;
 }
 

@@ -56,6 +56,7 @@ struct Outcome {
   bool exhausted = false;  // the generator is done
   std::exception_ptr error;
   std::vector<std::exception_ptr> element_failures;  // reported by the op
+  GilTimes gil;                                      // reported by the op
   Clock::duration elapsed{};
 };
 
@@ -238,6 +239,7 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
   Clock::time_point t0 = now();
   Item result;
   ElementFailureScope element_failures(&o.element_failures);
+  GilTimeScope gil(&o.gil);
   try {
     switch (u.kind) {
       case Unit::kCall:
@@ -293,6 +295,7 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
 void PipeRunner::complete_locked(Outcome& o, FailureLog::Line* line,
                                  bool* trip) {
   if (o.called) record_call_locked(o.elapsed, o.error != nullptr);
+  record_gil_locked(o.gil);
   if (o.error) *trip = record_failure_locked(o.error, line);
   if (!o.element_failures.empty()) {
     *trip |= record_element_failures_locked(&o.element_failures, line);
@@ -459,14 +462,22 @@ void PipeRunner::run_worker() {
 
 void PipeRunner::start_async(Unit& u) {
   Completion completion(this, u.seq, pipeline_->stop_token());
-  try {
-    static_cast<AsyncOp&>(*op_).start(std::move(u.input),
-                                      std::move(completion));
-  } catch (const abi::__forced_unwind&) {
-    // Thread cancellation: see execute().
-    throw;
-  } catch (...) {
-    completion.fail(std::current_exception());
+  GilTimes gil;
+  {
+    GilTimeScope scope(&gil);
+    try {
+      static_cast<AsyncOp&>(*op_).start(std::move(u.input),
+                                        std::move(completion));
+    } catch (const abi::__forced_unwind&) {
+      // Thread cancellation: see execute().
+      throw;
+    } catch (...) {
+      completion.fail(std::current_exception());
+    }
+  }
+  if (gil.acquisitions > 0) {
+    MutexLock lock(mu_);
+    record_gil_locked(gil);
   }
 }
 

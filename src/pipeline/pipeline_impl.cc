@@ -363,6 +363,7 @@ PipelineStats PipelineImpl::stats() const {
 PipelineStats PipelineImpl::live_stats_locked() const {
   PipelineStats s;
   s.name = options_.name;
+  s.num_threads = options_.num_threads;
   Clock::time_point t = clock_->now();
   if (start_time_) s.elapsed = t - *start_time_;
   for (const auto& runner : runners_) {

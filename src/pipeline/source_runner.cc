@@ -57,11 +57,14 @@ void SourceRunner::run_worker() {
   bool owe_kick = false;
   Clock::duration elapsed{};
   std::exception_ptr error;
+  GilTimes gil;  // of the last pull
   for (;;) {
     bool exit = false;
     bool finish_now = false;
     {
       MutexLock lock(mu_);
+      record_gil_locked(gil);
+      gil = GilTimes();
       switch (last) {
         case Pulled::kItem:
           ++stats_.items_out;
@@ -105,6 +108,7 @@ void SourceRunner::run_worker() {
     }
     Item item;
     Clock::time_point t0 = now();
+    GilTimeScope gil_scope(&gil);
     try {
       if (!pass_) pass_ = factory_();
       if (!pass_) throw Internal("source factory returned no source");

@@ -152,6 +152,13 @@ void StageRunner::end_wait_locked() {
   }
 }
 
+void StageRunner::record_gil_locked(const GilTimes& gil) {
+  if (gil.acquisitions == 0) return;
+  stats_.gil_acquisitions += gil.acquisitions;
+  stats_.gil_wait += gil.wait;
+  stats_.gil_held += gil.held;
+}
+
 void StageRunner::record_call_locked(Clock::duration elapsed, bool failed) {
   ++stats_.calls;
   if (!failed) ++succeeded_calls_;

@@ -48,6 +48,24 @@ class ElementFailureScope {
   std::vector<std::exception_ptr>* saved_;
 };
 
+// The GIL time that the calls run on this thread during its lifetime report
+// with report_gil_time() (op.h), added to `*sink`. Nests.
+struct GilTimes {
+  uint64_t acquisitions = 0;
+  std::chrono::nanoseconds wait{0};
+  std::chrono::nanoseconds held{0};
+};
+class GilTimeScope {
+ public:
+  explicit GilTimeScope(GilTimes* sink);
+  ~GilTimeScope();
+  GilTimeScope(const GilTimeScope&) = delete;
+  GilTimeScope& operator=(const GilTimeScope&) = delete;
+
+ private:
+  GilTimes* saved_;
+};
+
 // Calls shorter than this defer waking the next stage (see deliver()): for
 // them a thread wake-up would cost more than the work.
 inline constexpr std::chrono::microseconds kDeferWakeBelow{20};
@@ -130,6 +148,8 @@ class StageRunner {
   void begin_wait_locked(bool on_output) REQUIRES(mu_);
   void end_wait_locked() REQUIRES(mu_);
 
+  // Adds the GIL time of calls (report_gil_time()).
+  void record_gil_locked(const GilTimes& gil) REQUIRES(mu_);
   // Counts one finished call; `failed`: it threw.
   void record_call_locked(Clock::duration elapsed, bool failed = false)
       REQUIRES(mu_);

@@ -3,6 +3,8 @@
 #include "feedline/pipeline/stats.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -63,6 +65,9 @@ class JsonObject {
   void add(const char* k, uint64_t v) { *key(k) += std::to_string(v); }
   void add(const char* k, bool v) { *key(k) += v ? "true" : "false"; }
   void add(const char* k, double v) {
+    // JSON has no infinity or NaN (sums of counters from elsewhere may
+    // overflow): the largest number, or 0, instead.
+    if (!std::isfinite(v)) v = v > 0 ? std::numeric_limits<double>::max() : 0;
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.9g", v);
     *key(k) += buf;
@@ -108,8 +113,25 @@ void append_stage(std::string* out, const StageStats& s) {
   o.add_seconds("op_time_p90_s", s.op_time.quantile(0.9));
   o.add_seconds("op_time_p99_s", s.op_time.quantile(0.99));
   o.add_seconds("op_time_max_s", s.op_time.max());
+  // The histogram itself, so that stats_from_json() restores it exactly.
+  o.add("op_time_sum_ns", static_cast<uint64_t>(s.op_time.sum().count()));
+  o.add("op_time_max_ns", static_cast<uint64_t>(s.op_time.max().count()));
+  std::string* buckets = o.key("op_time_buckets");
+  buckets->push_back('[');
+  bool first = true;
+  for (int b = 0; b < LatencyHistogram::kNumBuckets; ++b) {
+    uint64_t n = s.op_time.bucket_count(b);
+    if (n == 0) continue;
+    if (!first) buckets->push_back(',');
+    first = false;
+    *buckets += "[" + std::to_string(b) + "," + std::to_string(n) + "]";
+  }
+  buckets->push_back(']');
   o.add_seconds("wait_input_s", s.wait_input);
   o.add_seconds("wait_output_s", s.wait_output);
+  o.add("gil_acquisitions", s.gil_acquisitions);
+  o.add_seconds("gil_wait_s", s.gil_wait);
+  o.add_seconds("gil_held_s", s.gil_held);
   o.add("finished", s.finished);
   o.add("failed", s.failed);
   append_queue(o.key("input_queue"), s.input_queue);
@@ -146,7 +168,7 @@ std::string format_duration(std::chrono::nanoseconds d) {
 // durations are 8 bytes in the machine's byte order, strings a 4-byte length
 // and the bytes, histograms their sum, max, non-empty bucket count and
 // (bucket, count) pairs.
-constexpr char kStatsMagic[4] = {'F', 'L', 'S', '1'};
+constexpr char kStatsMagic[4] = {'F', 'L', 'S', '2'};
 constexpr uint32_t kMaxStages = 1u << 16;
 constexpr uint32_t kMaxName = 1u << 12;
 
@@ -260,6 +282,9 @@ void put_stage(Writer* w, const StageStats& s) {
   put_histogram(w, s.op_time);
   w->put(s.wait_input);
   w->put(s.wait_output);
+  w->put<uint64_t>(s.gil_acquisitions);
+  w->put(s.gil_wait);
+  w->put(s.gil_held);
   w->put<uint8_t>(s.finished ? 1 : 0);
   w->put<uint8_t>(s.failed ? 1 : 0);
   const QueueStats& q = s.input_queue;
@@ -289,6 +314,9 @@ StageStats get_stage(Reader* r) {
   s.op_time = get_histogram(r);
   s.wait_input = r->duration("wait_input");
   s.wait_output = r->duration("wait_output");
+  s.gil_acquisitions = r->get<uint64_t>("gil_acquisitions");
+  s.gil_wait = r->duration("gil_wait");
+  s.gil_held = r->duration("gil_held");
   s.finished = r->flag("finished");
   s.failed = r->flag("failed");
   QueueStats& q = s.input_queue;
@@ -298,7 +326,9 @@ StageStats get_stage(Reader* r) {
   q.items_put = r->get<uint64_t>("queue items_put");
   q.items_got = r->get<uint64_t>("queue items_got");
   q.depth_integral = r->get<double>("queue depth_integral");
-  if (!(q.depth_integral >= 0)) r->fail("queue depth_integral", "is invalid");
+  if (!(q.depth_integral >= 0) || !std::isfinite(q.depth_integral)) {
+    r->fail("queue depth_integral", "is invalid");
+  }
   q.time_empty = r->duration("queue time_empty");
   q.time_full = r->duration("queue time_full");
   q.elapsed = r->duration("queue elapsed");
@@ -342,6 +372,9 @@ void accumulate(StageStats* into, const StageStats& from) {
   into->op_time.merge(from.op_time);
   add_to(&into->wait_input, from.wait_input);
   add_to(&into->wait_output, from.wait_output);
+  add_to(&into->gil_acquisitions, from.gil_acquisitions);
+  add_to(&into->gil_wait, from.gil_wait);
+  add_to(&into->gil_held, from.gil_held);
   into->finished = into->finished && from.finished;
   into->failed = into->failed || from.failed;
   QueueStats& q = into->input_queue;
@@ -373,7 +406,7 @@ std::vector<StageStats> decode_stage_stats(std::string_view record) {
   r.need(sizeof(kStatsMagic), "header");
   if (record.substr(0, sizeof(kStatsMagic)) !=
       std::string_view(kStatsMagic, sizeof(kStatsMagic))) {
-    r.fail("header", "is not FLS1");
+    r.fail("header", "is not FLS2");
   }
   (void)r.get<uint32_t>("header");
   uint32_t n = r.get<uint32_t>("stage count");
@@ -384,16 +417,185 @@ std::vector<StageStats> decode_stage_stats(std::string_view record) {
   return stages;
 }
 
+namespace {
+
+std::string printf_string(const char* format, ...)
+    __attribute__((format(printf, 1, 2)));
+std::string printf_string(const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof(buf), format, args);
+  va_end(args);
+  return buf;
+}
+
+// The mean wait to take the GIL, per acquisition.
+std::chrono::nanoseconds mean_wait(const StageStats& s) {
+  return std::chrono::nanoseconds(static_cast<int64_t>(
+      static_cast<double>(s.gil_wait.count()) /
+      static_cast<double>(std::max<uint64_t>(s.gil_acquisitions, 1))));
+}
+
+// Thresholds of find_bottleneck(), as fractions of the elapsed time.
+constexpr double kConsumerStarvedBelow = 0.05;  // the consumer barely waited
+constexpr double kSinkFullAbove = 0.5;          // and the sink queue was full
+constexpr double kGilHeldAbove = 0.5;           // the GIL was busy
+constexpr double kGilWaitAbove = 0.25;          // and calls queued for it
+constexpr double kSaturatedAbove = 0.85;        // busy threads / available
+
+}  // namespace
+
+Bottleneck find_bottleneck(const PipelineStats& stats) {
+  Bottleneck b;
+  const double elapsed = seconds(stats.elapsed);
+  const StageStats* sink =
+      !stats.stages.empty() && stats.stages.back().kind == "sink"
+          ? &stats.stages.back()
+          : nullptr;
+  const std::size_t n_work = stats.stages.size() - (sink != nullptr ? 1 : 0);
+  uint64_t calls = 0;
+  for (std::size_t i = 0; i < n_work; ++i) calls += stats.stages[i].calls;
+  if (elapsed <= 0 || calls == 0) {
+    b.reason = "no stage has run a call yet";
+    return b;
+  }
+  auto share = [elapsed](std::chrono::nanoseconds d) {
+    return seconds(d) / elapsed;
+  };
+  auto pick = [&](std::size_t i) {
+    b.stage = static_cast<int>(i);
+    b.stage_name = stats.stages[i].name;
+  };
+
+  if (sink != nullptr && sink->items_in > 0) {
+    const double starved = share(sink->wait_input);
+    const double full = sink->input_queue.occupancy();
+    if (starved < kConsumerStarvedBelow && full > kSinkFullAbove) {
+      b.kind = "consumer";
+      b.reason = printf_string(
+          "the consumer waited for data %.0f%% of the time and the sink "
+          "queue was %.0f%% full on average",
+          100 * starved, 100 * full);
+      b.advice =
+          "the pipeline keeps up with its consumer: speeding it up will not "
+          "help; the consumer (the training step) sets the pace";
+      return b;
+    }
+  }
+
+  // Python: the share of time the GIL was held, the thread-seconds per
+  // second calls queued for it, and the stage that held it longest.
+  double gil_held = 0;
+  double gil_wait = 0;
+  double python_busy = 0;
+  std::size_t gil_stage = 0;
+  for (std::size_t i = 0; i < n_work; ++i) {
+    const StageStats& s = stats.stages[i];
+    if (s.gil_acquisitions == 0) continue;
+    gil_held += share(s.gil_held);
+    gil_wait += share(s.gil_wait);
+    python_busy += share(s.op_time.sum());
+    if (s.gil_held > stats.stages[gil_stage].gil_held) gil_stage = i;
+  }
+  if (gil_held >= kGilHeldAbove && gil_wait >= kGilWaitAbove &&
+      gil_wait >= 0.2 * python_busy) {
+    b.kind = "gil";
+    pick(gil_stage);
+    const StageStats& s = stats.stages[gil_stage];
+    b.reason = printf_string(
+        "Python held the GIL %.0f%% of the time and calls waited %.2f "
+        "thread-seconds per second to take it (%s: %s per call); busy "
+        "threads wait on the GIL, not on work",
+        100 * std::min(gil_held, 1.0), gil_wait, s.name.c_str(),
+        format_duration(mean_wait(s)).c_str());
+    b.advice =
+        "more threads or concurrency will not help: run the Python stages in "
+        "worker processes (PipelineBuilder.to(ProcessPoolExecutorConfig(...))) "
+        "or replace them with native ops";
+    return b;
+  }
+
+  // Busy threads per stage: the saturated stage, or the saturated pool.
+  std::size_t best = 0;
+  std::size_t costliest = 0;
+  double best_util = -1;
+  double total_busy = 0;
+  std::vector<double> busy(n_work);
+  for (std::size_t i = 0; i < n_work; ++i) {
+    const StageStats& s = stats.stages[i];
+    busy[i] = share(s.op_time.sum());
+    total_busy += busy[i];
+    const double util = busy[i] / std::max(s.concurrency, 1);
+    const double waits = share(s.wait_input + s.wait_output);
+    const double best_waits =
+        share(stats.stages[best].wait_input + stats.stages[best].wait_output);
+    if (util > best_util + 1e-9 ||
+        (util > best_util - 1e-9 && waits < best_waits)) {
+      best = i;
+      best_util = util;
+    }
+    if (busy[i] > busy[costliest]) costliest = i;
+  }
+  if (stats.num_threads > 0 && best_util < kSaturatedAbove &&
+      total_busy >= kSaturatedAbove * stats.num_threads) {
+    b.kind = "threads";
+    pick(costliest);
+    b.reason = printf_string(
+        "the pool's %d threads were %.0f%% busy while no stage was at its "
+        "concurrency; %s took %.2f of them",
+        stats.num_threads, 100 * total_busy / stats.num_threads,
+        stats.stages[costliest].name.c_str(), busy[costliest]);
+    b.advice =
+        "raise num_threads if the machine has idle cores, else make the "
+        "costliest stage cheaper";
+    return b;
+  }
+  const StageStats& s = stats.stages[best];
+  b.kind = "stage";
+  pick(best);
+  b.reason = printf_string(
+      "busy %.2f of %d threads (%.0f%%), waiting on input %.0f%% and on "
+      "output %.0f%% of the time; mean call %s",
+      busy[best], s.concurrency, 100 * best_util, 100 * share(s.wait_input),
+      100 * share(s.wait_output), format_duration(s.op_time.mean()).c_str());
+  const double python_share =
+      s.op_time.sum().count() > 0
+          ? seconds(s.gil_held) / seconds(s.op_time.sum())
+          : 0;
+  if (s.kind == "source") {
+    b.advice =
+        "a source yields one item at a time: move work out of it into a "
+        "pipe stage with concurrency";
+  } else if (best_util >= kSaturatedAbove) {
+    b.advice = printf_string(
+        "raise its concurrency (%d) or make its op cheaper", s.concurrency);
+  } else {
+    b.advice =
+        "no stage is saturated; this one is the slowest: raise its "
+        "concurrency, or num_threads";
+  }
+  if (python_share >= 0.5) {
+    b.advice += printf_string(
+        " (its calls hold the GIL %.0f%% of their time: one process runs "
+        "Python on one core at a time; a process region or a native op "
+        "scales further)",
+        100 * python_share);
+  }
+  return b;
+}
+
 std::string to_json(const PipelineStats& stats) {
   std::string out;
   JsonObject o(&out);
   o.add("name", stats.name);
+  o.add("num_threads", static_cast<uint64_t>(std::max(stats.num_threads, 0)));
   o.add_seconds("elapsed_s", stats.elapsed);
   o.add("items_delivered", stats.items_delivered);
   append_list(o.key("stages"), stats.stages, append_stage);
   append_list(o.key("regions"), stats.regions,
-              [](std::string* out, const RegionStats& region) {
-                JsonObject r(out);
+              [](std::string* into, const RegionStats& region) {
+                JsonObject r(into);
                 r.add("name", region.name);
                 r.add("host_stage",
                       static_cast<uint64_t>(std::max(region.host_stage, 0)));
@@ -401,6 +603,12 @@ std::string to_json(const PipelineStats& stats) {
                 r.add("reporting", static_cast<uint64_t>(region.reporting));
                 append_list(r.key("stages"), region.stages, append_stage);
               });
+  Bottleneck b = find_bottleneck(stats);
+  JsonObject bo(o.key("bottleneck"));
+  bo.add("kind", b.kind);
+  bo.add("stage", b.stage_name);
+  bo.add("reason", b.reason);
+  bo.add("advice", b.advice);
   return out;
 }
 
@@ -429,15 +637,22 @@ std::string format_table(const PipelineStats& stats) {
   for (const RegionStats& r : stats.regions) {
     for (const StageStats& s : r.stages) fit(region_name(r, s));
   }
+  // The GIL columns appear when a stage ran Python.
+  bool python = false;
+  for (const StageStats& s : stats.stages) python |= s.gil_acquisitions > 0;
+  for (const RegionStats& r : stats.regions) {
+    for (const StageStats& s : r.stages) python |= s.gil_acquisitions > 0;
+  }
   std::snprintf(line, sizeof(line),
-                "%-*s %9s %9s %6s %9s %9s %9s %9s %8s %8s %6s\n", width,
-                "stage", "in", "out", "fail", "mean", "p50", "p90", "p99",
-                "wait_in", "wait_out", "occ%");
+                "%-*s %9s %9s %6s %9s %9s %9s %9s %8s %8s %6s", width, "stage",
+                "in", "out", "fail", "mean", "p50", "p90", "p99", "wait_in",
+                "wait_out", "occ%");
   out += line;
+  out += python ? "  gil_wait   gil%\n" : "\n";
   auto row = [&](const std::string& name, const StageStats& s) {
     std::snprintf(
         line, sizeof(line),
-        "%-*.*s %9llu %9llu %6llu %9s %9s %9s %9s %7.1f%% %7.1f%% %5.0f%%\n",
+        "%-*.*s %9llu %9llu %6llu %9s %9s %9s %9s %7.1f%% %7.1f%% %5.0f%%",
         width, width, name.c_str(), static_cast<unsigned long long>(s.items_in),
         static_cast<unsigned long long>(s.items_out),
         static_cast<unsigned long long>(s.failures),
@@ -449,6 +664,17 @@ std::string format_table(const PipelineStats& stats) {
         elapsed > 0 ? 100.0 * seconds(s.wait_output) / elapsed : 0.0,
         100.0 * s.input_queue.occupancy());
     out += line;
+    if (python && s.gil_acquisitions > 0) {
+      // The mean wait to take the GIL per call, and the share of the
+      // elapsed time this stage held it.
+      std::snprintf(line, sizeof(line), " %9s %5.0f%%",
+                    format_duration(mean_wait(s)).c_str(),
+                    elapsed > 0 ? 100.0 * seconds(s.gil_held) / elapsed : 0.0);
+      out += line;
+    } else if (python) {
+      out += "         -      -";
+    }
+    out += "\n";
   };
   for (std::size_t i = 0; i < stats.stages.size(); ++i) {
     row(stats.stages[i].name, stats.stages[i]);
@@ -456,6 +682,11 @@ std::string format_table(const PipelineStats& stats) {
       if (r.host_stage != static_cast<int>(i)) continue;
       for (const StageStats& s : r.stages) row(region_name(r, s), s);
     }
+  }
+  Bottleneck b = find_bottleneck(stats);
+  if (b.kind != "none") {
+    out += "bottleneck: " + (b.stage_name.empty() ? "-" : b.stage_name) + " (" +
+           b.kind + "): " + b.reason + "\n  advice: " + b.advice + "\n";
   }
   return out;
 }

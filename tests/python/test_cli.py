@@ -71,7 +71,7 @@ def test_without_a_command_it_prints_usage_and_fails(tmp_path):
     done = run_feedline(tmp_path)
     assert done.returncode == 2
     assert "usage: python -m feedline" in done.stderr
-    assert "{info,demo}" in done.stderr
+    assert "{info,demo,stats}" in done.stderr
 
 
 SUMMARY = re.compile(r"^throughput:\s+[\d,]+ images/s \(\d+ threads\)$", re.M)

@@ -41,6 +41,8 @@ def test_the_python_recipes_run_as_written(tmp_path, monkeypatch, capsys):
     assert isinstance(stats, fp.PipelineStats) and stats.items_delivered == 7
     assert "pipeline" in out and "1:read[4]" in out and "2:decode[2]" in out
     assert namespace["bottleneck"].kind == "pipe"
+    verdict = namespace["verdict"]
+    assert (verdict.kind, verdict.stage_name) == ("stage", "2:decode[2]"), verdict
     report = namespace["report"]
     assert [s["name"] for s in report["stages"]] == [s.name for s in stats.stages]
     assert (tmp_path / "stats.jsonl").exists()
@@ -57,7 +59,14 @@ def test_the_python_attribute_table_matches_the_classes():
         cells = [c.strip() for c in row.strip("|").split("|")]
         name = cells[0].strip("`")
         documented[name] = set(re.findall(r"`(\w+)(?:\([^)]*\))?`", cells[1]))
-    assert set(documented) == {"PipelineStats", "RegionStats", "StageStats", "QueueStats", "LatencyHistogram"}
+    assert set(documented) == {
+        "PipelineStats",
+        "Bottleneck",
+        "RegionStats",
+        "StageStats",
+        "QueueStats",
+        "LatencyHistogram",
+    }
     for name, attrs in documented.items():
         public = {a for a in dir(getattr(fp, name)) if not a.startswith("_")}
         assert attrs == public, f"{name}: the doc lists {sorted(attrs)}, the class has {sorted(public)}"

@@ -22,6 +22,7 @@
 
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -50,6 +51,15 @@ enum class FlushReason { kEpochEnd, kEndOfStream };
 // call of a pipeline stage (the op was called directly, or from a thread of
 // its own); the op then reports the failure its own way.
 bool report_element_failure(std::exception_ptr error);
+
+// Time on Python's global interpreter lock. An op that calls into Python
+// reports, from the thread running the call, each time it took the GIL: how
+// long it waited for it (wall time) and the CPU time its thread used while
+// holding it. They add up in the stage's StageStats::gil_* counters, which
+// tell a GIL-bound pipeline from one short of threads. Returns false when
+// this thread is not running a call of a pipeline stage.
+bool report_gil_time(std::chrono::nanoseconds wait,
+                     std::chrono::nanoseconds held);
 
 class Op {
  public:

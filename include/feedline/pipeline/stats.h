@@ -60,6 +60,15 @@ struct StageStats {
   // wait: downstream is.
   std::chrono::nanoseconds wait_input{0};
   std::chrono::nanoseconds wait_output{0};
+  // Python's GIL, for stages whose calls run Python (zero for native ops):
+  // how many times the calls took it, the wall time they waited to take it,
+  // and the CPU time their threads used while holding it (report_gil_time()
+  // in op.h; the bindings time short holds by the wall clock). Waits inside
+  // a call, when the interpreter hands the GIL to another thread midway, are
+  // not seen. docs/stats.md#the-gil.
+  uint64_t gil_acquisitions = 0;
+  std::chrono::nanoseconds gil_wait{0};
+  std::chrono::nanoseconds gil_held{0};
   bool finished = false;  // ended (normally, failed or cancelled)
   bool failed = false;
   QueueStats input_queue;  // empty (capacity 0) for sources
@@ -78,6 +87,7 @@ struct RegionStats {
 
 struct PipelineStats {
   std::string name;
+  int num_threads = 0;                  // of the pipeline's thread pool
   std::chrono::nanoseconds elapsed{0};  // since start()
   std::vector<StageStats> stages;       // source(s) first, sink last
   uint64_t items_delivered = 0;         // handed to the consumer
@@ -96,8 +106,32 @@ void accumulate(StageStats* into, const StageStats& from);
 std::string encode_stage_stats(const std::vector<StageStats>& stages);
 std::vector<StageStats> decode_stage_stats(std::string_view record);
 
-// One JSON object (a single line, no trailing newline) with every field.
+// The stage that limits throughput, and why: what find_bottleneck() reads
+// from a snapshot (or the difference of two) with the rules of
+// docs/stats.md#finding-the-bottleneck.
+struct Bottleneck {
+  // "consumer": the pipeline outpaces its consumer (nothing to fix here).
+  // "gil":      Python's GIL is saturated; more threads cannot help.
+  // "stage":    `stage` is at its concurrency: its calls take the time.
+  // "threads":  the pool's threads are all busy; `stage` costs the most.
+  // "none":     too little to tell (nothing ran yet).
+  std::string kind = "none";
+  int stage = -1;          // index in PipelineStats::stages, or -1
+  std::string stage_name;  // its name, or empty
+  std::string reason;      // the figures the verdict rests on
+  std::string advice;      // what to change
+};
+Bottleneck find_bottleneck(const PipelineStats& stats);
+
+// One JSON object (a single line, no trailing newline) with every field,
+// and the bottleneck. docs/stats.md#json.
 std::string to_json(const PipelineStats& stats);
+
+// Reads an object of to_json() back (an export: one line of a JSON Lines
+// file). Counters and histograms come back exactly, durations to the
+// nanosecond within to_json()'s 9 significant digits. Throws: FormatError
+// naming the field that is missing, mistyped or out of range.
+PipelineStats stats_from_json(std::string_view json);
 
 // A human-readable table, one row per stage, for logs and the demo.
 std::string format_table(const PipelineStats& stats);

@@ -128,6 +128,18 @@ class StageStats:
     def wait_output(self) -> float: ...
 
     @property
+    def gil_acquisitions(self) -> int:
+        """Times the stage's Python calls took the GIL (0: native)."""
+
+    @property
+    def gil_wait(self) -> float:
+        """Seconds its calls waited to take the GIL."""
+
+    @property
+    def gil_held(self) -> float:
+        """CPU seconds its calls used while holding the GIL."""
+
+    @property
     def finished(self) -> bool: ...
 
     @property
@@ -161,11 +173,36 @@ def encode_stage_stats(stages: Sequence[StageStats]) -> bytes:
     A compact record of `stages` for another process of this machine (Pipeline.report_region there).
     """
 
+class Bottleneck:
+    """The stage that limits throughput and why (PipelineStats.bottleneck())."""
+
+    @property
+    def kind(self) -> str:
+        """'consumer', 'gil', 'stage', 'threads' or 'none'."""
+
+    @property
+    def stage(self) -> int:
+        """Index in PipelineStats.stages, or -1."""
+
+    @property
+    def stage_name(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def advice(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
 class PipelineStats:
     """A snapshot of every stage's counters (totals since start)."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def num_threads(self) -> int: ...
 
     @property
     def elapsed(self) -> float: ...
@@ -186,7 +223,18 @@ class PipelineStats:
         """
 
     def format_table(self) -> str:
-        """A human-readable table, one row per stage."""
+        """A human-readable table, one row per stage, and the bottleneck."""
+
+    @staticmethod
+    def from_json(record: str) -> PipelineStats:
+        """
+        Reads one object of to_json() back (a line of a JSON Lines export). Raises FormatError naming a bad field.
+        """
+
+    def bottleneck(self) -> Bottleneck:
+        """
+        The stage that limits throughput, the kind of limit, the figures behind it and what to change (docs/stats.md).
+        """
 
     def __repr__(self) -> str: ...
 

@@ -19,6 +19,7 @@ from SPDL and why.
 
 from .._errors import PipelineFailure
 from .._feedline_ext import (
+    Bottleneck,
     LatencyHistogram,
     NativeOp,
     NativeSource,
@@ -44,6 +45,7 @@ from ._pipeline import Pipeline
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
+    "Bottleneck",
     "JsonLinesWriter",
     "LatencyHistogram",
     "NativeOp",
@@ -83,6 +85,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-for _cls in (LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, RegionStats, StageStats):
+for _cls in (Bottleneck, LatencyHistogram, NativeOp, NativeSource, PipelineStats, QueueStats, RegionStats, StageStats):
     _cls.__module__ = __name__
 del _cls

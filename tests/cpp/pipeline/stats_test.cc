@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <latch>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -230,7 +231,9 @@ bool same_stage(const StageStats& a, const StageStats& b) {
          a.epochs == b.epochs && a.op_time.count() == b.op_time.count() &&
          a.op_time.sum() == b.op_time.sum() &&
          a.op_time.max() == b.op_time.max() && a.wait_input == b.wait_input &&
-         a.wait_output == b.wait_output && a.finished == b.finished &&
+         a.wait_output == b.wait_output &&
+         a.gil_acquisitions == b.gil_acquisitions && a.gil_wait == b.gil_wait &&
+         a.gil_held == b.gil_held && a.finished == b.finished &&
          a.failed == b.failed && x.capacity == y.capacity &&
          x.depth == y.depth && x.max_depth == y.max_depth &&
          x.items_put == y.items_put && x.items_got == y.items_got &&
@@ -243,6 +246,9 @@ TEST(StageStatsRecordTest, RoundTripsEveryField) {
   std::vector<StageStats> stages = sample_stages();
   stages[1].failed = true;
   stages[1].items_skipped = 3;
+  stages[1].gil_acquisitions = 7;
+  stages[1].gil_wait = microseconds(70);
+  stages[1].gil_held = microseconds(700);
   std::vector<StageStats> back = decode_stage_stats(encode_stage_stats(stages));
   ASSERT_EQ(back.size(), stages.size());
   for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -277,8 +283,14 @@ TEST(StageStatsRecordTest, EveryDamagedRecordIsAFormatError) {
 
 TEST(StageStatsRecordTest, AccumulateSumsWorkers) {
   std::vector<StageStats> a = sample_stages();
+  a[1].gil_acquisitions = 3;
+  a[1].gil_wait = microseconds(5);
+  a[1].gil_held = microseconds(9);
   StageStats sum = a[1];
   accumulate(&sum, a[1]);
+  EXPECT_EQ(sum.gil_acquisitions, 6u);
+  EXPECT_EQ(sum.gil_wait, microseconds(10));
+  EXPECT_EQ(sum.gil_held, microseconds(18));
   EXPECT_EQ(sum.items_in, 2 * a[1].items_in);
   EXPECT_EQ(sum.calls, 2 * a[1].calls);
   EXPECT_EQ(sum.concurrency, 2 * a[1].concurrency);
@@ -341,6 +353,249 @@ TEST(StatsTest, ReportedRegionsFollowTheirHostStage) {
   // The final statistics keep the regions.
   drain(p);
   EXPECT_EQ(p.stats().regions.size(), 1u);
+}
+
+// Ops that call an interpreter report their GIL time from the calling
+// thread; the stage adds it up, and a report outside a call goes nowhere.
+TEST(StatsTest, GilTimeReportedByCallsAddsUpPerStage) {
+  EXPECT_FALSE(report_gil_time(microseconds(1), microseconds(1)));
+  auto p =
+      PipelineBuilder()
+          .add_source(iota(10))
+          .pipe(
+              [](int x) {
+                EXPECT_TRUE(report_gil_time(microseconds(3), microseconds(5)));
+                EXPECT_TRUE(report_gil_time(microseconds(1), microseconds(1)));
+                return x;
+              },
+              {.name = "python", .concurrency = 3})
+          .pipe([](int x) { return x; }, {.name = "native"})
+          .add_sink()
+          .build(3);
+  drain(p);
+  PipelineStats s = p.stats();
+  EXPECT_EQ(s.num_threads, 3);
+  EXPECT_EQ(s.stages[1].gil_acquisitions, 20u);
+  EXPECT_EQ(s.stages[1].gil_wait, microseconds(40));
+  EXPECT_EQ(s.stages[1].gil_held, microseconds(60));
+  EXPECT_EQ(s.stages[2].gil_acquisitions, 0u);
+  std::string json = to_json(s);
+  for (const char* key :
+       {"\"gil_wait_s\"", "\"gil_held_s\"", "\"gil_acquisitions\":20",
+        "\"num_threads\":3", "\"bottleneck\":{\"kind\":"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
+  }
+  std::string table = format_table(s);
+  EXPECT_NE(table.find("gil_wait"), std::string::npos) << table;
+  EXPECT_NE(table.find("bottleneck: "), std::string::npos) << table;
+}
+
+// Synthetic snapshots, one per verdict of find_bottleneck().
+class BottleneckTest : public ::testing::Test {
+ protected:
+  // source -> a -> b -> sink over 10 s on 8 threads; every stage idle.
+  BottleneckTest() {
+    stats_.num_threads = 8;
+    stats_.elapsed = std::chrono::seconds(10);
+    for (const char* kind : {"source", "pipe", "pipe", "sink"}) {
+      StageStats s;
+      s.name = std::to_string(stats_.stages.size()) + ":" + kind;
+      s.kind = kind;
+      s.calls = 100;
+      s.items_in = s.items_out = 100;
+      s.input_queue.capacity = 4;
+      s.input_queue.elapsed = stats_.elapsed;
+      stats_.stages.push_back(s);
+    }
+    stats_.stages[1].concurrency = 4;
+    stats_.stages[2].concurrency = 2;
+  }
+  // `seconds` of calls on stage `i`, in 100 calls.
+  void busy(int i, double seconds) {
+    LatencyHistogram& h = stats_.stages[i].op_time;
+    h = LatencyHistogram();
+    for (int k = 0; k < 100; ++k) {
+      h.record(nanoseconds(static_cast<int64_t>(seconds * 1e7)));
+    }
+  }
+  PipelineStats stats_;
+};
+
+TEST_F(BottleneckTest, NothingRanYet) {
+  PipelineStats empty;
+  EXPECT_EQ(find_bottleneck(empty).kind, "none");
+  EXPECT_EQ(find_bottleneck(empty).stage, -1);
+  for (StageStats& s : stats_.stages) s.calls = 0;
+  EXPECT_EQ(find_bottleneck(stats_).kind, "none");
+}
+
+TEST_F(BottleneckTest, TheStageAtItsConcurrency) {
+  busy(0, 1.0);
+  busy(1, 39.0);  // 3.9 of 4 threads
+  busy(2, 6.0);   // 0.6 of 2
+  stats_.stages[0].wait_output = std::chrono::seconds(8);
+  stats_.stages[2].wait_input = std::chrono::seconds(5);
+  Bottleneck b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "stage");
+  EXPECT_EQ(b.stage, 1);
+  EXPECT_EQ(b.stage_name, "1:pipe");
+  EXPECT_NE(b.reason.find("busy 3.90 of 4 threads (98%)"), std::string::npos)
+      << b.reason;
+  EXPECT_NE(b.advice.find("raise its concurrency (4)"), std::string::npos)
+      << b.advice;
+}
+
+TEST_F(BottleneckTest, TheSource) {
+  busy(0, 9.8);
+  busy(1, 4.0);
+  Bottleneck b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "stage");
+  EXPECT_EQ(b.stage, 0);
+  EXPECT_NE(b.advice.find("source"), std::string::npos) << b.advice;
+}
+
+TEST_F(BottleneckTest, TheConsumer) {
+  busy(1, 39.0);
+  stats_.stages[3].wait_input = std::chrono::milliseconds(100);  // 1%
+  stats_.stages[3].input_queue.depth_integral =
+      0.9 * 4 * static_cast<double>(stats_.elapsed.count());
+  Bottleneck b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "consumer");
+  EXPECT_EQ(b.stage, -1);
+  EXPECT_NE(b.reason.find("90% full"), std::string::npos) << b.reason;
+}
+
+TEST_F(BottleneckTest, ThePoolsThreads) {
+  // 7.2 of 8 threads busy, no stage at its concurrency.
+  stats_.stages[1].concurrency = 16;
+  stats_.stages[2].concurrency = 16;
+  busy(0, 2.0);
+  busy(1, 50.0);
+  busy(2, 20.0);
+  Bottleneck b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "threads");
+  EXPECT_EQ(b.stage, 1);
+  EXPECT_NE(b.reason.find("8 threads were 90% busy"), std::string::npos)
+      << b.reason;
+}
+
+TEST_F(BottleneckTest, TheGilAheadOfBusyThreads) {
+  // Both pipes look saturated (their calls include the waits for the GIL),
+  // but the GIL was held 95% of the time and calls queued 5 s/s for it.
+  busy(1, 39.0);
+  busy(2, 19.5);
+  for (int i : {1, 2}) stats_.stages[i].gil_acquisitions = 100;
+  stats_.stages[1].gil_held = std::chrono::milliseconds(6500);
+  stats_.stages[1].gil_wait = std::chrono::seconds(30);
+  stats_.stages[2].gil_held = std::chrono::milliseconds(3000);
+  stats_.stages[2].gil_wait = std::chrono::seconds(20);
+  Bottleneck b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "gil");
+  EXPECT_EQ(b.stage, 1);
+  EXPECT_NE(b.reason.find("held the GIL 95%"), std::string::npos) << b.reason;
+  EXPECT_NE(b.advice.find("ProcessPoolExecutorConfig"), std::string::npos);
+  // The same calls with little waiting: one Python stage at its
+  // concurrency, not the GIL.
+  stats_.stages[1].gil_wait = std::chrono::milliseconds(100);
+  stats_.stages[2].gil_wait = std::chrono::milliseconds(100);
+  b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "stage");
+  EXPECT_EQ(b.stage, 1);
+}
+
+// What to_json() writes reads back: the same JSON, the same table.
+TEST(StatsJsonTest, ReadsBackWhatToJsonWrites) {
+  PipelineStats stats;
+  {
+    auto p = PipelineBuilder()
+                 .add_source(iota(60))
+                 .pipe(
+                     [](int x) {
+                       if (x % 7 == 3) throw std::runtime_error("bad");
+                       return x;
+                     },
+                     {.name = "a \"quoted\"\tname", .concurrency = 2})
+                 .add_sink(4)
+                 .build(2);
+    drain(p);
+    stats = p.stats();
+  }
+  stats.stages[1].gil_acquisitions = 5;
+  stats.stages[1].gil_wait = microseconds(1234567);
+  stats.stages[1].gil_held = nanoseconds(987654321);
+  stats.regions.push_back(
+      RegionStats{"region0", 1, 2, 1, {stats.stages[1], stats.stages[2]}});
+  std::string json = to_json(stats);
+  PipelineStats back = stats_from_json(json);
+  EXPECT_EQ(to_json(back), json);
+  EXPECT_EQ(format_table(back), format_table(stats));
+  ASSERT_EQ(back.stages.size(), stats.stages.size());
+  EXPECT_EQ(back.stages[1].name, "1:a \"quoted\"\tname[2]");
+  EXPECT_EQ(back.stages[1].op_time.count(), stats.stages[1].op_time.count());
+  EXPECT_EQ(back.stages[1].op_time.sum(), stats.stages[1].op_time.sum());
+  EXPECT_EQ(back.stages[1].op_time.quantile(0.9),
+            stats.stages[1].op_time.quantile(0.9));
+  EXPECT_EQ(back.stages[1].failures, stats.stages[1].failures);
+  EXPECT_EQ(back.stages[1].gil_held, nanoseconds(987654321));
+  EXPECT_EQ(back.num_threads, 2);
+  EXPECT_EQ(back.regions.at(0).host_stage, 1);
+  EXPECT_EQ(find_bottleneck(back).stage_name,
+            find_bottleneck(stats).stage_name);
+  // Whitespace between tokens is fine; \u escapes decode to UTF-8.
+  PipelineStats spaced =
+      stats_from_json(" " + json.substr(0, json.size() - 1) + " } \n");
+  EXPECT_EQ(spaced.stages.size(), stats.stages.size());
+  std::string named = json;
+  named.replace(named.find("\"name\":\"pipeline\""), 17,
+                "\"name\":\"p\\u00e9\\ud83d\\ude00\"");
+  EXPECT_EQ(stats_from_json(named).name, "p\xc3\xa9\xf0\x9f\x98\x80");
+}
+
+TEST(StatsJsonTest, EveryBadRecordIsAFormatErrorNamingTheField) {
+  PipelineStats stats;
+  {
+    auto p = PipelineBuilder().add_source(iota(5)).add_sink(1).build(1);
+    drain(p);
+    stats = p.stats();
+  }
+  const std::string json = to_json(stats);
+  for (std::size_t n = 0; n < json.size(); ++n) {
+    EXPECT_THROW(stats_from_json(json.substr(0, n)), FormatError) << n;
+  }
+  auto message = [](const std::string& bad) -> std::string {
+    try {
+      (void)stats_from_json(bad);
+    } catch (const FormatError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  auto replace = [&json](const std::string& from, const std::string& to) {
+    std::string out = json;
+    std::size_t at = out.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return out.replace(at, from.size(), to);
+  };
+  EXPECT_NE(message(replace("\"calls\":5", "\"calls\":-5"))
+                .find("stages[0].calls is not a whole number"),
+            std::string::npos);
+  EXPECT_NE(message(replace("\"calls\":5", "\"calls\":\"5\""))
+                .find("stages[0].calls"),
+            std::string::npos);
+  EXPECT_NE(message(replace("\"kind\":\"sink\",", ""))
+                .find("stages[1] has no \"kind\""),
+            std::string::npos);
+  EXPECT_NE(message(replace("\"op_time_max_ns\":", "\"op_time_max_ns\":9"))
+                .find("not a consistent histogram"),
+            std::string::npos);
+  EXPECT_NE(message(json + "x").find("text after"), std::string::npos);
+  EXPECT_NE(message("[1e999]").find("bad number"), std::string::npos);
+  EXPECT_NE(message("\"\\ud800\"").find("surrogate"), std::string::npos);
+  EXPECT_NE(message(std::string(40, '[') + std::string(40, ']'))
+                .find("deeper than 32"),
+            std::string::npos);
+  EXPECT_NE(message("[1,2]").find("is not an object"), std::string::npos);
+  EXPECT_EQ(message(json), "no error");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ the test's timeout is only a guard.
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import gc
 import json
 import os
@@ -349,7 +350,12 @@ def fork_while_running(case):
     gate.wait_entered()
     sys.stdout.flush()
     sys.stderr.flush()
+    # faulthandler's watchdog thread does not exist in a forked child, whose
+    # exit would wait for it forever: disarm it across the fork.
+    faulthandler.cancel_dump_traceback_later()
     pid = os.fork()
+    if pid != 0:
+        arm_watchdog()
     if pid == 0:
         child = Run(case, slow_op(case.kind), n=10)
         with child.pipeline.auto_stop():
@@ -483,8 +489,21 @@ class Case:
         self.fault, self.order, self.conc, self.kind = fault, order, int(conc), kind
 
 
+def arm_watchdog():
+    """A hung case prints every thread's Python stack and exits before the
+    test's guard kills it, so that a hang seen once says where it was."""
+    dump_after = float(os.environ.get("FEEDLINE_FAULT_DUMP_AFTER", "0"))
+    if dump_after > 0:
+        faulthandler.dump_traceback_later(dump_after, exit=True)
+
+
 def main():
     fault, order, conc, kind, reps = sys.argv[1:6]
+    arm_watchdog()
+    # A process started in the background by a non-interactive shell
+    # inherits SIGINT ignored, and Python then keeps it ignored: ctrl_c
+    # would wait forever for an interrupt that never comes.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     case = Case(fault, order, conc, kind)
     scenario = FAULTS[fault]
     # How long feedline's exit hook waits for a pipeline before exiting

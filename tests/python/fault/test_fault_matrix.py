@@ -48,6 +48,7 @@ def child_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TEST_EXT_DIR), env.get("PYTHONPATH")]))
     env["PYTHONFAULTHANDLER"] = "1"  # a crash prints the Python stacks
+    env["FEEDLINE_FAULT_DUMP_AFTER"] = str(TIMEOUT - 10)  # and so does a hang
     return env
 
 
@@ -63,7 +64,7 @@ def test_fault(child_env, fault, order, concurrency, kind):
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hung for {TIMEOUT} s; stderr:\n{e.stderr}")
     assert r.returncode >= 0, f"killed by signal {-r.returncode}; stderr:\n{r.stderr[-4000:]}"
-    assert r.returncode == 0, f"exit status {r.returncode}; stderr:\n{r.stderr[-4000:]}"
+    assert r.returncode == 0, f"exit status {r.returncode}; stderr:\n{r.stderr[-12000:]}"
     # nanobind reports objects still alive at exit as leaked. The exit_*
     # faults leave a pipeline whose call outlived the exit hook's wait: it
     # may be left to the OS.
