@@ -5,6 +5,7 @@
 // hands to `python -m feedline stats`), then every use a snapshot gets:
 // merging, the bottleneck, the table and the JSON, which must read back.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -23,8 +24,11 @@ void use(const feedline::PipelineStats& stats) {
   (void)n;
   try {
     (void)stats_from_json(json);
-  } catch (const FormatError&) {
-    std::abort();  // what to_json() writes must read back
+  } catch (const FormatError& e) {
+    // What to_json() writes must read back.
+    std::fprintf(stderr, "to_json() output does not read back: %s\n%s\n",
+                 e.what(), json.c_str());
+    std::abort();
   }
 }
 

@@ -6,13 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <mutex>
 #include <new>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <pthread.h>
-#include <time.h>
 
 #include "feedline/base/error.h"
 #include "feedline/pipeline/op.h"

@@ -35,12 +35,19 @@ void LatencyHistogram::record(std::chrono::nanoseconds value) {
   max_ = std::max(max_, v);
 }
 
+namespace {
+// a + b, or UINT64_MAX if that overflows.
+uint64_t saturating_add(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+}  // namespace
+
 void LatencyHistogram::merge(const LatencyHistogram& other) {
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
-    buckets_[i] += other.buckets_[i];
+    buckets_[i] = saturating_add(buckets_[i], other.buckets_[i]);
   }
-  count_ += other.count_;
-  sum_ += other.sum_;
+  count_ = saturating_add(count_, other.count_);
+  sum_ = saturating_add(sum_, other.sum_);
   max_ = std::max(max_, other.max_);
 }
 
@@ -63,9 +70,9 @@ bool LatencyHistogram::restore(
   for (const auto& [bucket, n] : counts) {
     if (bucket < 0 || bucket >= kNumBuckets || n == 0) return false;
     uint64_t& slot = h.buckets_[static_cast<std::size_t>(bucket)];
-    if (slot > UINT64_MAX - n || h.count_ > UINT64_MAX - n) return false;
-    slot += n;
-    h.count_ += n;
+    // Counts saturate, as merge() does with counters from elsewhere.
+    slot = saturating_add(slot, n);
+    h.count_ = saturating_add(h.count_, n);
     highest = std::max(highest, bucket);
   }
   if (highest < 0 ? max != 0 : bucket_of(max) != highest) return false;

@@ -454,9 +454,9 @@ Bottleneck find_bottleneck(const PipelineStats& stats) {
           ? &stats.stages.back()
           : nullptr;
   const std::size_t n_work = stats.stages.size() - (sink != nullptr ? 1 : 0);
-  uint64_t calls = 0;
-  for (std::size_t i = 0; i < n_work; ++i) calls += stats.stages[i].calls;
-  if (elapsed <= 0 || calls == 0) {
+  bool ran = false;
+  for (std::size_t i = 0; i < n_work; ++i) ran |= stats.stages[i].calls > 0;
+  if (elapsed <= 0 || !ran) {
     b.reason = "no stage has run a call yet";
     return b;
   }
@@ -527,9 +527,9 @@ Bottleneck find_bottleneck(const PipelineStats& stats) {
     busy[i] = share(s.op_time.sum());
     total_busy += busy[i];
     const double util = busy[i] / std::max(s.concurrency, 1);
-    const double waits = share(s.wait_input + s.wait_output);
-    const double best_waits =
-        share(stats.stages[best].wait_input + stats.stages[best].wait_output);
+    const double waits = share(s.wait_input) + share(s.wait_output);
+    const double best_waits = share(stats.stages[best].wait_input) +
+                              share(stats.stages[best].wait_output);
     if (util > best_util + 1e-9 ||
         (util > best_util - 1e-9 && waits < best_waits)) {
       best = i;

@@ -26,6 +26,8 @@ namespace {
 constexpr int kMaxDepth = 32;
 constexpr std::size_t kMaxInput = std::size_t{64} << 20;
 
+struct JsonMember;
+
 struct Json {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
   Type type = Type::kNull;
@@ -35,15 +37,22 @@ struct Json {
   uint64_t uint = 0;      // its value, when integral and not negative
   std::string string;
   std::vector<Json> array;
-  std::vector<std::pair<std::string, Json>> object;
+  std::vector<JsonMember> object;
 
-  const Json* find(std::string_view key) const {
-    for (const auto& [k, v] : object) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
+  const Json* find(std::string_view key) const;
 };
+
+struct JsonMember {
+  std::string key;
+  Json value;
+};
+
+const Json* Json::find(std::string_view key) const {
+  for (const JsonMember& m : object) {
+    if (m.key == key) return &m.value;
+  }
+  return nullptr;
+}
 
 [[noreturn]] void fail(const std::string& what) {
   throw FormatError("stats JSON: " + what);
@@ -101,7 +110,7 @@ class Parser {
         space();
         std::string key = string();
         expect(':');
-        v.object.emplace_back(std::move(key), value(depth + 1));
+        v.object.push_back(JsonMember{std::move(key), value(depth + 1)});
       } while (eat(','));
       expect('}');
     } else if (c == '[') {

@@ -27,6 +27,8 @@ class LatencyHistogram {
                                      << kSubBucketBits;
 
   void record(std::chrono::nanoseconds value);
+  // Adds `other`'s buckets, count and sum (saturating: counters from other
+  // processes are not trusted to be small).
   void merge(const LatencyHistogram& other);
   // Returns what was recorded after `earlier`, a snapshot of this same
   // histogram taken before (interval statistics from two totals). max() of
@@ -53,9 +55,10 @@ class LatencyHistogram {
     return buckets_[static_cast<std::size_t>(bucket)];
   }
   // A histogram holding `counts` (bucket, count) and the given sum and
-  // maximum; count() is the sum of the counts. Returns false, leaving `*out`
-  // alone, when a bucket is out of range, a count overflows, or `max` does
-  // not fall in the highest non-empty bucket.
+  // maximum; count() is the sum of the counts (saturating, as merge()).
+  // Returns false, leaving `*out` alone, when a bucket is out of range or
+  // given a zero count, or `max` does not fall in the highest non-empty
+  // bucket.
   static bool restore(const std::vector<std::pair<int, uint64_t>>& counts,
                       uint64_t sum, uint64_t max, LatencyHistogram* out);
 

@@ -42,6 +42,7 @@ from ._hooks import (
 )
 from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
+from ._profile import ProfileHook, ProfileResult, profile_pipeline
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "PipelineBuilder",
     "PipelineFailure",
     "PipelineStats",
+    "ProfileHook",
+    "ProfileResult",
     "QueuePerfStats",
     "QueueStats",
     "RegionStats",
@@ -71,6 +74,7 @@ __all__ = [
     "is_eof",
     "is_epoch_end",
     "iterate_in_subprocess",
+    "profile_pipeline",
     "run_pipeline_in_subprocess",
 ]
 

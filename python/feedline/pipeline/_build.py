@@ -17,7 +17,7 @@ import warnings
 from fractions import Fraction
 
 from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
-from . import _asyncio, _merge, _regions, _resume, _variants
+from . import _asyncio, _merge, _profile, _regions, _resume, _variants
 from . import config as _config
 from ._hooks import (
     StageHooks,
@@ -418,6 +418,9 @@ def build_pipeline(
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
     _check_max_failures(max_failures, "build")
+    profile_inputs = _profile.diagnostic_mode()
+    if profile_inputs is not None:
+        return _profile._ProfilePipeline(config, profile_inputs)  # type: ignore[return-value]
     callback = _config.get_default_build_callback()
     if callback is not None:
         try:

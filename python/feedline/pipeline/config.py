@@ -27,11 +27,15 @@ from ._hooks import TaskStatsHook
 __all__ = [
     "get_default_build_callback",
     "get_default_hook_class",
+    "get_default_profile_callback",
+    "get_default_profile_hook",
     "get_default_queue_class",
     "is_compact_log_enabled",
     "set_compact_log",
     "set_default_build_callback",
     "set_default_hook_class",
+    "set_default_profile_callback",
+    "set_default_profile_hook",
     "set_default_queue_class",
 ]
 
@@ -39,6 +43,8 @@ _lock = threading.Lock()
 _hook_class: type | None = TaskStatsHook
 _queue_class: type | None = None
 _build_callback: Callable[[Any], None] | None = None
+_profile_hook: Any = None
+_profile_callback: Callable[[Any], None] | None = None
 _compact_log: bool | None = None  # None: not read from the environment yet
 
 _TRUE = ("1", "true", "TRUE", "on", "ON", "yes", "YES")
@@ -94,6 +100,40 @@ def set_default_build_callback(callback: Callable[[Any], None] | None) -> None:
 def get_default_build_callback() -> Callable[[Any], None] | None:
     """The callback set by :func:`set_default_build_callback`, or None."""
     return _build_callback
+
+
+def set_default_profile_hook(hook: Any) -> None:
+    """Sets the :class:`~feedline.pipeline.ProfileHook` that
+    :func:`~feedline.pipeline.profile_pipeline` uses when given none.
+    ``None`` removes it."""
+    from ._profile import ProfileHook
+
+    if hook is not None and not isinstance(hook, ProfileHook):
+        raise TypeError(f"the profile hook must be a ProfileHook or None, got {type(hook).__name__}")
+    global _profile_hook
+    with _lock:
+        _profile_hook = hook
+
+
+def get_default_profile_hook() -> Any:
+    """The hook set by :func:`set_default_profile_hook`, or None."""
+    return _profile_hook
+
+
+def set_default_profile_callback(callback: Callable[[Any], None] | None) -> None:
+    """Sets the function :func:`~feedline.pipeline.profile_pipeline` calls
+    with each stage's ProfileResult when given none (also in the diagnostic
+    mode). ``None`` removes it."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"the profile callback must be callable or None, got {type(callback).__name__}")
+    global _profile_callback
+    with _lock:
+        _profile_callback = callback
+
+
+def get_default_profile_callback() -> Callable[[Any], None] | None:
+    """The callback set by :func:`set_default_profile_callback`, or None."""
+    return _profile_callback
 
 
 def _parse_bool(name: str, value: str) -> bool:

@@ -206,6 +206,35 @@ TEST(HistogramTest, SinceEqualsRecordingOnlyTheLaterValues) {
   EXPECT_EQ(total.since(total).count(), 0u);
 }
 
+// Counters from other processes are summed without wrapping around, and
+// what a sum holds reads back (stats_fuzzer found both).
+TEST(HistogramTest, MergeSaturatesAndRestoreAcceptsWhatMergeMakes) {
+  LatencyHistogram h;
+  const uint64_t low = LatencyHistogram::bucket_lower_bound(40);
+  ASSERT_TRUE(LatencyHistogram::restore({{40, UINT64_MAX - 1}}, UINT64_MAX - 5,
+                                        low, &h));
+  h.merge(h);
+  EXPECT_EQ(h.count(), UINT64_MAX);
+  EXPECT_EQ(h.bucket_count(40), UINT64_MAX);
+  EXPECT_EQ(static_cast<uint64_t>(h.sum().count()), UINT64_MAX);
+  LatencyHistogram back;
+  EXPECT_TRUE(LatencyHistogram::restore({{40, UINT64_MAX}, {40, 7}}, UINT64_MAX,
+                                        low, &back));
+  EXPECT_EQ(back.count(), UINT64_MAX);
+  StageStats s;
+  s.name = "1:summed";
+  s.calls = UINT64_MAX;
+  s.op_time = h;
+  s.wait_input = nanoseconds::max();
+  s.wait_output = nanoseconds::max();
+  PipelineStats stats;
+  stats.elapsed = std::chrono::seconds(1);
+  stats.stages = {s};
+  std::string json = to_json(stats);
+  EXPECT_EQ(to_json(stats_from_json(json)), json);
+  EXPECT_EQ(find_bottleneck(stats).kind, "stage");
+}
+
 // A finished run's stages, with every counter and histogram filled in.
 std::vector<StageStats> sample_stages() {
   auto p = PipelineBuilder()
