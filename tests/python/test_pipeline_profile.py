@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import logging
+import os
 import subprocess
 import sys
 import textwrap
