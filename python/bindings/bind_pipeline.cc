@@ -116,6 +116,12 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   // deadlock; a caller may poll it while holding the GIL.
   PipelineStats stats() const { return pipeline_.stats(); }
 
+  // The sampled calls as Trace Event Format JSON (to_trace_json()).
+  std::string trace_json() const {
+    nb::gil_scoped_release release;
+    return to_trace_json(pipeline_.trace(), pipeline_.stats());
+  }
+
   // The latest counters of one worker of a region, as a record from
   // encode_stage_stats() in that worker (see Pipeline::report_region).
   // Throws: FormatError for a damaged record.
@@ -226,6 +232,7 @@ void bind_pipeline(nb::module_& m) {
       .def_prop_ro("stopping", &NativePipeline::stopping)
       .def_prop_ro("consumer_waiting", &NativePipeline::consumer_waiting)
       .def("stats", &NativePipeline::stats)
+      .def("trace_json", &NativePipeline::trace_json)
       .def("report_region", &NativePipeline::report_region, nb::arg("region"),
            nb::arg("host_stage"), nb::arg("worker"), nb::arg("workers"),
            nb::arg("record"))

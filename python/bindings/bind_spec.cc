@@ -101,8 +101,11 @@ class PipelineSpecBuilder {
   nb::object build(int num_threads, std::optional<FailureBudget> max_failures,
                    double report_interval, nb::object stats_callback,
                    int failure_log_burst, double failure_log_interval,
-                   const std::string& name) {
+                   const std::string& name, int trace_every,
+                   std::size_t trace_capacity) {
     BuildOptions options;
+    options.trace_every = trace_every;
+    options.trace_capacity = trace_capacity;
     options.num_threads = num_threads;
     if (max_failures) options.max_failures = *max_failures;
     options.name = name;
@@ -174,7 +177,8 @@ void bind_spec(nb::module_& m) {
       .def("build", &PipelineSpecBuilder::build, nb::arg("num_threads"),
            nb::arg("max_failures").none(), nb::arg("report_interval"),
            nb::arg("stats_callback").none(), nb::arg("failure_log_burst"),
-           nb::arg("failure_log_interval"), nb::arg("name"));
+           nb::arg("failure_log_interval"), nb::arg("name"),
+           nb::arg("trace_every"), nb::arg("trace_capacity"));
 }
 
 }  // namespace feedline::bindings

@@ -278,6 +278,7 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
   Clock::time_point t1 = now();
   *t_end = t1;
   o.elapsed = t1 - t0;
+  if (o.called && trace_sample()) trace_call(t0, t1, o.error != nullptr, false);
   o.deferred = o.elapsed < kDeferWakeBelow;
   if (in_order_ && u.kind == Unit::kCall) {
     if (!result) output_->unreserve(1);
@@ -514,6 +515,8 @@ void PipeRunner::complete(uint64_t token, Item result,
         auto it = async_started_.find(token);
         if (it != async_started_.end()) {
           o.elapsed = t - it->second;
+          if (trace_sample())
+            trace_call(it->second, t, o.error != nullptr, true);
           async_started_.erase(it);
         }
         complete_locked(o, &line, &trip);

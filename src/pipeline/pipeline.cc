@@ -112,6 +112,8 @@ bool Pipeline::on_worker_thread() const { return impl_->on_worker_thread(); }
 
 PipelineStats Pipeline::stats() const { return impl_->stats(); }
 
+Trace Pipeline::trace() const { return impl_->trace(); }
+
 void Pipeline::report_region(const std::string& region, int host_stage,
                              int worker, int workers,
                              std::vector<StageStats> stages) {

@@ -18,7 +18,11 @@ PipelineImpl::PipelineImpl(BuildOptions options)
     : generation_(fork_generation()),
       stats_hook_(std::exchange(options.stats_hook, {})),
       options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : &Clock::steady()) {}
+      clock_(options_.clock != nullptr ? options_.clock : &Clock::steady()),
+      trace_(options_.trace_every > 0
+                 ? std::make_unique<TraceBuffer>(options_.trace_every,
+                                                 options_.trace_capacity)
+                 : nullptr) {}
 
 PipelineImpl::~PipelineImpl() {
   // Only a pipeline that no Pipeline ever owned (a failed build), or one
@@ -105,6 +109,7 @@ void PipelineImpl::start() {
   {
     MutexLock state_lock(state_mu_);
     start_time_ = t;
+    if (trace_) trace_->set_origin(t);
     for (auto& runner : runners_) runners.push_back(runner.get());
   }
   for (StageRunner* runner : runners) {
@@ -347,6 +352,11 @@ void PipelineImpl::async_started() {
 void PipelineImpl::async_finished() {
   MutexLock lock(async_mu_);
   if (--async_in_flight_ == 0) async_cv_.notify_all();
+}
+
+Trace PipelineImpl::trace() const {
+  if (!trace_ || inherited()) return Trace();
+  return trace_->snapshot();
 }
 
 PipelineStats PipelineImpl::stats() const {

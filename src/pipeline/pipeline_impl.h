@@ -40,6 +40,7 @@
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/stage_options.h"
 #include "pipeline/stage_runner.h"
+#include "pipeline/trace_buffer.h"
 
 namespace feedline::detail {
 
@@ -70,6 +71,9 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   bool stopping() const;
   bool on_worker_thread() const;
   PipelineStats stats() const;
+  Trace trace() const;
+  // Where sampled calls go, or null when tracing is off.
+  TraceBuffer* trace_buffer() const { return trace_.get(); }
   void report_region(const std::string& region, int host_stage, int worker,
                      int workers, std::vector<StageStats> stages);
   std::exception_ptr failure() const;
@@ -178,6 +182,7 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // until destruction, since a draining worker may still submit to it.
   std::unique_ptr<ThreadPool> pool_;
   std::jthread reporter_;
+  const std::unique_ptr<TraceBuffer> trace_;  // null when tracing is off
 };
 
 }  // namespace feedline::detail

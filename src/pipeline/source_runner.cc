@@ -128,6 +128,10 @@ void SourceRunner::run_worker() {
     }
     Clock::time_point t1 = now();
     elapsed = t1 - t0;
+    if (last == Pulled::kItem || last == Pulled::kSkip ||
+        last == Pulled::kError) {
+      if (trace_sample()) trace_call(t0, t1, last == Pulled::kError, false);
+    }
     if (last == Pulled::kItem) {
       // No deferral here: the next pull may block (a source over a stream
       // waits for data), and an item must not wait behind it.

@@ -24,6 +24,7 @@ std::string stage_label(int index, std::string name, int concurrency) {
 StageRunner::StageRunner(PipelineImpl* pipeline, int index, StageKind kind,
                          std::string name, int concurrency)
     : pipeline_(pipeline),
+      trace_(pipeline->trace_buffer()),
       index_(index),
       kind_(kind),
       name_(stage_label(index, std::move(name), concurrency)),

@@ -18,6 +18,7 @@
 
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "feedline/pipeline/stats.h"
 #include "pipeline/channel.h"
 #include "pipeline/failure_log.h"
+#include "pipeline/trace_buffer.h"
 
 namespace feedline::detail {
 
@@ -148,6 +150,20 @@ class StageRunner {
   void begin_wait_locked(bool on_output) REQUIRES(mu_);
   void end_wait_locked() REQUIRES(mu_);
 
+  // Tracing (trace.h): whether to record the call about to be counted (one
+  // in every BuildOptions::trace_every; never when tracing is off), and
+  // recording it. Lock-free; safe with or without mu_.
+  bool trace_sample() {
+    TraceBuffer* trace = trace_;
+    return trace != nullptr &&
+           trace_tick_.fetch_add(1, std::memory_order_relaxed) %
+                   static_cast<uint64_t>(trace->every()) ==
+               0;
+  }
+  void trace_call(Clock::time_point t0, Clock::time_point t1, bool failed,
+                  bool async) {
+    trace_->record(index_, t0, t1, failed, async);
+  }
   // Adds the GIL time of calls (report_gil_time()).
   void record_gil_locked(const GilTimes& gil) REQUIRES(mu_);
   // Counts one finished call; `failed`: it threw.
@@ -176,6 +192,8 @@ class StageRunner {
   Clock::time_point now() const;
 
   PipelineImpl* const pipeline_;
+  TraceBuffer* const trace_;  // the pipeline's, or null
+  std::atomic<uint64_t> trace_tick_{0};
   const int index_;
   const StageKind kind_;
   const std::string name_;

@@ -13,73 +13,17 @@
 #include <utility>
 
 #include "feedline/base/error.h"
+#include "pipeline/json_writer.h"
 
 namespace feedline {
 namespace {
 
+using detail::append_list;
+using detail::JsonObject;
+
 double seconds(std::chrono::nanoseconds d) {
   return std::chrono::duration<double>(d).count();
 }
-
-void append_escaped(std::string* out, const std::string& s) {
-  out->push_back('"');
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        *out += "\\\"";
-        break;
-      case '\\':
-        *out += "\\\\";
-        break;
-      case '\n':
-        *out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          *out += buf;
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
-}
-
-class JsonObject {
- public:
-  explicit JsonObject(std::string* out) : out_(out) { out_->push_back('{'); }
-  ~JsonObject() { out_->push_back('}'); }
-  JsonObject(const JsonObject&) = delete;
-  JsonObject& operator=(const JsonObject&) = delete;
-
-  std::string* key(const char* k) {
-    if (!first_) out_->push_back(',');
-    first_ = false;
-    append_escaped(out_, k);
-    out_->push_back(':');
-    return out_;
-  }
-  void add(const char* k, const std::string& v) { append_escaped(key(k), v); }
-  void add(const char* k, uint64_t v) { *key(k) += std::to_string(v); }
-  void add(const char* k, bool v) { *key(k) += v ? "true" : "false"; }
-  void add(const char* k, double v) {
-    // JSON has no infinity or NaN (sums of counters from elsewhere may
-    // overflow): the largest number, or 0, instead.
-    if (!std::isfinite(v)) v = v > 0 ? std::numeric_limits<double>::max() : 0;
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.9g", v);
-    *key(k) += buf;
-  }
-  void add_seconds(const char* k, std::chrono::nanoseconds d) {
-    add(k, seconds(d));
-  }
-
- private:
-  std::string* out_;
-  bool first_ = true;
-};
 
 void append_queue(std::string* out, const QueueStats& q) {
   JsonObject o(out);
@@ -135,17 +79,6 @@ void append_stage(std::string* out, const StageStats& s) {
   o.add("finished", s.finished);
   o.add("failed", s.failed);
   append_queue(o.key("input_queue"), s.input_queue);
-}
-
-// A JSON array of `items`, each written by `append`.
-template <typename T, typename F>
-void append_list(std::string* out, const std::vector<T>& items, F append) {
-  out->push_back('[');
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out->push_back(',');
-    append(out, items[i]);
-  }
-  out->push_back(']');
 }
 
 std::string format_duration(std::chrono::nanoseconds d) {
@@ -587,28 +520,30 @@ Bottleneck find_bottleneck(const PipelineStats& stats) {
 
 std::string to_json(const PipelineStats& stats) {
   std::string out;
-  JsonObject o(&out);
-  o.add("name", stats.name);
-  o.add("num_threads", static_cast<uint64_t>(std::max(stats.num_threads, 0)));
-  o.add_seconds("elapsed_s", stats.elapsed);
-  o.add("items_delivered", stats.items_delivered);
-  append_list(o.key("stages"), stats.stages, append_stage);
-  append_list(o.key("regions"), stats.regions,
-              [](std::string* into, const RegionStats& region) {
-                JsonObject r(into);
-                r.add("name", region.name);
-                r.add("host_stage",
-                      static_cast<uint64_t>(std::max(region.host_stage, 0)));
-                r.add("workers", static_cast<uint64_t>(region.workers));
-                r.add("reporting", static_cast<uint64_t>(region.reporting));
-                append_list(r.key("stages"), region.stages, append_stage);
-              });
-  Bottleneck b = find_bottleneck(stats);
-  JsonObject bo(o.key("bottleneck"));
-  bo.add("kind", b.kind);
-  bo.add("stage", b.stage_name);
-  bo.add("reason", b.reason);
-  bo.add("advice", b.advice);
+  {  // the objects write their '}' as they close, before `out` is returned
+    JsonObject o(&out);
+    o.add("name", stats.name);
+    o.add("num_threads", static_cast<uint64_t>(std::max(stats.num_threads, 0)));
+    o.add_seconds("elapsed_s", stats.elapsed);
+    o.add("items_delivered", stats.items_delivered);
+    append_list(o.key("stages"), stats.stages, append_stage);
+    append_list(o.key("regions"), stats.regions,
+                [](std::string* into, const RegionStats& region) {
+                  JsonObject r(into);
+                  r.add("name", region.name);
+                  r.add("host_stage",
+                        static_cast<uint64_t>(std::max(region.host_stage, 0)));
+                  r.add("workers", static_cast<uint64_t>(region.workers));
+                  r.add("reporting", static_cast<uint64_t>(region.reporting));
+                  append_list(r.key("stages"), region.stages, append_stage);
+                });
+    Bottleneck b = find_bottleneck(stats);
+    JsonObject bo(o.key("bottleneck"));
+    bo.add("kind", b.kind);
+    bo.add("stage", b.stage_name);
+    bo.add("reason", b.reason);
+    bo.add("advice", b.advice);
+  }
   return out;
 }
 

@@ -248,6 +248,7 @@ class TypedPipeline {
 
   Pipeline& untyped() { return pipeline_; }
   PipelineStats stats() const { return pipeline_.stats(); }
+  Trace trace() const { return pipeline_.trace(); }
   void stop() noexcept { pipeline_.stop(); }
 
  private:

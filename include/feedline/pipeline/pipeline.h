@@ -46,6 +46,7 @@
 
 #include "feedline/pipeline/item.h"
 #include "feedline/pipeline/stats.h"
+#include "feedline/pipeline/trace.h"
 
 namespace feedline {
 
@@ -124,6 +125,10 @@ class Pipeline {
   // A snapshot of every stage's counters. Cheap; callable while running.
   // After the stop: the final counters, the same on every call.
   PipelineStats stats() const;
+
+  // The sampled calls so far (BuildOptions::trace_every; empty when off).
+  // Write them out with to_trace_json(trace(), stats()).
+  Trace trace() const;
 
   // Records the latest counters of worker `worker` (of `workers`) of a
   // region: stages that run on the pipeline's behalf outside its threads

@@ -100,6 +100,11 @@ struct BuildOptions {
   // The pipeline's name in stats (PipelineStats::name) and errors.
   // Default: "pipeline".
   std::string name = "pipeline";
+  // Tracing (trace.h): record one call in every `trace_every` of each stage
+  // (0: off, the default; then nothing is sampled or stored), keeping the
+  // latest `trace_capacity` events.
+  int trace_every = 0;
+  std::size_t trace_capacity = std::size_t{1} << 16;
 };
 
 }  // namespace feedline

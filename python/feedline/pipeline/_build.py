@@ -375,6 +375,8 @@ def build_pipeline(
     name: str | None = None,
     failure_log_burst: int = 5,
     failure_log_interval: float = 10.0,
+    trace_every: int = 0,
+    trace_capacity: int = 65536,
 ) -> Pipeline:
     """Builds a :class:`Pipeline` (not started) from ``config``.
 
@@ -396,6 +398,10 @@ def build_pipeline(
         failure_log_burst, failure_log_interval: each stage logs its first
             ``failure_log_burst`` failed calls in full, then at most one
             summary line per ``failure_log_interval`` seconds.
+        trace_every, trace_capacity: record one call in every
+            ``trace_every`` of each stage (0: off) for
+            :meth:`Pipeline.write_trace`, keeping the latest
+            ``trace_capacity``.
         queue_class, use_thread_output_queue: accepted for SPDL
             compatibility; feedline's queues are native and always measured,
             so a custom queue class (here or from
@@ -418,6 +424,9 @@ def build_pipeline(
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be an int >= 1, got {num_threads!r}")
     _check_max_failures(max_failures, "build")
+    for what, value, low in (("trace_every", trace_every, 0), ("trace_capacity", trace_capacity, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{what} must be an int >= {low}, got {value!r}")
     profile_inputs = _profile.diagnostic_mode()
     if profile_inputs is not None:
         return _profile._ProfilePipeline(config, profile_inputs)  # type: ignore[return-value]
@@ -475,6 +484,8 @@ def build_pipeline(
             failure_log_burst=failure_log_burst,
             failure_log_interval=float(failure_log_interval),
             name=name,
+            trace_every=trace_every,
+            trace_capacity=trace_capacity,
         )
     except Exception as e:
         _add_note(e, _config_note(config))

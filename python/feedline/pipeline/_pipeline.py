@@ -339,6 +339,18 @@ class Pipeline(Subscriptable):
         while running, from any thread)."""
         return self._native.stats()
 
+    def trace_json(self) -> str:
+        """The calls sampled so far (build with ``trace_every=N``) in the
+        Trace Event Format: one slice per call on the thread that ran it,
+        named after its stage, that Perfetto (ui.perfetto.dev) and
+        chrome://tracing open. Without ``trace_every`` it has no calls."""
+        return self._native.trace_json()
+
+    def write_trace(self, path) -> None:
+        """Writes :meth:`trace_json` to ``path`` (e.g. ``trace.json``)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.trace_json())
+
     @property
     def stage_infos(self):
         """The StageInfo of every stage, in the order of ``stats().stages``."""

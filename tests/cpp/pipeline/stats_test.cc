@@ -13,6 +13,7 @@
 
 #include "feedline/pipeline/builder.h"
 #include "feedline/pipeline/histogram.h"
+#include "feedline/pipeline/trace.h"
 #include "testing/manual_clock.h"
 #include "testing/pipeline_testing.h"
 
@@ -625,6 +626,67 @@ TEST(StatsJsonTest, EveryBadRecordIsAFormatErrorNamingTheField) {
             std::string::npos);
   EXPECT_NE(message("[1,2]").find("is not an object"), std::string::npos);
   EXPECT_EQ(message(json), "no error");
+}
+
+// Tracing: one call in every N of each stage, on the thread that ran it,
+// written as the Trace Event Format; nothing at all when off.
+TEST(TraceTest, SamplesOneCallInNPerStageAndWritesTraceEvents) {
+  auto p = PipelineBuilder()
+               .add_source(iota(100))
+               .pipe([](int x) { return x; }, {.name = "a", .concurrency = 2})
+               .pipe(
+                   [](int x) {
+                     if (x == 30) throw std::runtime_error("bad");
+                     return x;
+                   },
+                   {.name = "b"})
+               .add_sink()
+               .build(BuildOptions{.num_threads = 2, .trace_every = 10});
+  drain(p);
+  Trace t = p.trace();
+  EXPECT_EQ(t.every, 10);
+  int per_stage[4] = {0, 0, 0, 0};
+  for (const TraceEvent& e : t.events) {
+    ASSERT_GE(e.stage, 0);
+    ASSERT_LT(e.stage, 3);  // the sink runs no calls
+    ++per_stage[e.stage];
+    EXPECT_GE(e.thread, 1);
+    EXPECT_FALSE(e.async);
+    EXPECT_GE(e.duration.count(), 0);
+  }
+  // Calls 0, 10, ..., 90 of each stage (the source's 100 pulls too).
+  EXPECT_EQ(per_stage[0], 10);
+  EXPECT_EQ(per_stage[1], 10);
+  EXPECT_EQ(per_stage[2], 10);
+  EXPECT_EQ(t.recorded, 30u);
+  EXPECT_EQ(t.dropped, 0u);
+  std::string json = to_trace_json(t, p.stats());
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_EQ(json.back(), '}');
+  for (const char* key :
+       {"\"traceEvents\":[", "\"ph\":\"X\"", "\"name\":\"1:a[2]\"",
+        "\"name\":\"thread_name\"", "\"feedline_trace_every\":10",
+        "\"displayTimeUnit\":\"ms\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  }
+  // Off: nothing is recorded.
+  auto off = PipelineBuilder().add_source(iota(10)).add_sink().build(1);
+  drain(off);
+  EXPECT_EQ(off.trace().every, 0);
+  EXPECT_TRUE(off.trace().events.empty());
+}
+
+TEST(TraceTest, KeepsTheLatestEventsUpToItsCapacity) {
+  auto p = PipelineBuilder().add_source(iota(50)).add_sink().build(
+      BuildOptions{.num_threads = 1, .trace_every = 1, .trace_capacity = 8});
+  drain(p);
+  Trace t = p.trace();
+  EXPECT_EQ(t.recorded, 50u);
+  EXPECT_EQ(t.dropped, 42u);
+  ASSERT_EQ(t.events.size(), 8u);
+  for (std::size_t i = 1; i < t.events.size(); ++i) {
+    EXPECT_LE(t.events[i - 1].start, t.events[i].start);  // oldest first
+  }
 }
 
 }  // namespace
