@@ -36,6 +36,7 @@ readonly PY_PACKAGES=(
   Pillow:PIL
   scikit-image:skimage
   matplotlib:matplotlib
+  prometheus-client:prometheus_client
   ruff==0.17.6:ruff
   mypy==2.4.1:mypy
   build:build

@@ -43,6 +43,7 @@ from ._hooks import (
 from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
+from ._prometheus import PrometheusExporter
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "PipelineFailure",
     "PipelineStats",
     "ProfileHook",
+    "PrometheusExporter",
     "ProfileResult",
     "QueuePerfStats",
     "QueueStats",
