@@ -44,6 +44,7 @@ from ._merge import is_eof, is_epoch_end
 from ._pipeline import Pipeline
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
 from ._prometheus import PrometheusExporter
+from ._sqlite import SQLiteStatsWriter
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "QueuePerfStats",
     "QueueStats",
     "RegionStats",
+    "SQLiteStatsWriter",
     "SharedMemoryRingBuffer",
     "SharedMemorySegmentPool",
     "StageInfo",
