@@ -84,6 +84,11 @@ CONTENDERS = [
     Contender("feedline-py", "feedline, Python ops", 100_000),
     Contender("feedline-native", "feedline, native ops", 200_000),
     Contender("feedline-native-src", "feedline, native ops + source", 200_000),
+    # Observability on: a trace of 1 call in 100 per stage, and a JSON Lines
+    # report every 0.1 s (both written out at the end of each run).
+    Contender("feedline-py+trace", "feedline, Python ops, traced 1/100", 100_000),
+    Contender("feedline-native+trace", "feedline, native ops, traced 1/100", 200_000),
+    Contender("feedline-native+export", "feedline, native ops, JSON every 0.1 s", 200_000),
 ]
 BY_NAME = {c.name: c for c in CONTENDERS}
 
@@ -98,7 +103,7 @@ def noop(x):
 # -- worker side: runs one contender in its own process -------------------------
 
 
-def _three_noops(builder, source, make_op, sink):
+def _three_noops(builder, source, make_op, sink, **options):
     """The pipeline every engine builds: source -> 3 identity stages -> sink."""
     return (
         builder.add_source(source)
@@ -106,7 +111,7 @@ def _three_noops(builder, source, make_op, sink):
         .pipe(make_op())
         .pipe(make_op())
         .add_sink(sink)
-        .build(num_threads=NUM_THREADS)
+        .build(num_threads=NUM_THREADS, **options)
     )
 
 
@@ -135,7 +140,35 @@ def _make_builder(name, sink):
         return lambda n: _three_noops(
             feedline.pipeline.PipelineBuilder(), testing.range_source(n), testing.identity, sink
         )
+    if name in ("feedline-py+trace", "feedline-native+trace"):
+        op = (lambda: noop) if name.startswith("feedline-py") else testing.identity
+        return lambda n: _Traced(_three_noops(feedline.pipeline.PipelineBuilder(), range(n), op, sink, trace_every=100))
+    if name == "feedline-native+export":
+        writer = feedline.pipeline.JsonLinesWriter(open(os.devnull, "w"))  # noqa: SIM115 (kept for the run)
+        return lambda n: _three_noops(
+            feedline.pipeline.PipelineBuilder(),
+            range(n),
+            testing.identity,
+            sink,
+            report_stats_interval=0.1,
+            stats_callback=writer,
+        )
     raise ValueError(f"unknown contender {name!r}")
+
+
+class _Traced:
+    """A traced pipeline whose trace is written out once it is drained, as
+    a user would (the writing is part of the timed run)."""
+
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+
+    def auto_stop(self):
+        return self.pipeline.auto_stop()
+
+    def __iter__(self):
+        yield from self.pipeline
+        self.pipeline.write_trace(os.devnull)
 
 
 def _drain(pipeline):
