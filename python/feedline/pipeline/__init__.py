@@ -30,6 +30,7 @@ from .._feedline_ext import (
 )
 from . import config, defs
 from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
+from ._background import BackgroundTask, BackgroundTaskFactory
 from ._build import build_pipeline
 from ._builder import PipelineBuilder
 from ._hooks import (
@@ -48,6 +49,8 @@ from ._sqlite import SQLiteStatsWriter
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
+    "BackgroundTask",
+    "BackgroundTaskFactory",
     "Bottleneck",
     "JsonLinesWriter",
     "LatencyHistogram",

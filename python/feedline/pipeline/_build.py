@@ -17,7 +17,7 @@ import warnings
 from fractions import Fraction
 
 from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
-from . import _asyncio, _merge, _profile, _regions, _resume, _variants
+from . import _asyncio, _background, _merge, _profile, _regions, _resume, _variants
 from . import config as _config
 from ._hooks import (
     StageHooks,
@@ -406,7 +406,10 @@ def build_pipeline(
             compatibility; feedline's queues are native and always measured,
             so a custom queue class (here or from
             ``config.set_default_queue_class()``) is ignored with a warning.
-        background_tasks: not supported (raises if given).
+        background_tasks: factories of :class:`BackgroundTask` run beside the
+            pipeline (after those of
+            ``config.set_default_background_tasks()``): started with it,
+            cancelled at its end; their errors are logged, never raised.
 
     Without ``task_hook_factory``, each stage gets the hook of
     :func:`feedline.pipeline.config.set_default_hook_class`: with the default
@@ -444,8 +447,7 @@ def build_pipeline(
             RuntimeWarning,
             stacklevel=2,
         )
-    if background_tasks:
-        raise NotImplementedError("background_tasks are not supported by feedline")
+    tasks = [*(_config.get_default_background_tasks() or ()), *(background_tasks or ())]
     del use_thread_output_queue  # the native sink is already thread-based
     if task_hook_factory is None:
         task_hook_factory = _default_hook_factory(report_stats_interval)
@@ -466,7 +468,8 @@ def build_pipeline(
     except Exception as e:
         _add_note(e, _config_note(config))
         raise
-    stage_hooks = StageHooks(builder.stage_hooks)
+    background = _background.BackgroundTasks(tasks, builder.loop_thread)
+    stage_hooks = StageHooks([*builder.stage_hooks, background] if background else builder.stage_hooks)
     dispatcher = StatsDispatcher(
         infos=builder.infos,
         hooks=builder.stats_hooks,

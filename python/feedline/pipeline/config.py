@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._hooks import TaskStatsHook
 
 __all__ = [
+    "get_default_background_tasks",
     "get_default_build_callback",
     "get_default_hook_class",
     "get_default_profile_callback",
@@ -32,6 +33,7 @@ __all__ = [
     "get_default_queue_class",
     "is_compact_log_enabled",
     "set_compact_log",
+    "set_default_background_tasks",
     "set_default_build_callback",
     "set_default_hook_class",
     "set_default_profile_callback",
@@ -43,6 +45,7 @@ _lock = threading.Lock()
 _hook_class: type | None = TaskStatsHook
 _queue_class: type | None = None
 _build_callback: Callable[[Any], None] | None = None
+_background_tasks: list | None = None
 _profile_hook: Any = None
 _profile_callback: Callable[[Any], None] | None = None
 _compact_log: bool | None = None  # None: not read from the environment yet
@@ -100,6 +103,21 @@ def set_default_build_callback(callback: Callable[[Any], None] | None) -> None:
 def get_default_build_callback() -> Callable[[Any], None] | None:
     """The callback set by :func:`set_default_build_callback`, or None."""
     return _build_callback
+
+
+def set_default_background_tasks(tasks: Sequence[Callable[[], Any]] | None) -> None:
+    """Sets background task factories that every pipeline built afterwards
+    runs (before its own ``background_tasks``). ``None`` removes them."""
+    if tasks is not None and not all(callable(t) for t in tasks):
+        raise TypeError("background tasks must be callables that return a BackgroundTask")
+    global _background_tasks
+    with _lock:
+        _background_tasks = None if tasks is None else list(tasks)
+
+
+def get_default_background_tasks() -> list | None:
+    """The factories set by :func:`set_default_background_tasks`, or None."""
+    return None if _background_tasks is None else list(_background_tasks)
 
 
 def set_default_profile_hook(hook: Any) -> None:
