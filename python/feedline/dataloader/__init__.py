@@ -15,12 +15,13 @@ depend on threads. torch is optional (imported only by the adapter's collate
 and pin steps). See docs/dataloader.md.
 """
 
-from ._cache import CacheDataLoader, cache_iterator
+from ._cache import CacheDataLoader, Headspace, cache_iterator
 from ._dataloader import DataLoader, item_rng
 from ._torch import PyTorchDataLoader, default_collate, get_pytorch_dataloader
 
 __all__ = [
     "CacheDataLoader",
+    "Headspace",
     "DataLoader",
     "PyTorchDataLoader",
     "cache_iterator",

@@ -1,16 +1,72 @@
 """cache_iterator / CacheDataLoader: replay the first batches to measure how
-fast training would go if loading cost nothing (headspace analysis)."""
+fast training would go if loading cost nothing (headspace analysis).
+
+Both time the consumer's steps (from one item handed out to the next
+request) while the real source feeds it and while the cache does, and
+report the ceiling from the steady state: the median step of each phase,
+its first steps left out as warm-up. ``CacheDataLoader.headspace()`` returns
+the latest :class:`Headspace`, and it is logged (``feedline.dataloader``,
+INFO) when an iteration ends.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import dataclasses
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from ..source._checks import check_int
 
-__all__ = ["CacheDataLoader", "cache_iterator"]
+__all__ = ["CacheDataLoader", "Headspace", "cache_iterator"]
 
 T = TypeVar("T")
+
+_LG = logging.getLogger("feedline.dataloader")
+
+# Steps of each phase left out of the steady state, as warm-up (at most a
+# quarter of the phase).
+WARMUP_STEPS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Headspace:
+    """What a faster loader could gain, from the steady state of both phases."""
+
+    loaded_steps: int  # steps timed while the source fed the consumer
+    cached_steps: int  # steps timed while the cache did
+    loaded_step: float | None  # median seconds per step, or None (no steps)
+    cached_step: float | None
+
+    @property
+    def gain(self) -> float | None:
+        """Seconds per step that loading costs: the most a faster loader
+        could save (never below 0)."""
+        if self.loaded_step is None or self.cached_step is None:
+            return None
+        return max(self.loaded_step - self.cached_step, 0.0)
+
+    def __str__(self) -> str:
+        def rate(step):
+            return f"{1 / step:.1f} steps/s ({step * 1e3:.2f} ms/step)" if step else "n/a"
+
+        text = (
+            f"headspace: {rate(self.loaded_step)} with loading over {self.loaded_steps} steps, "
+            f"{rate(self.cached_step)} from the cache over {self.cached_steps} steps"
+        )
+        gain = self.gain
+        if gain is not None and self.loaded_step:
+            text += f"; loading costs {gain * 1e3:.2f} ms per step ({100 * gain / self.loaded_step:.0f}% of a step)"
+        return text
+
+
+def _steady(steps: list[float]) -> float | None:
+    """The median step after the warm-up."""
+    skip = min(WARMUP_STEPS, len(steps) // 4)
+    kept = steps[skip:]
+    return statistics.median(kept) if kept else None
 
 
 def cache_iterator(
@@ -47,27 +103,54 @@ def cache_iterator(
     return _cache(src, num_caches, after, stop_after, delete_src)
 
 
-def _cache(src: Iterable[T], num_caches: int, after: int, stop_after: int | None, delete_src: bool) -> Iterator[T]:
+def _cache(
+    src: Iterable[T],
+    num_caches: int,
+    after: int,
+    stop_after: int | None,
+    delete_src: bool,
+    on_report: Callable[[Headspace], None] | None = None,
+) -> Iterator[T]:
     cache: list[T] = []
     count = 0
+    loaded: list[float] = []
+    cached: list[float] = []
     it: Iterator[T] | None = iter(src)
     if delete_src:
         del src
-    for item in it or ():
-        if len(cache) < num_caches:
-            cache.append(item)
-        yield item
-        count += 1
-        if count >= after or (stop_after is not None and count >= stop_after):
-            break
-    it = None  # reading src is over
-    if not cache:
-        return
-    i = 0
-    while stop_after is None or count < stop_after:
-        yield cache[i % len(cache)]
-        i += 1
-        count += 1
+    try:
+        last = time.perf_counter()
+        for item in it or ():
+            if len(cache) < num_caches:
+                cache.append(item)
+            now = time.perf_counter()
+            if count > 0:
+                loaded.append(now - last)  # the consumer's step and the wait for this item
+            yield item
+            last = time.perf_counter()
+            count += 1
+            if count >= after or (stop_after is not None and count >= stop_after):
+                break
+        it = None  # reading src is over
+        if not cache:
+            return
+        i = 0
+        first = True
+        while stop_after is None or count < stop_after:
+            now = time.perf_counter()
+            if not first:
+                cached.append(now - last)  # the consumer's step alone
+            first = False
+            yield cache[i % len(cache)]
+            last = time.perf_counter()
+            i += 1
+            count += 1
+    finally:
+        report = Headspace(len(loaded), len(cached), _steady(loaded), _steady(cached))
+        if on_report is not None:
+            on_report(report)
+        if loaded or cached:
+            _LG.info("%s", report)
 
 
 class CacheDataLoader(Generic[T]):
@@ -90,15 +173,25 @@ class CacheDataLoader(Generic[T]):
         self._return_caches_after = return_caches_after
         self._stop_after = stop_after
         self._delete_dl = delete_dl
+        self._headspace: Headspace | None = None
 
     def __iter__(self) -> Iterator[T]:
-        return cache_iterator(
+        return _cache(
             self._dl,
             self._num_caches,
-            return_caches_after=self._return_caches_after,
-            stop_after=self._stop_after,
-            delete_src=self._delete_dl,
+            self._return_caches_after,
+            self._stop_after,
+            self._delete_dl,
+            on_report=self._keep,
         )
+
+    def _keep(self, report: Headspace) -> None:
+        self._headspace = report
+
+    def headspace(self) -> Headspace | None:
+        """The report of the latest iteration that ended (``break`` or the
+        end), or None before one has."""
+        return self._headspace
 
     def __len__(self) -> int:
         return len(self._dl)  # type: ignore[arg-type]
