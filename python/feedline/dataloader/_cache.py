@@ -118,16 +118,18 @@ def _cache(
     it: Iterator[T] | None = iter(src)
     if delete_src:
         del src
+    # A step: from handing out one item to handing out the next, i.e. the
+    # consumer's work on it plus any wait for the next one.
+    last = 0.0
     try:
-        last = time.perf_counter()
         for item in it or ():
             if len(cache) < num_caches:
                 cache.append(item)
             now = time.perf_counter()
             if count > 0:
-                loaded.append(now - last)  # the consumer's step and the wait for this item
+                loaded.append(now - last)
+            last = now
             yield item
-            last = time.perf_counter()
             count += 1
             if count >= after or (stop_after is not None and count >= stop_after):
                 break
@@ -135,14 +137,12 @@ def _cache(
         if not cache:
             return
         i = 0
-        first = True
         while stop_after is None or count < stop_after:
             now = time.perf_counter()
-            if not first:
-                cached.append(now - last)  # the consumer's step alone
-            first = False
+            if i > 0:  # the step into the first cached item straddles both
+                cached.append(now - last)
+            last = now
             yield cache[i % len(cache)]
-            last = time.perf_counter()
             i += 1
             count += 1
     finally:
