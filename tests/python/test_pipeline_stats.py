@@ -4,6 +4,7 @@ reports, JSON lines, logging, and custom task hooks."""
 import contextlib
 import json
 import logging
+import re
 import threading
 
 import pytest
@@ -173,6 +174,10 @@ def test_reports_go_to_python_logging(caplog):
         assert len(list(p)) == 20
     messages = [r.getMessage() for r in caplog.records if r.name == "feedline.pipeline"]
     assert any("ident" in m and "Completed" in m and "occupancy" in m for m in messages)
+    # The Python stage's line says what the GIL cost it; every report ends
+    # with the bottleneck so far.
+    assert any(re.search(r"\[.*ident.*GIL: waited \d+\.\d{3} ms per call, held \d+%\.", m) for m in messages)
+    assert any("\n  bottleneck so far: " in m for m in messages)
     assert messages[-1].startswith("pipeline finished:") and "1:ident" in messages[-1]
 
 

@@ -297,6 +297,7 @@ class StatsDispatcher:
             if stage.kind != "source":
                 q = queue_stats(stage, prev)
                 line += f" Input queue occupancy: {q.occupancy_rate:.0%}, {q.qps:.1f} items/s."
+            line += _gil_lap(stage, prev, stats.elapsed - (earlier.elapsed if earlier else 0))
             lines.append(line)
             for region, _, rstage, rprev in _region_stages(stats, earlier, host=i):
                 t = task_stats(rstage, rprev)
@@ -305,7 +306,22 @@ class StatsDispatcher:
                     f"  [{region.name}/{rstage.name}] {_format_task_stats(t)}"
                     f" Input queue occupancy: {q.occupancy_rate:.0%}, {q.qps:.1f} items/s."
                 )
+        b = stats.bottleneck()
+        if b.kind != "none":
+            lines.append(f"  bottleneck so far: {b.stage_name or '-'} ({b.kind}): {b.advice}")
         return "\n".join(lines)
+
+
+def _gil_lap(stage, prev, elapsed) -> str:
+    """The GIL part of a stage's lap line: the mean wait to take it and the
+    share of the lap it was held, when the stage took it in the lap."""
+    taken = stage.gil_acquisitions - (prev.gil_acquisitions if prev is not None else 0)
+    if taken <= 0:
+        return ""
+    wait = stage.gil_wait - (prev.gil_wait if prev is not None else 0)
+    held = stage.gil_held - (prev.gil_held if prev is not None else 0)
+    share = held / elapsed if elapsed > 0 else 0.0
+    return f" GIL: waited {wait / taken * 1e3:.3f} ms per call, held {share:.0%}."
 
 
 def _region_stages(stats, earlier, host=None):
