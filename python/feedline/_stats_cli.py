@@ -136,6 +136,8 @@ def plot(export: Export, out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from feedline.pipeline._hooks import queue_stats
+
     records = export.records
     fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
     names = [s.name for s in records[-1].stages]
@@ -150,14 +152,10 @@ def plot(export: Export, out: str) -> None:
             a, b = before.stages[index], after.stages[index]
             times.append(after.elapsed)
             rate.append((b.items_out - a.items_out) / span)
-            q0, q1 = a.input_queue, b.input_queue
-            if q1.capacity:
-                # The mean depth over the interval, from the running means.
-                integral = q1.occupancy * q1.elapsed - q0.occupancy * q0.elapsed
-                occupancy.append(100 * integral / max(q1.elapsed - q0.elapsed, 1e-9))
-            else:
-                occupancy.append(float("nan"))
-            depth.append(q1.depth)
+            # The mean fill over the interval, as the stats hooks compute it.
+            lap = queue_stats(b, a)
+            occupancy.append(100 * lap.occupancy_rate if lap.capacity else float("nan"))
+            depth.append(b.input_queue.depth)
         axes[0].plot(times, rate, label=name)
         axes[1].plot(times, occupancy, label=name)
         axes[2].plot(times, depth, label=name)

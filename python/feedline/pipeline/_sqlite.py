@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any
 
+from ._hooks import queue_stats, task_stats
+
 __all__ = ["SQLiteStatsWriter"]
 
 _SCHEMA = (
@@ -69,35 +71,28 @@ class SQLiteStatsWriter:
         tasks, queues = [], []
         for i, s in enumerate(stats.stages):
             old = before.stages[i] if before is not None and i < len(before.stages) else None
-            lap = s.op_time.since(old.op_time) if old is not None else s.op_time
-            calls = s.calls - (old.calls if old is not None else 0)
-            failures = s.failures - (old.failures if old is not None else 0)
             if s.kind not in ("sink", "merge"):
-                tasks.append(
-                    (now, s.name, calls, failures, lap.mean, lap.quantile(0.9), lap.quantile(0.99)),
-                )
+                t = task_stats(s, old)
+                tasks.append((now, s.name, t.num_tasks, t.num_failures, t.ave_time, t.p90_time, t.p99_time))
             if s.kind == "source":
                 continue
-            q, p = s.input_queue, old.input_queue if old is not None else None
-            span = q.elapsed - (p.elapsed if p is not None else 0)
-            got = q.items_got - (p.items_got if p is not None else 0)
-            put = q.items_put - (p.items_put if p is not None else 0)
-            put_wait = q.put_wait - (p.put_wait if p is not None else 0)
-            get_wait = q.get_wait - (p.get_wait if p is not None else 0)
-            integral = q.occupancy * q.elapsed - (p.occupancy * p.elapsed if p is not None else 0)
+            q = queue_stats(s, old)
+            got = q.num_items
+            # Columns without a value for the interval (no items, or wait
+            # distributions the engine does not keep) are NULL.
             queues.append(
                 (
                     now,
                     s.name,
-                    span,
+                    q.elapsed,
                     got,
-                    put_wait / put if put > 0 else None,
-                    get_wait / got if got > 0 else None,
+                    q.ave_put_time if got else None,
+                    q.ave_get_time if got else None,
                     None,
                     None,
                     None,
                     None,
-                    integral / span if span > 0 else None,
+                    q.occupancy_rate if q.elapsed > 0 else None,
                 )
             )
         self._rows.put((tasks, queues, []))
