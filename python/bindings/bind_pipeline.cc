@@ -39,6 +39,10 @@ namespace nb = nanobind;
 namespace feedline::bindings {
 namespace {
 
+// How long the exit gate waits for engine threads already waiting for the
+// GIL to have it (each then runs at most its current Python call).
+constexpr double kExitGilWaitSeconds = 2.0;
+
 using std::chrono::nanoseconds;
 
 // How long the consumer waits between checks for signals (Ctrl-C).
@@ -256,6 +260,18 @@ void bind_pipeline(nb::module_& m) {
   m.def(
       "_live_pool_threads", [] { return ThreadPool::live_threads(); },
       "Worker threads of all pipelines alive in the process.");
+  m.def(
+      "_threads_waiting_for_gil", [] { return threads_waiting_for_gil(); },
+      "Engine threads waiting for the GIL now.");
+  m.def(
+      "_begin_exit", [](double timeout) { begin_interpreter_exit(timeout); },
+      nb::arg("timeout") = kExitGilWaitSeconds,
+      "Run by the last atexit function: engine threads stop taking the GIL "
+      "(see py_ref.h).");
+  // Registered now, at the module's import, so that it runs after every
+  // atexit function registered later (they run last first) and just before
+  // the interpreter finalizes.
+  nb::module_::import_("atexit").attr("register")(m.attr("_begin_exit"));
 }
 
 }  // namespace feedline::bindings

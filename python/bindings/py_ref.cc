@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <ctime>
 #include <mutex>
@@ -60,6 +61,31 @@ struct TstateListLock {
 constexpr int g_tstate_list_mu = 0;
 #endif
 
+// The exit gate (begin_interpreter_exit): engine threads announce that they
+// are about to wait for the GIL (g_acquiring) before they look at the flag,
+// and the exiting thread sets the flag before it looks at the count, so that
+// either the thread sees the flag or the exiting thread waits for it.
+std::atomic<bool> g_exit_began{false};
+std::atomic<int> g_acquiring{0};
+std::mutex g_acquired_mu;
+std::condition_variable g_acquired_cv;
+
+// Counts this thread among those about to wait for the GIL, until destroyed.
+class AcquireTicket {
+ public:
+  AcquireTicket() { g_acquiring.fetch_add(1); }
+  ~AcquireTicket() {
+    if (g_acquiring.fetch_sub(1) == 1) {
+      { std::lock_guard<std::mutex> lock(g_acquired_mu); }
+      g_acquired_cv.notify_all();
+    }
+  }
+  AcquireTicket(const AcquireTicket&) = delete;
+  AcquireTicket& operator=(const AcquireTicket&) = delete;
+};
+
+bool exit_began() { return g_exit_began.load() || interpreter_finalizing(); }
+
 // The Python thread state a native thread created for itself: kept for the
 // thread's life and deleted when the thread exits (unless the interpreter is
 // already shutting down, when it is leaked on purpose).
@@ -83,7 +109,9 @@ struct NativeThreadState {
   }
 
   ~NativeThreadState() {
-    if (tstate == nullptr || interpreter_finalizing()) return;
+    if (tstate == nullptr) return;
+    AcquireTicket ticket;
+    if (exit_began()) return;
     PyEval_RestoreThread(tstate);
     forget_dummy_thread();
     PyThreadState_Clear(tstate);
@@ -143,6 +171,19 @@ bool interpreter_finalizing() {
 #endif
 }
 
+void begin_interpreter_exit(double timeout_s) {
+  g_exit_began.store(true);
+  PyThreadState* self = PyEval_SaveThread();
+  {
+    std::unique_lock<std::mutex> lock(g_acquired_mu);
+    g_acquired_cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                           [] { return g_acquiring.load() == 0; });
+  }
+  PyEval_RestoreThread(self);
+}
+
+int threads_waiting_for_gil() { return g_acquiring.load(); }
+
 void release_reference(PyObject* obj) noexcept {
   if (holds_gil()) {
     Py_DECREF(obj);
@@ -184,6 +225,10 @@ GilScope::GilScope() {
     borrowed_ = true;
     gstate_ = PyGILState_Ensure();
   } else {
+    AcquireTicket ticket;
+    if (exit_began()) {
+      throw Cancelled("the Python interpreter is exiting");
+    }
     if (t_native_state.tstate == nullptr) {
       t_native_state.create();
     } else {

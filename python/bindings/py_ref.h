@@ -31,6 +31,19 @@ namespace feedline::bindings {
 // True once the interpreter shuts down; native threads leak what they hold.
 bool interpreter_finalizing();
 
+// Called by the last atexit function of the process (registered when the
+// module is imported): from now on the engine's own threads no longer take
+// the GIL (GilScope throws Cancelled; a thread that ends leaks its thread
+// state). Then waits, with the GIL released and for at most `timeout_s`,
+// until every engine thread that was already waiting for the GIL has had it.
+// Why: Python ends a thread that takes the GIL once finalization has begun
+// (pthread_exit before 3.14), and a thread unwound from inside the engine's
+// stop (a noexcept path) would abort the process. Requires: the GIL.
+void begin_interpreter_exit(double timeout_s);
+
+// Engine threads waiting for the GIL in a GilScope now (for tests).
+int threads_waiting_for_gil();
+
 // True when this thread holds the GIL (has an attached thread state). Late in
 // finalization Python < 3.12 deletes the key PyGILState_Check() reads, which
 // then says yes on every thread; this thread's state is gone by then too.
@@ -49,7 +62,8 @@ void drain_released() noexcept;
 // holds the GIL keeps it and the scope does nothing. A scope that takes the
 // GIL reports, when it ends, how long it waited for it and the CPU time the
 // thread used while holding it (report_gil_time(), in a stage's call).
-// Throws: feedline::Cancelled if the interpreter is shutting down.
+// Throws: feedline::Cancelled if the interpreter is shutting down (on an
+// engine thread: once begin_interpreter_exit() ran).
 class GilScope {
  public:
   GilScope();

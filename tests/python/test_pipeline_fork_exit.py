@@ -307,6 +307,38 @@ EXIT_CASES = {
         p.start()
         assert len(os.read(entered_r, 1)) == 1
     """,
+    # The stop of a pipeline that outlived feedline's exit hook reaches its
+    # final statistics report (a Python call) while the interpreter begins to
+    # finalize. Python ends a thread that takes the GIL after that point
+    # (pthread_exit before 3.14), which inside the engine's stop would abort
+    # the process. Here the report waits for the GIL, held by an atexit
+    # function, until finalization; then a finalizer lets it in.
+    "stop_waits_for_gil_as_exit_begins": """
+        import atexit
+        import _feedline_testing as testing
+        import feedline.pipeline._pipeline as pipeline_module
+        pipeline_module._CLEANUP_TIMEOUT = 0.05
+        gate_r, gate_w = os.pipe()
+        entered_r, entered_w = os.pipe()
+        p = PipelineBuilder().add_source(range(10)).pipe(testing.gate(gate_r, -1, entered_w)).add_sink(4).build(num_threads=2)
+        p.start()
+        assert len(os.read(entered_r, 1)) == 1
+
+        def release_and_hold_the_gil():  # runs after feedline's exit hook gave up
+            sys.setswitchinterval(1000)  # keep the GIL while spinning
+            os.write(gate_w, b"x")
+            deadline = time.monotonic() + 10
+            while feedline._feedline_ext._threads_waiting_for_gil() == 0:
+                assert time.monotonic() < deadline, "the stop never waited for the GIL"
+
+        atexit.register(release_and_hold_the_gil)
+
+        class ReleasesTheGilAtFinalization:
+            def __del__(self, sleep=time.sleep):
+                sleep(0.05)
+
+        finalized_late = ReleasesTheGilAtFinalization()
+    """,
     "blocked_source": """
         release = threading.Event()
         def source():

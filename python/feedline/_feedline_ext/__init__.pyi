@@ -317,6 +317,14 @@ def _drain_released() -> None:
 def _live_pool_threads() -> int:
     """Worker threads of all pipelines alive in the process."""
 
+def _threads_waiting_for_gil() -> int:
+    """Engine threads waiting for the GIL now."""
+
+def _begin_exit(timeout: float = 2.0) -> None:
+    """
+    Run by the last atexit function: engine threads stop taking the GIL (see py_ref.h).
+    """
+
 class NativeOp:
     """
     A pipeline op implemented in C++. Pass it to PipelineBuilder.pipe(): it
