@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
@@ -98,12 +100,26 @@ class PipelineSpecBuilder {
 
   void set_sink(std::size_t capacity) { spec_.sink_capacity = capacity; }
 
+  // (cpu_budget, cpus, max_concurrency, max_threads, interval in seconds)
+  using AutotuneArgs = std::tuple<double, int, int, int, double>;
+
   nb::object build(int num_threads, std::optional<FailureBudget> max_failures,
                    double report_interval, nb::object stats_callback,
                    int failure_log_burst, double failure_log_interval,
                    const std::string& name, int trace_every,
-                   std::size_t trace_capacity) {
+                   std::size_t trace_capacity,
+                   std::optional<AutotuneArgs> autotune) {
     BuildOptions options;
+    if (autotune) {
+      const auto& [budget, cpus, max_concurrency, max_threads, interval] =
+          *autotune;
+      options.autotune.enabled = true;
+      options.autotune.cpu_budget = budget;
+      options.autotune.cpus = cpus;
+      options.autotune.max_concurrency = max_concurrency;
+      options.autotune.max_threads = max_threads;
+      options.autotune.interval = seconds_to_ns(interval);
+    }
     options.trace_every = trace_every;
     options.trace_capacity = trace_capacity;
     options.num_threads = num_threads;
@@ -178,7 +194,8 @@ void bind_spec(nb::module_& m) {
            nb::arg("max_failures").none(), nb::arg("report_interval"),
            nb::arg("stats_callback").none(), nb::arg("failure_log_burst"),
            nb::arg("failure_log_interval"), nb::arg("name"),
-           nb::arg("trace_every"), nb::arg("trace_capacity"));
+           nb::arg("trace_every"), nb::arg("trace_capacity"),
+           nb::arg("autotune").none());
 }
 
 }  // namespace feedline::bindings

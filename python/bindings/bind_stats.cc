@@ -8,11 +8,13 @@
 #include <string>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "feedline/base/proc_usage.h"
 #include "feedline/pipeline/histogram.h"
 #include "feedline/pipeline/stats.h"
 
@@ -34,6 +36,48 @@ double secs(const T& x) {
 }  // namespace
 
 void bind_stats(nb::module_& m) {
+  nb::class_<ProcessGroupUsage>(
+      m, "ProcessGroupResourceUsage",
+      "One sample of a process group's resources, read from /proc "
+      "(ProcessGroupStatsMonitor).")
+      .def_ro("pid", &ProcessGroupUsage::pid, "The monitoring process.")
+      .def_ro("pgid", &ProcessGroupUsage::pgid)
+      .def_ro("cpu_percent", &ProcessGroupUsage::cpu_percent,
+              "CPU time of the group per wall second since the previous "
+              "sample, in percent of one CPU; None on the first.")
+      .def_ro("rss_bytes", &ProcessGroupUsage::rss_bytes)
+      .def_ro("pss_bytes", &ProcessGroupUsage::pss_bytes,
+              "None when no smaps_rollup could be read.")
+      .def_ro("private_bytes", &ProcessGroupUsage::private_bytes)
+      .def_ro("disk_read_bytes", &ProcessGroupUsage::disk_read_bytes,
+              "None when no /proc/<pid>/io could be read.")
+      .def_ro("disk_write_bytes", &ProcessGroupUsage::disk_write_bytes)
+      .def_ro("num_procs", &ProcessGroupUsage::num_procs)
+      .def_ro("net_rx_bytes", &ProcessGroupUsage::net_rx_bytes,
+              "Host-wide bytes received (not on lo) since the previous "
+              "sample; None on the first.")
+      .def_ro("net_tx_bytes", &ProcessGroupUsage::net_tx_bytes)
+      .def_ro("problems", &ProcessGroupUsage::problems,
+              "Malformed /proc files met for the first time, one per kind.")
+      .def("__repr__", [](const ProcessGroupUsage& u) {
+        return "<ProcessGroupResourceUsage pgid=" + std::to_string(u.pgid) +
+               " procs=" + std::to_string(u.num_procs) +
+               " rss=" + std::to_string(u.rss_bytes) + ">";
+      });
+  nb::class_<ProcessGroupMonitor>(
+      m, "_ProcessGroupMonitor",
+      "Samples a process group's resources from /proc (proc_usage.h).")
+      .def(nb::init<int, std::string>(), nb::arg("pgid") = 0,
+           nb::arg("proc_root") = "/proc")
+      .def_prop_ro("pgid", &ProcessGroupMonitor::pgid)
+      .def(
+          "sample",
+          [](ProcessGroupMonitor& monitor) {
+            nb::gil_scoped_release release;
+            return monitor.sample();
+          },
+          "Reads every process of the group now (without the GIL).");
+
   nb::class_<LatencyHistogram>(
       m, "LatencyHistogram",
       "Durations of calls, in log-linear buckets (values within 12.5%).")
@@ -129,6 +173,36 @@ void bind_stats(nb::module_& m) {
                ">";
       });
 
+  nb::class_<AutotuneDecision>(
+      m, "AutotuneDecision",
+      "One change autotune made (PipelineStats.autotune).")
+      .def_prop_ro("at", &secs<AutotuneDecision, &AutotuneDecision::at>,
+                   "Seconds since the pipeline started.")
+      .def_ro("stage", &AutotuneDecision::stage,
+              "Index in PipelineStats.stages; -1: the pool's threads.")
+      .def_ro("target", &AutotuneDecision::target,
+              "The stage's name, or 'threads'.")
+      .def_ro("before", &AutotuneDecision::from,
+              "Concurrency (or active threads) before.")
+      .def_ro("after", &AutotuneDecision::to, "... and after.")
+      .def_ro("reason", &AutotuneDecision::reason)
+      .def("__repr__", [](const AutotuneDecision& d) {
+        return "<AutotuneDecision " + d.target + " " + std::to_string(d.from) +
+               " -> " + std::to_string(d.to) + ": " + d.reason + ">";
+      });
+
+  nb::class_<AutotuneStats>(m, "AutotuneStats",
+                            "What autotune did (PipelineStats.autotune).")
+      .def_ro("enabled", &AutotuneStats::enabled)
+      .def_ro("cpu_budget", &AutotuneStats::cpu_budget,
+              "CPUs the pool may use (the share times the machine's CPUs).")
+      .def_ro("cpu_used", &AutotuneStats::cpu_used,
+              "CPUs the pool used in the controller's last interval.")
+      .def_ro("decisions", &AutotuneStats::decisions,
+              "The latest changes (at most 256), oldest first.")
+      .def_ro("decisions_total", &AutotuneStats::decisions_total,
+              "Changes made, including those no longer listed.");
+
   nb::class_<PipelineStats>(
       m, "PipelineStats",
       "A snapshot of every stage's counters (totals since start).")
@@ -139,6 +213,9 @@ void bind_stats(nb::module_& m) {
       .def_ro("items_delivered", &PipelineStats::items_delivered)
       .def_ro("regions", &PipelineStats::regions,
               "RegionStats of each placement region, after its host stage.")
+      .def_ro("autotune", &PipelineStats::autotune,
+              "AutotuneStats: the changes autotune made (enabled is False "
+              "when it is off).")
       .def("to_json", &to_json,
            "One JSON object on one line, with every field (durations in "
            "seconds, keys ending in _s).")

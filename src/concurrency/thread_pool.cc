@@ -2,7 +2,9 @@
 
 #include "feedline/concurrency/thread_pool.h"
 
+#include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -28,6 +30,8 @@ void forget_current_pool_after_fork() noexcept { t_current_pool = nullptr; }
 ThreadPool::ThreadPool(int num_threads, std::string name_prefix)
     : generation_(fork_generation()),
       work_cv_(std::make_unique<std::condition_variable>()),
+      active_limit_(num_threads),
+      park_cv_(std::make_unique<std::condition_variable>()),
       name_prefix_(std::move(name_prefix)) {
   if (num_threads < 1) {
     throw InvalidArgument("num_threads must be >= 1 (got " +
@@ -55,6 +59,7 @@ ThreadPool::~ThreadPool() {
     // condition variable with waiters blocks forever).
     // A failed allocation here terminates (a destructor is noexcept).
     (void)work_cv_.release();
+    (void)park_cv_.release();
     // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
     (void)new std::vector<std::thread>(std::move(threads_));
     // NOLINTNEXTLINE(bugprone-unhandled-exception-at-new)
@@ -74,6 +79,7 @@ void ThreadPool::join_threads() {
     shutting_down_ = true;
   }
   work_cv_->notify_all();
+  park_cv_->notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
@@ -83,6 +89,13 @@ void ThreadPool::shutdown() {
   {
     MutexLock lock(mu_);
     if (joined_) return;
+  }
+  {
+    // The threads' clocks go with them: keep what they used by now (the
+    // drain that follows is not counted).
+    std::chrono::nanoseconds used = threads_cpu_time();
+    MutexLock lock(mu_);
+    final_cpu_time_ = used;
   }
   join_threads();
   // A thread outside the pool may have queued a task after the last worker
@@ -119,6 +132,48 @@ void ThreadPool::submit(Task task) {
   if (wake) work_cv_->notify_one();
 }
 
+void ThreadPool::set_active_threads(int n) {
+  n = std::clamp(n, 1, num_threads());
+  int before = 0;
+  {
+    MutexLock lock(mu_);
+    before = active_limit_.exchange(n, std::memory_order_relaxed);
+  }
+  if (n > before) {
+    // Newly active threads take queued tasks (and later wake-ups) at once.
+    park_cv_->notify_all();
+  } else if (n < before) {
+    // Idle threads now above the limit move to the parking condition.
+    work_cv_->notify_all();
+  }
+}
+
+std::chrono::nanoseconds ThreadPool::cpu_time() const {
+  if (inherited()) return std::chrono::nanoseconds(0);
+  MutexLock join_lock(join_mu_);
+  {
+    MutexLock lock(mu_);
+    if (joined_) return final_cpu_time_;
+  }
+  return threads_cpu_time();
+}
+
+std::chrono::nanoseconds ThreadPool::threads_cpu_time() const {
+  int64_t total = 0;
+  for (const std::thread& t : threads_) {
+    clockid_t clock{};
+    // A thread that has exited but is not joined yet still has its clock.
+    if (pthread_getcpuclockid(const_cast<std::thread&>(t).native_handle(),
+                              &clock) != 0) {
+      continue;
+    }
+    timespec ts{};
+    if (clock_gettime(clock, &ts) != 0) continue;
+    total += int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  }
+  return std::chrono::nanoseconds(total);
+}
+
 bool ThreadPool::in_pool_thread() const { return t_current_pool == this; }
 
 bool ThreadPool::in_any_pool_thread() { return t_current_pool != nullptr; }
@@ -138,17 +193,30 @@ void ThreadPool::run_worker(int index) {
     Task task;
     // A task often follows within microseconds (a stage's next worker): poll
     // for it before sleeping, so that submit() need not wake this thread.
-    spin_wait([this] { return queued_.load(std::memory_order_relaxed) > 0; });
+    if (index < active_limit_.load(std::memory_order_relaxed)) {
+      spin_wait([this] { return queued_.load(std::memory_order_relaxed) > 0; });
+    }
     {
       MutexLock lock(mu_);
-      while (tasks_.empty() && !shutting_down_) {
+      for (;;) {
+        if (shutting_down_) {
+          // Keep running until the queue is empty, since running tasks may
+          // still submit follow-up tasks that must not be lost.
+          if (tasks_.empty()) return;
+          break;
+        }
+        if (index >= active_limit_.load(std::memory_order_relaxed)) {
+          // Parked. A wake-up meant for an active thread may have reached
+          // this one as it was deactivated: pass it on.
+          if (!tasks_.empty() && idle_ > 0) work_cv_->notify_one();
+          park_cv_->wait(lock.native());
+          continue;
+        }
+        if (!tasks_.empty()) break;
         ++idle_;
         work_cv_->wait(lock.native());
         --idle_;
       }
-      // Shutting down: keep running until the queue is empty, since running
-      // tasks may still submit follow-up tasks that must not be lost.
-      if (tasks_.empty()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
       queued_.store(static_cast<int>(tasks_.size()), std::memory_order_relaxed);

@@ -2,6 +2,7 @@
 //
 // build_pipeline(): validates a PipelineSpec and wires its runners.
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <typeinfo>
@@ -154,8 +155,14 @@ Chain build_chain(PipelineImpl* impl, PipelineSpec& spec,
     if (capacity == 0 && stage.kind == StageKind::kAggregate) {
       capacity = kDefaultBatchQueueCapacity;
     }
-    chain.tail_slots = slots_for(capacity, stage.options.concurrency);
-    chain.tail_concurrency = stage.options.concurrency;
+    // A stage autotune may widen gets the slots of its widest setting.
+    int concurrency = stage.options.concurrency;
+    const AutotuneOptions& autotune = impl->options().autotune;
+    if (autotune.enabled && runner->tunable()) {
+      concurrency = std::max(concurrency, autotune.max_concurrency);
+    }
+    chain.tail_slots = slots_for(capacity, concurrency);
+    chain.tail_concurrency = concurrency;
     chain.produced = stage.op->output_type();
     chain.producer = stage.options.name;
   }
@@ -178,6 +185,23 @@ Pipeline build_pipeline(PipelineSpec spec, BuildOptions options) {
   if (options.failure_log_burst < 0) {
     throw InvalidArgument("failure_log_burst must be >= 0 (got " +
                           std::to_string(options.failure_log_burst) + ")");
+  }
+  const AutotuneOptions& autotune = options.autotune;
+  if (autotune.enabled) {
+    if (!(autotune.cpu_budget > 0 && autotune.cpu_budget <= 1)) {
+      throw InvalidArgument("autotune cpu_budget must be in (0, 1] (got " +
+                            std::to_string(autotune.cpu_budget) + ")");
+    }
+    if (autotune.max_concurrency < 1 || autotune.max_threads < 0 ||
+        autotune.cpus < 0 || autotune.interval.count() <= 0) {
+      throw InvalidArgument(
+          "autotune needs max_concurrency >= 1, max_threads >= 0, cpus >= 0 "
+          "and an interval > 0 (got " +
+          std::to_string(autotune.max_concurrency) + ", " +
+          std::to_string(autotune.max_threads) + ", " +
+          std::to_string(autotune.cpus) + ", " +
+          std::to_string(autotune.interval.count()) + " ns)");
+    }
   }
   auto impl = std::make_unique<PipelineImpl>(std::move(options));
   Chain chain = build_chain(impl.get(), spec, "pipeline");

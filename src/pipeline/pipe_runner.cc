@@ -73,8 +73,13 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
         op_(spec.op),
         op_kind_(spec.op->kind()),
         stateful_(spec.op->stateful()),
+        tunable_(spec.kind == StageKind::kPipe && !stateful_ &&
+                 !(op_kind_ == OpKind::kGenerator &&
+                   spec.options.output_order == OutputOrder::kInput)),
+        // A stage autotune may widen reorders from the start.
         in_order_(spec.options.output_order == OutputOrder::kInput &&
-                  spec.options.concurrency > 1) {
+                  (spec.options.concurrency > 1 ||
+                   (tunable_ && pipeline->options().autotune.enabled))) {
     if (spec.options.max_failures) {
       own_budget_ = *spec.options.max_failures;
       budget_ = &own_budget_;
@@ -85,6 +90,7 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
 
   void complete(uint64_t token, Item result,
                 std::exception_ptr error) noexcept override;
+  bool tunable() const override { return tunable_; }
 
  protected:
   bool wants_worker_locked() override REQUIRES(mu_);
@@ -96,7 +102,7 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
 
  private:
   Channel* input() const { return inputs_[0].get(); }
-  int worker_limit() const {
+  int worker_limit() const REQUIRES(mu_) {
     return op_kind_ == OpKind::kAsync ? 1 : concurrency_;
   }
   bool take_unit_locked(Unit* u, long* popped, Clock::time_point t)
@@ -127,6 +133,7 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
   const OpPtr op_;
   const OpKind op_kind_;
   const bool stateful_;
+  const bool tunable_;
   const bool in_order_;
 
   int occupied_ GUARDED_BY(mu_) = 0;  // calls in flight + live generators

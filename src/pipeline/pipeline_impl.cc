@@ -88,12 +88,30 @@ void PipelineImpl::start() {
   // Threads first: if the OS refuses one, nothing has started, and the
   // pipeline is left as it was before start().
   try {
-    pool_ = std::make_unique<ThreadPool>(options_.num_threads);
+    std::unique_ptr<AutotuneController> autotune = make_autotune();
+    pool_ = std::make_unique<ThreadPool>(pool_threads());
+    pool_->set_active_threads(options_.num_threads);
+    active_threads_.store(pool_->active_threads());
     if (report) {
       reporter_ = std::jthread(
           [this](const std::stop_token& stop) { run_reporter(stop); });
     }
+    if (autotune) {
+      {
+        MutexLock state_lock(state_mu_);
+        autotune_stats_.enabled = true;
+        autotune_stats_.cpu_budget = autotune->budget();
+      }
+      autotuner_ = std::jthread([this, controller = std::move(autotune)](
+                                    const std::stop_token& stop) mutable {
+        run_autotune(stop, std::move(controller));
+      });
+    }
   } catch (const std::exception& e) {
+    if (reporter_.joinable()) {
+      reporter_.request_stop();
+      reporter_.join();
+    }
     if (pool_) pool_->shutdown();
     pool_.reset();
     started_.store(false);
@@ -251,6 +269,10 @@ void PipelineImpl::run_stop() noexcept {
     drained_ = true;
   }
   if (started) {
+    if (autotuner_.joinable()) {
+      autotuner_.request_stop();
+      autotuner_.join();
+    }
     // Runs what is left (each task ends at once: every stage is cancelled)
     // and joins. The pool object itself lives on until the destructor.
     pool_->shutdown();
@@ -373,7 +395,9 @@ PipelineStats PipelineImpl::stats() const {
 PipelineStats PipelineImpl::live_stats_locked() const {
   PipelineStats s;
   s.name = options_.name;
-  s.num_threads = options_.num_threads;
+  const int active = active_threads_.load();
+  s.num_threads = active > 0 ? active : options_.num_threads;
+  s.autotune = autotune_stats_;
   Clock::time_point t = clock_->now();
   if (start_time_) s.elapsed = t - *start_time_;
   for (const auto& runner : runners_) {
@@ -480,6 +504,86 @@ void PipelineImpl::run_reporter(const std::stop_token& stop) {
       hook = stats_hook_;
     }
     if (hook) hook(stats());
+  }
+}
+
+}  // namespace feedline::detail
+
+namespace feedline::detail {
+
+int PipelineImpl::pool_threads() const {
+  const AutotuneOptions& a = options_.autotune;
+  if (!a.enabled) return options_.num_threads;
+  return std::max(options_.num_threads,
+                  a.max_threads > 0 ? a.max_threads : a.max_concurrency);
+}
+
+std::unique_ptr<AutotuneController> PipelineImpl::make_autotune() const {
+  const AutotuneOptions& a = options_.autotune;
+  if (!a.enabled) return nullptr;
+  std::vector<TunableStage> stages;
+  {
+    MutexLock lock(state_mu_);
+    for (const auto& runner : runners_) {
+      if (!runner->tunable()) continue;
+      TunableStage t;
+      t.index = runner->index();
+      t.concurrency = runner->snapshot(clock_->now()).concurrency;
+      t.max = std::max(t.concurrency, a.max_concurrency);
+      stages.push_back(t);
+    }
+  }
+  return std::make_unique<AutotuneController>(
+      a, std::move(stages), options_.num_threads, pool_threads(),
+      a.cpus > 0 ? a.cpus : available_cpus());
+}
+
+void PipelineImpl::run_autotune(
+    const std::stop_token& stop,
+    std::unique_ptr<AutotuneController> controller) {
+  Mutex mu;
+  std::condition_variable_any cv;
+  MutexLock lock(mu);
+  while (!stop.stop_requested()) {
+    cv.wait_for(lock.native(), stop, options_.autotune.interval,
+                [] { return false; });
+    if (stop.stop_requested()) break;
+    // pool_ is set before this thread starts and outlives it (the stop joins
+    // this thread before it shuts the pool down).
+    std::vector<AutotuneDecision> decisions =
+        controller->step(stats(), pool_->cpu_time());
+    std::vector<std::string> lines;
+    for (const AutotuneDecision& d : decisions) {
+      if (d.stage < 0) {
+        pool_->set_active_threads(d.to);
+        active_threads_.store(pool_->active_threads());
+      } else {
+        StageRunner* runner = nullptr;
+        {
+          MutexLock state_lock(state_mu_);
+          const auto i = static_cast<std::size_t>(d.stage);
+          if (i < runners_.size()) runner = runners_[i].get();
+        }
+        if (runner != nullptr) runner->set_concurrency(d.to);
+      }
+      lines.push_back(
+          "pipeline '" + options_.name + "': autotune: " + d.target +
+          (d.stage < 0 ? " " : " concurrency ") + std::to_string(d.from) +
+          " -> " + std::to_string(d.to) + " (" + d.reason + ")");
+    }
+    {
+      MutexLock state_lock(state_mu_);
+      AutotuneStats& a = autotune_stats_;
+      a.cpu_used = controller->cpu_used();
+      for (AutotuneDecision& d : decisions) {
+        if (a.decisions.size() >= AutotuneStats::kMaxDecisions) {
+          a.decisions.erase(a.decisions.begin());
+        }
+        a.decisions.push_back(std::move(d));
+        ++a.decisions_total;
+      }
+    }
+    for (const std::string& line : lines) log(LogLevel::kInfo, line);
   }
 }
 

@@ -39,6 +39,7 @@
 #include "feedline/concurrency/thread_pool.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/stage_options.h"
+#include "pipeline/autotune.h"
 #include "pipeline/stage_runner.h"
 #include "pipeline/trace_buffer.h"
 
@@ -125,6 +126,13 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   PipelineStats live_stats_locked() const REQUIRES(state_mu_);
   void report_final_stats();
   void run_reporter(const std::stop_token& stop);
+  // The autotune loop (AutotuneOptions), on autotuner_.
+  void run_autotune(const std::stop_token& stop,
+                    std::unique_ptr<AutotuneController> controller);
+  // The controller for this pipeline's stages, or null when autotune is off.
+  std::unique_ptr<AutotuneController> make_autotune() const;
+  // Pool threads to start, and of them active at first.
+  int pool_threads() const;
 
   const uint64_t generation_;  // fork generation of the creating process
   // Held apart from options_ so that the stop can release it (it may hold
@@ -166,6 +174,9 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   std::vector<std::unique_ptr<StageRunner>> runners_ GUARDED_BY(state_mu_);
   std::optional<Clock::time_point> start_time_ GUARDED_BY(state_mu_);
   std::optional<PipelineStats> final_stats_ GUARDED_BY(state_mu_);
+  AutotuneStats autotune_stats_ GUARDED_BY(state_mu_);
+  // The pool's active threads (autotune changes them).
+  std::atomic<int> active_threads_{0};
 
   // The latest counters of every region's workers (report_region()); a leaf
   // lock, taken under state_mu_ by the snapshots.
@@ -182,6 +193,8 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // until destruction, since a draining worker may still submit to it.
   std::unique_ptr<ThreadPool> pool_;
   std::jthread reporter_;
+  // Joined by the stop before the pool shuts down.
+  std::jthread autotuner_;
   const std::unique_ptr<TraceBuffer> trace_;  // null when tracing is off
 };
 

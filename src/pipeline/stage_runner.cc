@@ -2,6 +2,7 @@
 
 #include "pipeline/stage_runner.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -104,6 +105,19 @@ void StageRunner::cancel() {
   }
   graveyard.clear();
   if (finish_now) finish();
+}
+
+void StageRunner::set_concurrency(int n) {
+  int launch = 0;
+  {
+    MutexLock lock(mu_);
+    concurrency_ = std::max(n, 1);
+    stats_.concurrency = concurrency_;
+    if (state_ == State::kRunning) {
+      while (claim_worker_locked()) ++launch;
+    }
+  }
+  for (int i = 0; i < launch; ++i) submit_worker();
 }
 
 bool StageRunner::claim_worker_locked() {

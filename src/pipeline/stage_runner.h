@@ -114,6 +114,13 @@ class StageRunner {
 
   const std::string& name() const { return name_; }
   int index() const { return index_; }
+
+  // Whether autotune may change this stage's concurrency (a pipe stage of a
+  // stateless op that can run calls side by side).
+  virtual bool tunable() const { return false; }
+  // Changes how many calls the stage may have in flight: more start at once
+  // if input is waiting; fewer take effect as calls end.
+  void set_concurrency(int n);
   virtual StageStats snapshot(Clock::time_point now);
 
  protected:
@@ -197,9 +204,8 @@ class StageRunner {
   const int index_;
   const StageKind kind_;
   const std::string name_;
-  const int concurrency_;
-
   Mutex mu_;
+  int concurrency_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Channel>> inputs_;  // entries GUARDED_BY(mu_)
   Channel* output_ = nullptr;
   State state_ GUARDED_BY(mu_) = State::kRunning;

@@ -326,6 +326,55 @@ void accumulate(StageStats* into, const StageStats& from) {
   add_to(&q.get_wait, f.get_wait);
 }
 
+namespace {
+
+template <typename T>
+T minus(T now, T earlier) {
+  return now > earlier ? now - earlier : T{};
+}
+
+StageStats stage_since(const StageStats& now, const StageStats& earlier) {
+  StageStats d = now;  // names, kind, concurrency, flags: now's
+  d.items_in = minus(now.items_in, earlier.items_in);
+  d.items_out = minus(now.items_out, earlier.items_out);
+  d.items_skipped = minus(now.items_skipped, earlier.items_skipped);
+  d.calls = minus(now.calls, earlier.calls);
+  d.failures = minus(now.failures, earlier.failures);
+  d.epochs = minus(now.epochs, earlier.epochs);
+  d.op_time = now.op_time.since(earlier.op_time);
+  d.wait_input = minus(now.wait_input, earlier.wait_input);
+  d.wait_output = minus(now.wait_output, earlier.wait_output);
+  d.gil_acquisitions = minus(now.gil_acquisitions, earlier.gil_acquisitions);
+  d.gil_wait = minus(now.gil_wait, earlier.gil_wait);
+  d.gil_held = minus(now.gil_held, earlier.gil_held);
+  QueueStats& q = d.input_queue;
+  const QueueStats& e = earlier.input_queue;
+  q.items_put = minus(q.items_put, e.items_put);
+  q.items_got = minus(q.items_got, e.items_got);
+  q.depth_integral = minus(q.depth_integral, e.depth_integral);
+  q.time_empty = minus(q.time_empty, e.time_empty);
+  q.time_full = minus(q.time_full, e.time_full);
+  q.elapsed = minus(q.elapsed, e.elapsed);
+  q.put_wait = minus(q.put_wait, e.put_wait);
+  q.get_wait = minus(q.get_wait, e.get_wait);
+  return d;
+}
+
+}  // namespace
+
+PipelineStats stats_since(const PipelineStats& now,
+                          const PipelineStats& earlier) {
+  PipelineStats d = now;
+  d.elapsed = minus(now.elapsed, earlier.elapsed);
+  d.items_delivered = minus(now.items_delivered, earlier.items_delivered);
+  for (std::size_t i = 0; i < d.stages.size() && i < earlier.stages.size();
+       ++i) {
+    if (earlier.stages[i].name != now.stages[i].name) continue;
+    d.stages[i] = stage_since(now.stages[i], earlier.stages[i]);
+  }
+  return d;
+}
+
 std::string encode_stage_stats(const std::vector<StageStats>& stages) {
   std::string out(kStatsMagic, sizeof(kStatsMagic));
   Writer w(&out);
@@ -537,6 +586,25 @@ std::string to_json(const PipelineStats& stats) {
                   r.add("reporting", static_cast<uint64_t>(region.reporting));
                   append_list(r.key("stages"), region.stages, append_stage);
                 });
+    if (stats.autotune.enabled) {
+      const AutotuneStats& a = stats.autotune;
+      JsonObject ao(o.key("autotune"));
+      ao.add("cpu_budget", a.cpu_budget);
+      ao.add("cpu_used", a.cpu_used);
+      ao.add("decisions_total", a.decisions_total);
+      append_list(ao.key("decisions"), a.decisions,
+                  [](std::string* into, const AutotuneDecision& d) {
+                    JsonObject dj(into);
+                    dj.add_seconds("at_s", d.at);
+                    dj.add("pool", d.stage < 0);
+                    dj.add("stage",
+                           static_cast<uint64_t>(std::max(d.stage, 0)));
+                    dj.add("target", d.target);
+                    dj.add("from", static_cast<uint64_t>(std::max(d.from, 0)));
+                    dj.add("to", static_cast<uint64_t>(std::max(d.to, 0)));
+                    dj.add("reason", d.reason);
+                  });
+    }
     Bottleneck b = find_bottleneck(stats);
     JsonObject bo(o.key("bottleneck"));
     bo.add("kind", b.kind);
@@ -616,6 +684,29 @@ std::string format_table(const PipelineStats& stats) {
     for (const RegionStats& r : stats.regions) {
       if (r.host_stage != static_cast<int>(i)) continue;
       for (const StageStats& s : r.stages) row(region_name(r, s), s);
+    }
+  }
+  if (stats.autotune.enabled) {
+    // The settings now, then the latest changes.
+    const AutotuneStats& a = stats.autotune;
+    std::string now;
+    for (const StageStats& s : stats.stages) {
+      if (s.kind == "pipe" && s.concurrency > 0) {
+        now += " " + s.name + "=" + std::to_string(s.concurrency);
+      }
+    }
+    std::snprintf(line, sizeof(line), "; CPU %.2f of %.2f; %llu changes\n",
+                  a.cpu_used, a.cpu_budget,
+                  static_cast<unsigned long long>(a.decisions_total));
+    out +=
+        "autotune: threads=" + std::to_string(stats.num_threads) + now + line;
+    const std::size_t shown = std::min<std::size_t>(a.decisions.size(), 5);
+    for (std::size_t i = a.decisions.size() - shown; i < a.decisions.size();
+         ++i) {
+      const AutotuneDecision& d = a.decisions[i];
+      out += "  " + format_duration(d.at) + " " + d.target + " " +
+             std::to_string(d.from) + " -> " + std::to_string(d.to) + ": " +
+             d.reason + "\n";
     }
   }
   Bottleneck b = find_bottleneck(stats);

@@ -413,6 +413,30 @@ PipelineStats stats_from_json(std::string_view json) {
     }
     stats.regions.push_back(std::move(region));
   }
+  if (const Json* autotune = doc.find("autotune"); autotune != nullptr) {
+    Fields a(*autotune, "autotune");
+    AutotuneStats& out = stats.autotune;
+    out.enabled = true;
+    out.cpu_budget = a.real("cpu_budget");
+    out.cpu_used = a.real("cpu_used");
+    out.decisions_total = a.count("decisions_total");
+    const auto& list = a.list("decisions");
+    if (list.size() > AutotuneStats::kMaxDecisions) {
+      fail(a.where("decisions") + " holds more than " +
+           std::to_string(AutotuneStats::kMaxDecisions) + " entries");
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      Fields d(list[i], "autotune.decisions[" + std::to_string(i) + "]");
+      AutotuneDecision decision;
+      decision.at = d.seconds("at_s");
+      decision.stage = d.flag("pool") ? -1 : d.small("stage");
+      decision.target = d.str("target");
+      decision.from = d.small("from");
+      decision.to = d.small("to");
+      decision.reason = d.str("reason");
+      out.decisions.push_back(std::move(decision));
+    }
+  }
   return stats;
 }
 

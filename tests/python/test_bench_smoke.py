@@ -88,3 +88,16 @@ def test_processes_benchmark_runs():
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SUMMARY: region vs threads" in r.stdout
+
+
+def test_autotune_benchmark_runs():
+    # Numbers are not read (a smoke run is too short to converge); every item
+    # must arrive and the CPU budget must hold (else it exits 1).
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "autotune.py"), "--quick", "--only", "io,cpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "summary: autotune reached" in r.stdout

@@ -11,6 +11,12 @@
 // deadlocks when every thread is blocked that way. The engine never does this;
 // user ops that block (on I/O, say) hold a thread for that long.
 //
+// Active threads: set_active_threads(n) lets only the first n threads take
+// tasks (the others park), so that a controller (the pipeline's autotune) can
+// change how many tasks run at once without creating or joining threads. All
+// threads are started by the constructor; at shutdown every thread helps
+// drain the queue.
+//
 // Thread safety: submit() may be called from any thread, including pool
 // threads. shutdown() (and the destructor) runs every task submitted, including
 // tasks that running tasks submit while it drains, then joins. A task
@@ -29,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -66,6 +73,18 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(threads_.size()); }
 
+  // Lets threads [0, n) take tasks and parks the others once they finish
+  // the task they run; n is clamped to [1, num_threads()]. Initially all.
+  void set_active_threads(int n);
+  int active_threads() const {
+    return active_limit_.load(std::memory_order_relaxed);
+  }
+
+  // CPU time used by the pool's threads so far (CLOCK_THREAD_CPUTIME_ID of
+  // each, summed; threads that have exited count what they used up to then
+  // only if they exited at shutdown). Zero in a child process.
+  std::chrono::nanoseconds cpu_time() const;
+
   // True when tasks are waiting for a thread (a hint: may change at once).
   bool has_queued_tasks() const {
     return queued_.load(std::memory_order_relaxed) > 0;
@@ -83,20 +102,25 @@ class ThreadPool {
 
  private:
   void run_worker(int index);
+  std::chrono::nanoseconds threads_cpu_time() const;
   // Wakes and joins the threads started so far.
   void join_threads();
   bool inherited() const;
 
   const uint64_t generation_;  // fork generation of the creating process
-  Mutex mu_;
+  mutable Mutex mu_;
   // On the heap, so that an inherited pool can leak it (see the destructor).
   std::unique_ptr<std::condition_variable> work_cv_;
   std::deque<Task> tasks_ GUARDED_BY(mu_);
-  int idle_ GUARDED_BY(mu_) = 0;
+  int idle_ GUARDED_BY(mu_) = 0;  // active threads waiting for a task
+  // Threads with an index at or above this park (set_active_threads()).
+  std::atomic<int> active_limit_{0};
+  std::unique_ptr<std::condition_variable> park_cv_;
   std::atomic<int> queued_{0};  // tasks_.size(), readable without mu_
   bool shutting_down_ GUARDED_BY(mu_) = false;
   bool joined_ GUARDED_BY(mu_) = false;
-  Mutex join_mu_;  // serialises shutdown()
+  std::chrono::nanoseconds final_cpu_time_ GUARDED_BY(mu_){0};
+  mutable Mutex join_mu_;  // serialises shutdown() and cpu_time()
   const std::string name_prefix_;
   // Declared last: threads start after every other member is constructed and
   // are joined in the destructor before any member is destroyed.

@@ -80,6 +80,33 @@ struct SourceOptions {
 
 using StatsHook = std::function<void(const PipelineStats&)>;
 
+// Autotune (docs/stats.md#autotune): while the pipeline runs, a controller
+// moves the concurrency of its pipe stages and the number of pool threads
+// that run tasks toward the highest output rate, keeping the CPU time of the
+// pool's threads within a budget. It reads the interval statistics every
+// `interval`, raises the knob of the stage (or the pool) that limits the
+// rate, keeps a change only if the rate rose, and lowers the pool's threads
+// when the CPU use went over the budget. The stages' concurrency and
+// num_threads given to the build are where it starts.
+struct AutotuneOptions {
+  bool enabled = false;
+  // The share of the machine's CPUs the pool may use, in (0, 1]. The rest is
+  // left to the trainer. Default: half.
+  double cpu_budget = 0.5;
+  // The machine's CPUs the budget is a share of; 0: those this process may
+  // run on (sched_getaffinity).
+  int cpus = 0;
+  // Upper bound of a tuned stage's concurrency (a stage built with more
+  // keeps its own as the bound). Tuned stages: pipe stages of a map, async
+  // or generator op without state (an aggregate is not tuned).
+  int max_concurrency = 32;
+  // Upper bound of the pool's threads; 0: max(num_threads, max_concurrency).
+  // The pool starts this many threads, num_threads of them active.
+  int max_threads = 0;
+  // How often the controller reads the statistics and may act.
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(200);
+};
+
 struct BuildOptions {
   // Threads of the worker pool that runs every op. Default: 4.
   int num_threads = 4;
@@ -105,6 +132,8 @@ struct BuildOptions {
   // latest `trace_capacity` events.
   int trace_every = 0;
   std::size_t trace_capacity = std::size_t{1} << 16;
+  // Off by default.
+  AutotuneOptions autotune;
 };
 
 }  // namespace feedline

@@ -85,14 +85,42 @@ struct RegionStats {
   std::vector<StageStats> stages;  // summed stage by stage over the workers
 };
 
+// One change the autotune controller made (AutotuneOptions).
+struct AutotuneDecision {
+  std::chrono::nanoseconds at{0};  // since start()
+  int stage = -1;      // index in PipelineStats::stages; -1: the pool
+  std::string target;  // the stage's name, or "threads"
+  int from = 0;        // concurrency, or active threads, before
+  int to = 0;          // ... and after
+  std::string reason;  // what it saw: the figures the move rests on
+};
+
+// What autotune did and is doing (enabled only when it runs).
+struct AutotuneStats {
+  bool enabled = false;
+  double cpu_budget = 0;  // CPUs (the share times the machine's CPUs)
+  double cpu_used = 0;  // CPUs the pool used in the controller's last interval
+  std::vector<AutotuneDecision> decisions;  // the latest kMaxDecisions
+  uint64_t decisions_total = 0;             // including older ones
+  static constexpr std::size_t kMaxDecisions = 256;
+};
+
 struct PipelineStats {
   std::string name;
-  int num_threads = 0;                  // of the pipeline's thread pool
+  int num_threads = 0;  // of the pipeline's thread pool (active ones)
   std::chrono::nanoseconds elapsed{0};  // since start()
   std::vector<StageStats> stages;       // source(s) first, sink last
   uint64_t items_delivered = 0;         // handed to the consumer
   std::vector<RegionStats> regions;     // in the order of their host stages
+  AutotuneStats autotune;
 };
+
+// The statistics of what happened between `earlier` and `now`, two
+// snapshots of the same pipeline: counters, times and histograms are
+// differences; concurrency, capacities and depths are `now`'s. Regions are
+// `now`'s as they are (their workers report totals at their own pace).
+PipelineStats stats_since(const PipelineStats& now,
+                          const PipelineStats& earlier);
 
 // Adds the counters of `from`, the same stage run elsewhere (another worker),
 // to `*into`: counts, times and histograms add up, concurrency and queue

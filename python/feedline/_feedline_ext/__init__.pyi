@@ -25,6 +25,70 @@ class Timeout(Error, TimeoutError): ...
 
 class TooManyFailures(Error): ...
 
+class ProcessGroupResourceUsage:
+    """
+    One sample of a process group's resources, read from /proc (ProcessGroupStatsMonitor).
+    """
+
+    @property
+    def pid(self) -> int:
+        """The monitoring process."""
+
+    @property
+    def pgid(self) -> int: ...
+
+    @property
+    def cpu_percent(self) -> float | None:
+        """
+        CPU time of the group per wall second since the previous sample, in percent of one CPU; None on the first.
+        """
+
+    @property
+    def rss_bytes(self) -> int: ...
+
+    @property
+    def pss_bytes(self) -> int | None:
+        """None when no smaps_rollup could be read."""
+
+    @property
+    def private_bytes(self) -> int | None: ...
+
+    @property
+    def disk_read_bytes(self) -> int | None:
+        """None when no /proc/<pid>/io could be read."""
+
+    @property
+    def disk_write_bytes(self) -> int | None: ...
+
+    @property
+    def num_procs(self) -> int: ...
+
+    @property
+    def net_rx_bytes(self) -> int | None:
+        """
+        Host-wide bytes received (not on lo) since the previous sample; None on the first.
+        """
+
+    @property
+    def net_tx_bytes(self) -> int | None: ...
+
+    @property
+    def problems(self) -> list[str]:
+        """Malformed /proc files met for the first time, one per kind."""
+
+    def __repr__(self) -> str: ...
+
+class _ProcessGroupMonitor:
+    """Samples a process group's resources from /proc (proc_usage.h)."""
+
+    def __init__(self, pgid: int = 0, proc_root: str = '/proc') -> None: ...
+
+    @property
+    def pgid(self) -> int: ...
+
+    def sample(self) -> ProcessGroupResourceUsage:
+        """Reads every process of the group now (without the GIL)."""
+
 class LatencyHistogram:
     """Durations of calls, in log-linear buckets (values within 12.5%)."""
 
@@ -195,6 +259,56 @@ class Bottleneck:
 
     def __repr__(self) -> str: ...
 
+class AutotuneDecision:
+    """One change autotune made (PipelineStats.autotune)."""
+
+    @property
+    def at(self) -> float:
+        """Seconds since the pipeline started."""
+
+    @property
+    def stage(self) -> int:
+        """Index in PipelineStats.stages; -1: the pool's threads."""
+
+    @property
+    def target(self) -> str:
+        """The stage's name, or 'threads'."""
+
+    @property
+    def before(self) -> int:
+        """Concurrency (or active threads) before."""
+
+    @property
+    def after(self) -> int:
+        """... and after."""
+
+    @property
+    def reason(self) -> str: ...
+
+    def __repr__(self) -> str: ...
+
+class AutotuneStats:
+    """What autotune did (PipelineStats.autotune)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def cpu_budget(self) -> float:
+        """CPUs the pool may use (the share times the machine's CPUs)."""
+
+    @property
+    def cpu_used(self) -> float:
+        """CPUs the pool used in the controller's last interval."""
+
+    @property
+    def decisions(self) -> list[AutotuneDecision]:
+        """The latest changes (at most 256), oldest first."""
+
+    @property
+    def decisions_total(self) -> int:
+        """Changes made, including those no longer listed."""
+
 class PipelineStats:
     """A snapshot of every stage's counters (totals since start)."""
 
@@ -216,6 +330,12 @@ class PipelineStats:
     @property
     def regions(self) -> list[RegionStats]:
         """RegionStats of each placement region, after its host stage."""
+
+    @property
+    def autotune(self) -> AutotuneStats:
+        """
+        AutotuneStats: the changes autotune made (enabled is False when it is off).
+        """
 
     def to_json(self) -> str:
         """
@@ -371,7 +491,7 @@ class _PipelineSpec:
 
     def set_sink(self, arg: int, /) -> None: ...
 
-    def build(self, num_threads: int, max_failures: FailureBudget | None, report_interval: float, stats_callback: object | None, failure_log_burst: int, failure_log_interval: float, name: str, trace_every: int, trace_capacity: int) -> object: ...
+    def build(self, num_threads: int, max_failures: FailureBudget | None, report_interval: float, stats_callback: object | None, failure_log_burst: int, failure_log_interval: float, name: str, trace_every: int, trace_capacity: int, autotune: tuple[float, int, int, int, float] | None) -> object: ...
 
 class _ArenaLease:
     """

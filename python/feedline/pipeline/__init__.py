@@ -19,6 +19,8 @@ from SPDL and why.
 
 from .._errors import PipelineFailure
 from .._feedline_ext import (
+    AutotuneDecision,
+    AutotuneStats,
     Bottleneck,
     LatencyHistogram,
     NativeOp,
@@ -30,6 +32,7 @@ from .._feedline_ext import (
 )
 from . import config, defs
 from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
+from ._autotune import Autotune
 from ._background import BackgroundTask, BackgroundTaskFactory
 from ._build import build_pipeline
 from ._builder import PipelineBuilder
@@ -42,6 +45,7 @@ from ._hooks import (
     TaskStatsHook,
 )
 from ._merge import is_eof, is_epoch_end
+from ._monitor import ProcessGroupResourceUsage, ProcessGroupStatsMonitor
 from ._pipeline import Pipeline
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
 from ._prometheus import PrometheusExporter
@@ -49,6 +53,9 @@ from ._sqlite import SQLiteStatsWriter
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
+    "Autotune",
+    "AutotuneDecision",
+    "AutotuneStats",
     "BackgroundTask",
     "BackgroundTaskFactory",
     "Bottleneck",
@@ -58,6 +65,8 @@ __all__ = [
     "NativeSource",
     "Pipeline",
     "PipelineBuilder",
+    "ProcessGroupResourceUsage",
+    "ProcessGroupStatsMonitor",
     "PipelineFailure",
     "PipelineStats",
     "ProfileHook",

@@ -17,8 +17,9 @@ import warnings
 from fractions import Fraction
 
 from .._feedline_ext import FailureBudget, NativeOp, NativeSource, _PipelineSpec
-from . import _asyncio, _background, _merge, _profile, _regions, _resume, _variants
+from . import _asyncio, _autotune, _background, _merge, _profile, _regions, _resume, _variants
 from . import config as _config
+from ._autotune import Autotune
 from ._hooks import (
     StageHooks,
     StageInfo,
@@ -377,6 +378,7 @@ def build_pipeline(
     failure_log_interval: float = 10.0,
     trace_every: int = 0,
     trace_capacity: int = 65536,
+    autotune: bool | Autotune | None = None,
 ) -> Pipeline:
     """Builds a :class:`Pipeline` (not started) from ``config``.
 
@@ -402,6 +404,10 @@ def build_pipeline(
             ``trace_every`` of each stage (0: off) for
             :meth:`Pipeline.write_trace`, keeping the latest
             ``trace_capacity``.
+        autotune: ``True`` or an :class:`Autotune` lets the pipeline move
+            its stages' concurrency and its active threads toward the
+            highest output rate within a CPU budget while it runs (off by
+            default; the settings given are where it starts).
         queue_class, use_thread_output_queue: accepted for SPDL
             compatibility; feedline's queues are native and always measured,
             so a custom queue class (here or from
@@ -430,6 +436,7 @@ def build_pipeline(
     for what, value, low in (("trace_every", trace_every, 0), ("trace_capacity", trace_capacity, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{what} must be an int >= {low}, got {value!r}")
+    autotune_args = _autotune.native_args(autotune)
     profile_inputs = _profile.diagnostic_mode()
     if profile_inputs is not None:
         return _profile._ProfilePipeline(config, profile_inputs)  # type: ignore[return-value]
@@ -489,6 +496,7 @@ def build_pipeline(
             name=name,
             trace_every=trace_every,
             trace_capacity=trace_capacity,
+            autotune=autotune_args,
         )
     except Exception as e:
         _add_note(e, _config_note(config))

@@ -11,11 +11,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <exception>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -141,6 +143,20 @@ int64_t spin_for(int64_t v, int64_t micros) {
       std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
   volatile int64_t sink = v;
   while (std::chrono::steady_clock::now() < end) sink = sink + 1;
+  return v;
+}
+
+// Busy until this thread has used `micros` us of CPU: a fixed CPU cost per
+// call, which takes longer in wall time when threads outnumber the CPUs.
+int64_t cpu_work(int64_t v, int64_t micros) {
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  };
+  const int64_t end = cpu_now() + micros * 1000;
+  volatile int64_t sink = v;
+  while (cpu_now() < end) sink = sink + 1;
   return v;
 }
 
@@ -302,6 +318,28 @@ NB_MODULE(_feedline_testing, m) {
                     "spin");
       },
       nb::arg("micros"), "int -> int after `micros` us of busy work.");
+  m.def(
+      "cpu_work",
+      [](int64_t micros) {
+        return wrap(make_map_op<int64_t>(
+                        [micros](int64_t v) { return cpu_work(v, micros); }),
+                    "cpu_work");
+      },
+      nb::arg("micros"),
+      "int -> int after using `micros` us of this thread's CPU time.");
+  m.def(
+      "sleep",
+      [](int64_t micros) {
+        return wrap(
+            make_map_op<int64_t>([micros](int64_t v) {
+              std::this_thread::sleep_for(std::chrono::microseconds(micros));
+              return v;
+            }),
+            "sleep");
+      },
+      nb::arg("micros"),
+      "int -> int after sleeping `micros` us (without the GIL): a stand-in "
+      "for I/O.");
   m.def(
       "to_str",
       [] {
