@@ -19,6 +19,7 @@ namespace feedline {
 namespace {
 
 thread_local const ThreadPool* t_current_pool = nullptr;
+thread_local int t_current_index = -1;  // this thread's index in its pool
 std::atomic<int> g_live_threads{0};
 
 }  // namespace
@@ -77,6 +78,7 @@ void ThreadPool::join_threads() {
   {
     MutexLock lock(mu_);
     shutting_down_ = true;
+    draining_.store(true, std::memory_order_relaxed);
   }
   work_cv_->notify_all();
   park_cv_->notify_all();
@@ -176,6 +178,13 @@ std::chrono::nanoseconds ThreadPool::threads_cpu_time() const {
 
 bool ThreadPool::in_pool_thread() const { return t_current_pool == this; }
 
+bool ThreadPool::current_thread_inactive() const {
+  // While draining at shutdown every thread takes tasks: none is inactive.
+  return t_current_pool == this &&
+         t_current_index >= active_limit_.load(std::memory_order_relaxed) &&
+         !draining_.load(std::memory_order_relaxed);
+}
+
 bool ThreadPool::in_any_pool_thread() { return t_current_pool != nullptr; }
 
 int ThreadPool::live_threads() { return g_live_threads.load(); }
@@ -186,6 +195,7 @@ void ThreadPool::run_worker(int index) {
     ~Exit() { g_live_threads.fetch_sub(1); }
   } on_exit;
   t_current_pool = this;
+  t_current_index = index;
   std::string name = name_prefix_ + std::to_string(index);
   if (name.size() > 15) name.resize(15);  // the kernel's limit
   pthread_setname_np(pthread_self(), name.c_str());

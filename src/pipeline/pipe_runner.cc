@@ -414,8 +414,13 @@ void PipeRunner::run_worker() {
       // task at the back of the pool's queue. Without this, a stage with
       // long calls and a full input keeps every thread and starves the
       // cheap stages that feed it.
-      if (!deliverer && t - run_start >= kWorkerTimeSlice &&
-          pipeline_->pool().has_queued_tasks()) {
+      // So does a worker on a thread the pool has made inactive
+      // (autotune lowered its active threads): the thread parks, and an
+      // active one takes the requeued worker.
+      if (!deliverer && ((t - run_start >= kWorkerTimeSlice &&
+                          pipeline_->pool().has_queued_tasks()) ||
+                         (state_ == State::kRunning &&
+                          pipeline_->pool().current_thread_inactive()))) {
         yield = true;
       }
       // A deliverer emits first and takes its next unit on the next turn,

@@ -79,6 +79,10 @@ class ThreadPool {
   int active_threads() const {
     return active_limit_.load(std::memory_order_relaxed);
   }
+  // True on one of this pool's threads that set_active_threads() has made
+  // inactive: a task that runs a long loop (a stage's worker) should end or
+  // requeue itself, so that the thread parks and the limit holds.
+  bool current_thread_inactive() const;
 
   // CPU time used by the pool's threads so far (CLOCK_THREAD_CPUTIME_ID of
   // each, summed; threads that have exited count what they used up to then
@@ -118,6 +122,7 @@ class ThreadPool {
   std::unique_ptr<std::condition_variable> park_cv_;
   std::atomic<int> queued_{0};  // tasks_.size(), readable without mu_
   bool shutting_down_ GUARDED_BY(mu_) = false;
+  std::atomic<bool> draining_{false};  // shutting_down_, readable without mu_
   bool joined_ GUARDED_BY(mu_) = false;
   std::chrono::nanoseconds final_cpu_time_ GUARDED_BY(mu_){0};
   mutable Mutex join_mu_;  // serialises shutdown() and cpu_time()

@@ -409,6 +409,36 @@ TEST(ThreadPoolActiveThreadsTest, LoweringWhileIdleLosesNoWakeUp) {
   }
 }
 
+TEST(ThreadPoolActiveThreadsTest, ARunningTaskLearnsItsThreadWasMadeInactive) {
+  // Two long-running tasks (as a stage's worker loop is) on two threads;
+  // lowering the limit to one tells exactly the one on the second thread.
+  ThreadPool pool(2);
+  std::latch both_running(2);
+  std::atomic<bool> stop{false};
+  std::atomic<int> told{0};
+  std::latch done(2);
+  for (int i = 0; i < 2; ++i) {
+    pool.submit([&] {
+      both_running.arrive_and_wait();
+      while (!stop.load()) {
+        if (pool.current_thread_inactive()) {
+          told.fetch_add(1);
+          break;
+        }
+      }
+      done.count_down();
+    });
+  }
+  both_running.wait();
+  EXPECT_FALSE(pool.current_thread_inactive());  // not a pool thread
+  pool.set_active_threads(1);
+  while (told.load() == 0) {
+  }
+  stop.store(true);
+  done.wait();
+  EXPECT_EQ(told.load(), 1);
+}
+
 TEST(ThreadPoolActiveThreadsTest, ClampsToTheThreadsItHas) {
   ThreadPool pool(2);
   pool.set_active_threads(0);
