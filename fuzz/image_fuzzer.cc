@@ -2,9 +2,10 @@
 //
 // libFuzzer target for the image decoders: arbitrary bytes through
 // probe_image() and decode_image() with a few option sets (full size,
-// crop only, resize + crop + float, grey padded; the crops decode only part
-// of a JPEG). Any outcome but a result or a feedline exception (a crash, a
-// sanitizer report, an unexpected exception type) is a finding.
+// crop only, resize + crop + float, grey padded, random resized crops with a
+// flip, seeded by the input's size; the crops decode only part of a JPEG). Any
+// outcome but a result or a feedline exception (a crash, a sanitizer report, an
+// unexpected exception type) is a finding.
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        .resize_mode = feedline::media::ResizeMode::kPad,
        .pixel_format = feedline::media::PixelFormat::kGray,
        .max_pixels = max_pixels},
+      {.pixel_format = feedline::media::PixelFormat::kBgr,
+       .max_pixels = max_pixels,
+       .random_resized_crop = {.width = 24, .height = 20},
+       .flip_probability = 1.0,
+       .seed = {.seeded = true, .seed = size}},
+      {.layout = feedline::media::Layout::kCHW,
+       .dtype = DType::kFloat32,
+       .max_pixels = max_pixels,
+       .random_resized_crop = {.width = 7,
+                               .height = 31,
+                               .scale = {0.01, 1.0},
+                               .ratio = {0.1, 10.0}},
+       .flip_probability = 0.5,
+       .seed = {.seeded = true, .seed = size + 1}},
   };
   try {
     feedline::media::probe_image(bytes, "fuzz");

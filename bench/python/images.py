@@ -138,7 +138,14 @@ CONTENDERS = [
     Contender("dataloader", "PyTorch DataLoader + Pillow"),
     Contender("spdl", "SPDL + spdl.io"),
     Contender("limit", "limit: bare decode loop (C++)"),
+    # Training augmentation: RandomResizedCrop(224) + RandomHorizontalFlip.
+    Contender("rrc-feedline", "RRC feedline, native (partial decode)"),
+    Contender("rrc-no-partial", "RRC feedline, whole image at DCT scale"),
+    Contender("rrc-full-decode", "RRC feedline, full decode then crop"),
+    Contender("rrc-dataloader", "RRC DataLoader + Pillow"),
+    Contender("rrc-spdl", "RRC SPDL + Pillow augmentation"),
 ]
+RRC_CONTENDERS = [c.name for c in CONTENDERS if c.name.startswith("rrc-")]
 BY_NAME = {c.name: c for c in CONTENDERS}
 
 
@@ -205,6 +212,74 @@ def make_spdl_imagenet():
     return spdl_imagenet
 
 
+# -- training augmentation -------------------------------------------------------
+
+RRC_SCALE = (0.08, 1.0)
+RRC_RATIO = (3.0 / 4.0, 4.0 / 3.0)
+
+
+def rrc_params(width, height, uniform):
+    """torchvision's RandomResizedCrop.get_params, drawing from uniform()."""
+    import math
+
+    area = width * height
+    log_lo, log_hi = math.log(RRC_RATIO[0]), math.log(RRC_RATIO[1])
+    for _ in range(10):
+        target_area = area * (RRC_SCALE[0] + (RRC_SCALE[1] - RRC_SCALE[0]) * uniform())
+        aspect = math.exp(log_lo + (log_hi - log_lo) * uniform())
+        w = int(round(math.sqrt(target_area * aspect)))
+        h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            return int(uniform() * (height - h + 1)), int(uniform() * (width - w + 1)), h, w
+    in_ratio = width / height
+    w, h = width, height
+    if in_ratio < RRC_RATIO[0]:
+        h = int(round(w / RRC_RATIO[0]))
+    elif in_ratio > RRC_RATIO[1]:
+        w = int(round(h * RRC_RATIO[1]))
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+def pillow_rrc_image(img):
+    """RandomResizedCrop(224) + RandomHorizontalFlip() + ToTensor + Normalize
+    on a PIL image, with Pillow calls (torchvision's PIL backend)."""
+    import random
+
+    import numpy as np
+    from PIL import Image
+
+    top, left, h, w = rrc_params(img.size[0], img.size[1], random.random)
+    img = img.crop((left, top, left + w, top + h)).resize((CROP, CROP), Image.BILINEAR)
+    if random.random() < 0.5:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    return _normalise_hwc(np.asarray(img))
+
+
+def pillow_rrc(path):
+    from PIL import Image
+
+    with Image.open(path) as img:
+        img = img.convert("RGB")
+    return pillow_rrc_image(img)
+
+
+def make_spdl_rrc():
+    import spdl.io
+    from PIL import Image
+
+    def spdl_rrc(path):
+        hwc = spdl.io.to_numpy(spdl.io.load_image(path, filter_desc=spdl.io.get_video_filter_desc(pix_fmt="rgb24")))
+        return pillow_rrc_image(Image.fromarray(hwc))
+
+    return spdl_rrc
+
+
+def feedline_rrc_options(**extra):
+    options = dict(random_resized_crop=CROP, hflip=0.5, layout="CHW", dtype="float32", mean=list(MEAN), std=list(STD))
+    options.update(extra)
+    return options
+
+
 def feedline_image_options():
     return dict(resize_shorter=RESIZE_SHORTER, crop=CROP, layout="CHW", dtype="float32", mean=list(MEAN), std=list(STD))
 
@@ -235,7 +310,7 @@ class PillowImages:
 # -- one epoch per contender: a generator of torch tensors ----------------------
 
 
-def _feedline_epoch(paths):
+def _feedline_epoch(paths, options=None):
     from feedline.io import ops, to_torch
     from feedline.pipeline import PipelineBuilder
 
@@ -244,7 +319,7 @@ def _feedline_epoch(paths):
         .add_source(paths)
         .pipe(ops.read_file(), concurrency=4)
         .aggregate(BATCH)
-        .pipe(ops.decode_batch(**feedline_image_options()), concurrency=NUM_THREADS)
+        .pipe(ops.decode_batch(**(options or feedline_image_options())), concurrency=NUM_THREADS)
         .add_sink(3)
         .build(num_threads=NUM_THREADS)
     )
@@ -292,10 +367,17 @@ def _feedline_pillow_epoch(paths):
     return _python_pipeline_epoch(PipelineBuilder(), paths, pillow_imagenet)
 
 
-def _dataloader_epoch(paths):
+class PillowRrcImages(PillowImages):
+    def __getitem__(self, index):
+        import torch
+
+        return torch.from_numpy(pillow_rrc(self.paths[index]))
+
+
+def _dataloader_epoch(paths, dataset=PillowImages):
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(PillowImages(paths), batch_size=BATCH, num_workers=NUM_THREADS, persistent_workers=False)
+    loader = DataLoader(dataset(paths), batch_size=BATCH, num_workers=NUM_THREADS, persistent_workers=False)
     yield from loader
 
 
@@ -332,6 +414,24 @@ def make_epoch(name):
     if name == "spdl":
         _import_all("torch", "numpy", "spdl.io", "spdl.pipeline")
         return _make_spdl_epoch()
+    if name.startswith("rrc-feedline") or name in ("rrc-no-partial", "rrc-full-decode"):
+        _import_all("torch", "feedline.io", "feedline.pipeline")
+        extra = {
+            "rrc-feedline": {},
+            "rrc-no-partial": {"partial_decode": False},
+            "rrc-full-decode": {"partial_decode": False, "dct_scaling": False},
+        }[name]
+        return lambda paths: _feedline_epoch(paths, feedline_rrc_options(**extra))
+    if name == "rrc-dataloader":
+        _import_all("torch.utils.data", "numpy", "PIL.Image")
+        return lambda paths: _dataloader_epoch(paths, PillowRrcImages)
+    if name == "rrc-spdl":
+        _import_all("torch", "numpy", "PIL.Image", "spdl.io", "spdl.pipeline")
+        import spdl.pipeline
+
+        logging.getLogger("spdl").setLevel(logging.WARNING)
+        per_image = make_spdl_rrc()
+        return lambda paths: _python_pipeline_epoch(spdl.pipeline.PipelineBuilder(), paths, per_image)
     raise ValueError(f"unknown contender {name!r}")
 
 
@@ -404,6 +504,24 @@ def check_main(args):
     report = {"images": len(paths)}
     for name, transform in others.items():
         diffs = [np.abs(transform(p) - ref) * to_grey for p, ref in zip(paths, reference)]
+        report[name] = {"mean": float(np.mean(diffs)), "max": float(np.max(diffs))}
+    # RRC: feedline's crop of image i (seed 0, index i) against Pillow's
+    # crop() + resize() of the same box, with and without DCT scaling.
+    from PIL import Image
+
+    for name, dct in (("feedline RRC", True), ("feedline RRC, no DCT scaling", False)):
+        diffs = []
+        for i, p in enumerate(paths):
+            with Image.open(p) as img:
+                img = img.convert("RGB")
+            top, left, h, w = feedline.io.random_resized_crop_box(*img.size, seed=0, index=i)
+            want = _normalise_hwc(
+                np.asarray(img.crop((left, top, left + w, top + h)).resize((CROP, CROP), Image.BILINEAR))
+            )
+            got = feedline.io.to_numpy(
+                feedline.io.load_image(p, **feedline_rrc_options(hflip=0.0, seed=0, index=i, dct_scaling=dct))
+            )
+            diffs.append(np.abs(got - want) * to_grey)
         report[name] = {"mean": float(np.mean(diffs)), "max": float(np.max(diffs))}
     print(json.dumps(report))
 
@@ -519,8 +637,8 @@ def _ok_cpu(result):
     return result.cpu_ms_per_image if result and result.items_ok else None
 
 
-def _table_rows(results, by_name):
-    dl, sp, lim = (by_name.get(n) for n in ("dataloader", "spdl", "limit"))
+def _table_rows(results, by_name, baselines):
+    dl, sp, lim = (by_name.get(n) for n in baselines)
     dl_rate, sp_rate, lim_rate = _ok_rate(dl), _ok_rate(sp), _ok_rate(lim)
     rows = []
     for r in results:
@@ -544,7 +662,9 @@ def _table_rows(results, by_name):
     return rows
 
 
-def print_table(results):
+def print_table(results, baselines=("dataloader", "spdl", "limit")):
+    if not results:
+        return
     by_name = {r.contender.name: r for r in results}
     header = (
         "contender",
@@ -557,7 +677,7 @@ def print_table(results):
         "peak RSS MiB",
         "images ok",
     )
-    rows = _table_rows(results, by_name)
+    rows = _table_rows(results, by_name, baselines)
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header) - 1)]
 
     def line(cells):
@@ -600,6 +720,38 @@ def print_goals(results, quick):
         print(f"  {'CPU/image <= 0.5x DataLoader':32} {ratio:>6.2f}x  {'met' if ratio <= 0.5 else 'NOT met'}")
 
 
+def print_rrc_goals(results, quick):
+    """The augmentation table's goals, and the run's one-line summary."""
+    by_name = {r.contender.name: r for r in results}
+    rrc, no_partial, full, dl = (
+        by_name.get(n) for n in ("rrc-feedline", "rrc-no-partial", "rrc-full-decode", "rrc-dataloader")
+    )
+    if rrc is None or not rrc.items_ok:
+        return
+    print("\nGoals for feedline RRC" + (" -- smoke run, not meaningful:" if quick else ":"))
+    goals = [
+        (">= 1.5x feedline full-decode", _ok_rate(full), 1.5),
+        (">= 5x DataLoader images/s", _ok_rate(dl), 5.0),
+    ]
+    for text, base, target in goals:
+        ratio = None if base is None else rrc.images_per_s / base
+        verdict = "n/a" if ratio is None else f"{ratio:>6.2f}x  {'met' if ratio >= target else 'NOT met'}"
+        print(f"  {text:32} {verdict}")
+    dl_cpu = _ok_cpu(dl)
+    cpu_ratio = None if dl_cpu is None else rrc.cpu_ms_per_image / dl_cpu
+    verdict = "n/a" if cpu_ratio is None else f"{cpu_ratio:>6.2f}x  {'met' if cpu_ratio <= 0.2 else 'NOT met'}"
+    print(f"  {'CPU/image <= 0.2x DataLoader':32} {verdict}")
+    np_cpu = _ok_cpu(no_partial)
+    if np_cpu is not None:
+        saved = 1 - rrc.cpu_ms_per_image / np_cpu
+        print(
+            f"  partial decoding saves {100 * saved:.0f}% of the CPU time of decoding the whole image at the same scale"
+        )
+    dl_ratio = "n/a" if _ok_rate(dl) is None else f"{rrc.images_per_s / _ok_rate(dl):.2f}"
+    full_ratio = "n/a" if _ok_rate(full) is None else f"{rrc.images_per_s / _ok_rate(full):.2f}"
+    print(f"\nRRC feedline/DataLoader {dl_ratio}  feedline RRC/full-decode {full_ratio}")
+
+
 def print_same_work(args):
     """Runs the output comparison in a child (it imports every library)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--check", "--images", str(args.images), "--data", str(args.data)]
@@ -608,7 +760,7 @@ def print_same_work(args):
         print(f"\nSame work: check failed ({note})")
         return
     print(f"\nSame work: |output - Pillow transform| over the first {report['images']} images, in grey levels:")
-    for name in ("feedline", "feedline, no DCT scaling", "spdl"):
+    for name in ("feedline", "feedline, no DCT scaling", "spdl", "feedline RRC", "feedline RRC, no DCT scaling"):
         if name in report:
             print(f"  {name:25} mean {report[name]['mean']:.2f}, max {report[name]['max']:.1f}")
         else:
@@ -652,9 +804,16 @@ def parent_main(args):
     for name in names:
         print(f"  running {name} ...", flush=True)
         results.append(run_contender(BY_NAME[name], args))
-    print_table(results)
+    center = [r for r in results if r.contender.name not in RRC_CONTENDERS]
+    augment = [r for r in results if r.contender.name in RRC_CONTENDERS]
+    print_table(center)
     print_goals(results, args.quick)
     print_same_work(args)
+    if augment:
+        print("\nTraining augmentation: RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3))")
+        print("  + RandomHorizontalFlip(0.5) -> float32 CHW normalised, batches of 32")
+        print_table(augment, baselines=("rrc-dataloader", "rrc-spdl", "limit"))
+        print_rrc_goals(results, args.quick)
     failed = [r for r in results if not r.items_ok and not r.skipped]
     return 1 if failed else 0
 

@@ -7,6 +7,7 @@
 // place (a bytes object is kept alive by the Buffer that views it); other
 // buffer-protocol objects are copied once.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -175,7 +176,8 @@ auto on_bytes(F f) {
 // Decodes every source (a path or bytes) into one batch: the batch (of the
 // images that decoded) and why each of the others failed.
 std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
-    nb::list srcs, const ImageOptions& options) {
+    nb::list srcs, const ImageOptions& options,
+    const std::vector<uint64_t>& indices) {
   std::vector<ops::ImageSource> sources;
   for (nb::handle s : srcs) {
     if (auto path = path_from(s)) {
@@ -188,7 +190,8 @@ std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
   }
   std::pair<Buffer, std::vector<ImageFailure>> out;
   nb::gil_scoped_release release;
-  out.first = ops::load_image_batch(std::move(sources), options, &out.second);
+  out.first =
+      ops::load_image_batch(std::move(sources), options, &out.second, indices);
   return out;
 }
 
@@ -262,18 +265,94 @@ void bind_io(nb::module_& parent) {
       .def_rw("mean", &ImageOptions::mean)
       .def_rw("std", &ImageOptions::std)
       .def_rw("dct_scaling", &ImageOptions::dct_scaling)
+      .def_rw("partial_decode", &ImageOptions::partial_decode)
       .def_rw("max_pixels", &ImageOptions::max_pixels)
+      .def_prop_rw(
+          "random_resized_crop",
+          [](const ImageOptions& o) {
+            return std::array<int, 2>{o.random_resized_crop.width,
+                                      o.random_resized_crop.height};
+          },
+          [](ImageOptions& o, std::array<int, 2> size) {
+            o.random_resized_crop.width = size[0];
+            o.random_resized_crop.height = size[1];
+          },
+          "Output (width, height) of the random resized crop; (0, 0): off.")
+      .def_prop_rw(
+          "crop_scale",
+          [](const ImageOptions& o) { return o.random_resized_crop.scale; },
+          [](ImageOptions& o, std::array<double, 2> v) {
+            o.random_resized_crop.scale = v;
+          })
+      .def_prop_rw(
+          "crop_ratio",
+          [](const ImageOptions& o) { return o.random_resized_crop.ratio; },
+          [](ImageOptions& o, std::array<double, 2> v) {
+            o.random_resized_crop.ratio = v;
+          })
+      .def_rw("flip_probability", &ImageOptions::flip_probability)
+      .def_prop_rw(
+          "seed",
+          [](const ImageOptions& o) {
+            return o.seed.seeded ? std::optional<uint64_t>(o.seed.seed)
+                                 : std::nullopt;
+          },
+          [](ImageOptions& o, std::optional<uint64_t> seed) {
+            o.seed.seeded = seed.has_value();
+            o.seed.seed = seed.value_or(0);
+          })
+      .def_prop_rw(
+          "epoch", [](const ImageOptions& o) { return o.seed.epoch; },
+          [](ImageOptions& o, uint64_t epoch) { o.seed.epoch = epoch; })
       .def("check", &check_image_options);
 
   m.def("decode_image",
-        on_bytes<const ImageOptions&, const std::string&>(&decode_image),
-        nb::arg("data"), nb::arg("options"), nb::arg("name"));
+        on_bytes<const ImageOptions&, const std::string&,
+                 std::optional<uint64_t>>(&decode_image),
+        nb::arg("data"), nb::arg("options"), nb::arg("name"),
+        nb::arg("index").none() = nb::none());
+  m.def(
+      "random_resized_crop_box",
+      [](int width, int height, std::array<double, 2> scale,
+         std::array<double, 2> ratio, std::optional<std::vector<double>> draws,
+         std::optional<uint64_t> seed, uint64_t epoch, uint64_t index) {
+        if (width <= 0 || height <= 0) {
+          throw InvalidArgument("image size must be positive, got " +
+                                std::to_string(width) + " x " +
+                                std::to_string(height));
+        }
+        media::RandomResizedCrop rrc;
+        rrc.width = rrc.height = 1;
+        rrc.scale = scale;
+        rrc.ratio = ratio;
+        ImageOptions check;
+        check.random_resized_crop = rrc;
+        check_image_options(check);
+        media::CropBox box;
+        if (draws) {
+          std::size_t next = 0;
+          box = media::sample_resized_crop(width, height, rrc, [&] {
+            if (next == draws->size())
+              throw InvalidArgument("random_resized_crop_box: out of draws");
+            return (*draws)[next++];
+          });
+        } else {
+          media::AugmentSeed s{seed.has_value(), seed.value_or(0), epoch};
+          media::UniformDraws u(s, index, 0);
+          box = media::sample_resized_crop(width, height, rrc,
+                                           [&u] { return u.next(); });
+        }
+        return std::array<int, 4>{box.top, box.left, box.height, box.width};
+      },
+      nb::arg("width"), nb::arg("height"), nb::arg("scale"), nb::arg("ratio"),
+      nb::arg("draws").none(), nb::arg("seed").none(), nb::arg("epoch"),
+      nb::arg("index"));
   nb::class_<ImageFailure>(m, "ImageFailure",
                            "Why one image of a batch was left out.")
       .def_ro("index", &ImageFailure::index, "The source's position.")
       .def_ro("message", &ImageFailure::message);
   m.def("load_image_batch", &py_load_image_batch, nb::arg("srcs"),
-        nb::arg("options"));
+        nb::arg("options"), nb::arg("indices") = std::vector<uint64_t>{});
   // Arrays, audio and archives: bytes-like data (read in place), the GIL
   // released; member names are the archive's bytes (Python decodes them).
   m.def("load_npy", on_bytes<const std::string&>(&load_npy), nb::arg("data"),

@@ -47,17 +47,13 @@ bool is_png(std::span<const uint8_t> data);
 ImageInfo probe_jpeg(std::span<const uint8_t> data, std::string_view name);
 ImageInfo probe_png(std::span<const uint8_t> data, std::string_view name);
 
-// Decodes at the smallest DCT scale whose size is at least min_width x
-// min_height (with `dct_scaling`; else at full size).
-// Decodes at the smallest DCT scale that still gives min_width x
-// min_height (when dct_scaling), and only the rows and, to the iMCU,
-// columns that region_for asks for (all of them when it is empty); the
-// rest of the image is still entropy-decoded, so corrupt data anywhere is
-// an error.
+// Decodes at scale 1/scale_denom (1, 2, 4 or 8), and only the rows and, to
+// the iMCU, columns that region_for asks for (all of them when it is
+// empty); the rest of the image is still entropy-decoded, so corrupt data
+// anywhere is an error.
 DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
-                          int min_width, int min_height, bool dct_scaling,
-                          int64_t max_pixels, std::string_view name,
-                          const RegionFor& region_for);
+                          unsigned scale_denom, int64_t max_pixels,
+                          std::string_view name, const RegionFor& region_for);
 
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name);

@@ -241,29 +241,15 @@ ImageInfo probe_jpeg(std::span<const uint8_t> data, std::string_view name) {
 }
 
 DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
-                          int min_width, int min_height, bool dct_scaling,
-                          int64_t max_pixels, std::string_view name,
-                          const RegionFor& region_for) {
+                          unsigned scale_denom, int64_t max_pixels,
+                          std::string_view name, const RegionFor& region_for) {
   Decompressor& d = decompressor();
   header(d, data, name);
   AbortOnExit reset{&d};
   const int width = static_cast<int>(d.info.image_width);
   const int height = static_cast<int>(d.info.image_height);
   check_dimensions(width, height, max_pixels, name);
-
-  // The smallest scale whose result still covers the target. Only 1/2, 1/4
-  // and 1/8 are used: libjpeg-turbo's other reduced IDCTs (7/8, 3/4, 5/8)
-  // have no SIMD path and decode slower than full size does (measured on
-  // 500x375 photos: 3/4 takes 1.33 ms, full size 1.07 ms, 1/2 0.93 ms).
-  // libjpeg rounds a scaled side up: ceil(W / denom).
-  unsigned denom = 1;
-  if (dct_scaling && min_width > 0 && min_height > 0) {
-    for (unsigned f : {2u, 4u, 8u}) {
-      const int64_t sw = (int64_t{width} + f - 1) / f;
-      const int64_t sh = (int64_t{height} + f - 1) / f;
-      if (sw >= min_width && sh >= min_height) denom = f;
-    }
-  }
+  const unsigned denom = scale_denom;
 
   const J_COLOR_SPACE source = d.info.jpeg_color_space;
   const bool cmyk = source == JCS_CMYK || source == JCS_YCCK;

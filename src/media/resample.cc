@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace feedline::media {
@@ -18,12 +19,13 @@ double triangle(double x) {
 }
 
 // Output o of the scaled axis (offset by `offset`) is centred on input
-// coordinate (o + offset + 0.5) * extent / scaled, where `extent` is how many
-// input pixels the image spans (in_size, or less when the last pixel only
-// partly belongs to it); the filter is widened by the downscale factor so
-// that every input pixel contributes.
+// coordinate (o + offset + 0.5) * extent / scaled + origin, where `extent` is
+// how many input pixels the image spans (in_size, or less when the last
+// pixel only partly belongs to it); the filter is widened by the downscale
+// factor so that every input pixel contributes. Inputs are counted from
+// `base`: the axis reads inputs base + [0, in_size).
 Axis make_axis(int in_size, double extent, double scaled, int offset,
-               int out_size) {
+               int out_size, double origin = 0.0, int base = 0) {
   const double scale = extent / scaled;
   const double filter_scale = std::max(scale, 1.0);
   const double support = filter_scale;  // the triangle's support is 1
@@ -35,7 +37,7 @@ Axis make_axis(int in_size, double extent, double scaled, int offset,
       static_cast<std::size_t>(out_size) * static_cast<std::size_t>(a.taps),
       0.f);
   for (int o = 0; o < out_size; ++o) {
-    const double center = (o + offset + 0.5) * scale;
+    const double center = (o + offset + 0.5) * scale + origin;
     // floor(x + 0.5): round half up; negative values are clamped to 0.
     int lo = std::max(static_cast<int>(std::floor(center - support + 0.5)), 0);
     int hi =
@@ -58,10 +60,20 @@ Axis make_axis(int in_size, double extent, double scaled, int offset,
       w[0] = 1.f;  // a degenerate window: take the nearest pixel
       n = std::max(n, 1);
     }
-    a.first[static_cast<std::size_t>(o)] = lo;
+    a.first[static_cast<std::size_t>(o)] = lo + base;
     a.count[static_cast<std::size_t>(o)] = n;
   }
   return a;
+}
+
+// The axis of a box [lo, lo + size) of an image's in_size pixels, resized to
+// out_size: computed relative to the box's first whole pixel, so that at an
+// integer `lo` it is exactly the axis of the cropped pixels alone.
+Axis make_box_axis(int in_size, double lo, double size, int out_size) {
+  const int base = std::clamp(static_cast<int>(std::floor(lo)), 0, in_size - 1);
+  const int end =
+      std::clamp(static_cast<int>(std::ceil(lo + size)), base + 1, in_size);
+  return make_axis(end - base, size, out_size, 0, out_size, lo - base, base);
 }
 
 // The inputs [lo, hi) an axis reads. `first` grows with the output index,
@@ -162,6 +174,22 @@ Resampler::Resampler(int width, int height, double extent_w, double extent_h,
   axis_span(vy_, &region_.y, &y1);
   region_.w = x1 - region_.x;
   region_.h = y1 - region_.y;
+}
+
+Resampler::Resampler(Axis hx, Axis vy)
+    : hx_(std::move(hx)), vy_(std::move(vy)) {
+  int x1 = 0;
+  int y1 = 0;
+  axis_span(hx_, &region_.x, &x1);
+  axis_span(vy_, &region_.y, &y1);
+  region_.w = x1 - region_.x;
+  region_.h = y1 - region_.y;
+}
+
+Resampler Resampler::for_box(int width, int height, double box_x, double box_y,
+                             double box_w, double box_h, int out_w, int out_h) {
+  return Resampler(make_box_axis(width, box_x, box_w, out_w),
+                   make_box_axis(height, box_y, box_h, out_h));
 }
 
 // Vertical pass first, then horizontal: the vertical pass runs over whole

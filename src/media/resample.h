@@ -65,6 +65,14 @@ class Resampler {
             double scaled_w, double scaled_h, int x0, int y0, int out_w,
             int out_h);
 
+  // Resamples the box [box_x, box_x + box_w) x [box_y, box_y + box_h) (in
+  // source pixels; fractional at a DCT scale) of an image of width x height
+  // to exactly out_w x out_h, reading nothing outside the box's pixels: the
+  // result equals cropping those pixels out first and resizing the crop
+  // (Pillow's crop() then resize(), torchvision's resized_crop()).
+  static Resampler for_box(int width, int height, double box_x, double box_y,
+                           double box_w, double box_h, int out_w, int out_h);
+
   // The source pixels run() reads.
   Region region() const { return region_; }
 
@@ -83,6 +91,8 @@ class Resampler {
   };
 
  private:
+  Resampler(Axis hx, Axis vy);
+
   template <int C>
   void run_channels(const Pixels& src, RowSink& sink) const;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <typeinfo>
 #include <utility>
@@ -239,9 +240,11 @@ OpPtr decode_image(const media::ImageOptions& options) {
 
 OpPtr decode_batch(const media::ImageOptions& options) {
   media::check_image_options(options);
-  if (options.resize_width == 0 && options.crop_width == 0) {
+  if (options.resize_width == 0 && options.crop_width == 0 &&
+      options.random_resized_crop.width == 0) {
     throw InvalidArgument(
-        "decode_batch needs one output size: give width and height, or crop");
+        "decode_batch needs one output size: give width and height, crop, or "
+        "random_resized_crop");
   }
   return std::make_shared<DecodeBatchOp>(options);
 }
@@ -270,17 +273,35 @@ OpPtr zip_members() {
 
 Buffer decode_files(const std::vector<EncodedFile>& files,
                     const media::ImageOptions& options,
-                    std::vector<media::ImageFailure>* failures) {
+                    std::vector<media::ImageFailure>* failures,
+                    std::span<const uint64_t> sample_indices) {
+  if (!sample_indices.empty() && sample_indices.size() != files.size()) {
+    throw InvalidArgument(
+        "decode_files: " + std::to_string(files.size()) + " files but " +
+        std::to_string(sample_indices.size()) + " sample indices");
+  }
   std::vector<media::EncodedImage> images;
   images.reserve(files.size());
-  for (const EncodedFile& f : files) images.push_back({f.name, f.span()});
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::optional<uint64_t> key;
+    if (!sample_indices.empty()) key = sample_indices[i];
+    images.push_back({files[i].name, files[i].span(), key});
+  }
   return media::decode_image_batch(images, options, failures);
 }
 
 Buffer load_image_batch(std::vector<ImageSource> sources,
                         const media::ImageOptions& options,
-                        std::vector<media::ImageFailure>* failures) {
+                        std::vector<media::ImageFailure>* failures,
+                        std::span<const uint64_t> sample_indices) {
+  if (!sample_indices.empty() && sample_indices.size() != sources.size()) {
+    throw InvalidArgument(
+        "load_image_batch: " + std::to_string(sources.size()) +
+        " sources but " + std::to_string(sample_indices.size()) +
+        " sample indices");
+  }
   std::vector<EncodedFile> files;
+  std::vector<uint64_t> keys;
   std::vector<std::size_t> index;  // files[k] is sources[index[k]]
   for (std::size_t i = 0; i < sources.size(); ++i) {
     try {
@@ -290,12 +311,13 @@ Buffer load_image_batch(std::vector<ImageSource> sources,
         files.push_back(std::move(std::get<EncodedFile>(sources[i])));
       }
       index.push_back(i);
+      if (!sample_indices.empty()) keys.push_back(sample_indices[i]);
     } catch (const std::exception& e) {
       failures->push_back({i, e.what()});
     }
   }
   std::vector<media::ImageFailure> decode_failures;
-  Buffer batch = decode_files(files, options, &decode_failures);
+  Buffer batch = decode_files(files, options, &decode_failures, keys);
   for (media::ImageFailure& f : decode_failures)
     failures->push_back({index[f.index], std::move(f.message)});
   return batch;

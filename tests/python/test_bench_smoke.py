@@ -1,6 +1,7 @@
 """Smoke runs of the Python benchmarks: they still work (numbers not read)."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -30,13 +31,22 @@ def test_images_benchmark_runs():
     # The baselines (torch, SPDL) are optional here; feedline's contenders and
     # the C++ limit (built with the release tree, when present) must run.
     r = subprocess.run(
-        [sys.executable, str(BENCH / "images.py"), "--quick", "--only", "feedline,feedline-per-image,limit"],
+        [
+            sys.executable,
+            str(BENCH / "images.py"),
+            "--quick",
+            "--only",
+            "feedline,feedline-per-image,limit,rrc-feedline,rrc-full-decode",
+        ],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "feedline, native ops" in r.stdout
+    # The augmentation contenders and the run's last line.
+    assert "RRC feedline, native (partial decode)" in r.stdout
+    assert re.search(r"^RRC feedline/DataLoader \S+  feedline RRC/full-decode \d+\.\d\d$", r.stdout, re.M)
 
 
 def test_arrays_benchmark_runs():

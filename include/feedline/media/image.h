@@ -15,6 +15,12 @@
 // The geometry follows torchvision: Resize(shorter) keeps the aspect ratio
 // and truncates the longer side; CenterCrop rounds the offset half to even.
 //
+// Training augmentation (random_resized_crop, flip_probability) happens in
+// the same pass: the crop box is sampled with torchvision's
+// RandomResizedCrop rule, and only the part of the JPEG the box covers is
+// decoded (whole iMCU columns, rows skipped by entropy decoding only), at
+// the smallest DCT scale that still covers the output.
+//
 // Errors: DecodeError naming the input (`name`) for bytes that are not a
 // JPEG or PNG, corrupt or truncated data (libjpeg-turbo warnings count as
 // errors: no partially grey image is ever returned), and images over
@@ -28,6 +34,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +60,56 @@ enum class ResizeMode {
 // is refused from its header, before any pixel memory is allocated.
 inline constexpr int64_t kDefaultMaxPixels = int64_t{1} << 27;
 
+// torchvision's RandomResizedCrop: a box of a random share of the image's
+// area (scale) and aspect ratio (ratio, sampled log-uniformly), resized to
+// width x height. Zero width: off.
+struct RandomResizedCrop {
+  int width = 0;
+  int height = 0;
+  std::array<double, 2> scale{0.08, 1.0};
+  std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};
+};
+
+// A rectangle of the source image, in its own pixels (as torchvision's
+// get_params returns it: top, left, height, width).
+struct CropBox {
+  int top = 0;
+  int left = 0;
+  int height = 0;
+  int width = 0;
+};
+
+// Where an image's random draws come from. With a seed, they are a function
+// of (seed, epoch, the image's index): the same on any number of threads and
+// in any order. Without one, every decode draws afresh.
+struct AugmentSeed {
+  bool seeded = false;
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+};
+
+// A stream of uniform numbers in [0, 1) for one image, derived from
+// (seed, epoch, index, stream) with a counter-based mix (SplitMix64): no
+// state is shared between images or threads. `stream` separates the crop's
+// draws from the flip's.
+class UniformDraws {
+ public:
+  UniformDraws(const AugmentSeed& seed, uint64_t index, uint64_t stream);
+  double next();
+
+ private:
+  uint64_t state_;
+};
+
+// torchvision's RandomResizedCrop.get_params as a function of its uniform
+// draws: up to 10 attempts, each taking four numbers (area share, log
+// aspect ratio, top, left; top = floor(u * (height - h + 1))), then the
+// centre crop of the ratio range's nearest ratio. Widths and heights round
+// half to even, as Python's round().
+// `uniform` gives the next number in [0, 1).
+CropBox sample_resized_crop(int width, int height, const RandomResizedCrop& rrc,
+                            const std::function<double()>& uniform);
+
 struct ImageOptions {
   // Resize to exactly resize_width x resize_height, or (resize_shorter > 0)
   // so that the shorter side is resize_shorter, keeping the aspect ratio.
@@ -71,8 +129,17 @@ struct ImageOptions {
   std::array<float, 3> std{1.f, 1.f, 1.f};
   // Use libjpeg-turbo's DCT-domain downscaling when it covers the target.
   bool dct_scaling = true;
+  // Decode only the JPEG rows and iMCU columns the output reads. False
+  // decodes the whole image first (the same pixels, more work): a reference
+  // for measuring what partial decoding saves.
+  bool partial_decode = true;
   // Images with more pixels are rejected before any allocation.
   int64_t max_pixels = kDefaultMaxPixels;
+  // Training augmentation: a random resized crop instead of a resize (not
+  // with resize_* or crop_*), then a horizontal flip with this probability.
+  RandomResizedCrop random_resized_crop;
+  double flip_probability = 0.0;
+  AugmentSeed seed;
 };
 
 struct ImageInfo {
@@ -92,21 +159,31 @@ ImageInfo probe_image(std::span<const uint8_t> data, std::string_view name);
 std::vector<int64_t> image_output_shape(int width, int height,
                                         const ImageOptions& options);
 
-// Decodes `data` into a new Buffer (see the file comment).
+// The index a seeded augmentation keys an image by when the caller gives
+// none: a hash (FNV-1a) of its name, the path or archive member, which
+// identifies a sample wherever and whenever it is decoded.
+uint64_t sample_index_of(std::string_view name);
+
+// Decodes `data` into a new Buffer (see the file comment). `index` keys a
+// seeded augmentation (default: sample_index_of(name)).
 Buffer decode_image(std::span<const uint8_t> data, const ImageOptions& options,
-                    std::string_view name);
+                    std::string_view name,
+                    std::optional<uint64_t> index = std::nullopt);
 
 // Decodes into `out`, which must have exactly the output shape and dtype
 // (for example one slot of a batch). Throws as decode_image(), and
 // InvalidArgument naming the image when its output shape differs from `out`.
 void decode_image_into(std::span<const uint8_t> data,
                        const ImageOptions& options, std::string_view name,
-                       const Buffer& out);
+                       const Buffer& out,
+                       std::optional<uint64_t> index = std::nullopt);
 
-// One encoded image of a batch: its name (for errors) and its bytes.
+// One encoded image of a batch: its name (for errors), its bytes, and the
+// index that keys a seeded augmentation (default: from the name).
 struct EncodedImage {
   std::string_view name;
   std::span<const uint8_t> data;
+  std::optional<uint64_t> index;
 };
 
 // Why one image of a batch was left out.

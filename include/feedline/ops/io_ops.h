@@ -18,6 +18,8 @@
 
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -41,7 +43,7 @@ OpPtr decode_image(const media::ImageOptions& options);
 // element that is not an EncodedFile, is left out and logged; the call fails
 // (DecodeError) only when no image of the batch decodes.
 // Throws: InvalidArgument unless the options give one output size (a resize
-// to width x height, or a crop).
+// to width x height, a crop, or a random resized crop).
 OpPtr decode_batch(const media::ImageOptions& options);
 
 // A batch of same-shaped Buffers (ItemBatch or std::vector<Buffer>) -> one
@@ -66,19 +68,23 @@ OpPtr zip_members();
 
 // The work of decode_batch() without a pipeline: decodes `files` into one
 // batch Buffer, leaving out (and appending to `*failures`, by index) each
-// one that fails.
+// one that fails. `sample_indices` (one per file, or none: from the names)
+// key a seeded augmentation.
 Buffer decode_files(const std::vector<EncodedFile>& files,
                     const media::ImageOptions& options,
-                    std::vector<media::ImageFailure>* failures);
+                    std::vector<media::ImageFailure>* failures,
+                    std::span<const uint64_t> sample_indices = {});
 
 // A path to read, or bytes already in memory.
 using ImageSource = std::variant<std::string, EncodedFile>;
 
 // Reads (paths) and decodes `sources` into one batch Buffer; a source that
 // cannot be read or decoded is left out and appended to `*failures` by its
-// index in `sources`.
+// index in `sources`. `sample_indices` (one per source, or none: from the
+// names) key a seeded augmentation.
 Buffer load_image_batch(std::vector<ImageSource> sources,
                         const media::ImageOptions& options,
-                        std::vector<media::ImageFailure>* failures);
+                        std::vector<media::ImageFailure>* failures,
+                        std::span<const uint64_t> sample_indices = {});
 
 }  // namespace feedline::ops

@@ -47,26 +47,79 @@ __all__ = _av.__all__ + [
     "parse_wav",
     "load_image",
     "load_image_batch",
+    "random_resized_crop_box",
     "to_numpy",
     "to_torch",
 ]
 
 
-def decode_image(data, /, *, name: str | None = None, **options) -> Buffer:
+def decode_image(data, /, *, name: str | None = None, index: int | None = None, **options) -> Buffer:
     """Decodes a JPEG or PNG held in ``data`` (bytes-like).
 
     Options (all keyword): ``width``, ``height``, ``scale_mode``,
     ``resize_shorter``, ``crop``, ``pix_fmt``, ``layout``, ``dtype``,
-    ``mean``, ``std`` (see :func:`feedline.io._options.image_options`).
-    Without a resize the result has the image's own size; the shape is
-    ``(H, W, C)`` (or ``(C, H, W)``) with C = 3, or 1 for ``pix_fmt="gray"``.
-    ``name`` names the data in errors.
+    ``mean``, ``std``, and the augmentation ``random_resized_crop``,
+    ``crop_scale``, ``crop_ratio``, ``hflip``, ``seed``, ``epoch`` (see
+    :func:`feedline.io._options.image_options`). Without a resize the result
+    has the image's own size; the shape is ``(H, W, C)`` (or ``(C, H, W)``)
+    with C = 3, or 1 for ``pix_fmt="gray"``. ``name`` names the data in
+    errors; ``index`` (the sample's index) keys a seeded augmentation, which
+    otherwise uses a hash of ``name``.
     """
-    return _io.decode_image(data, image_options(**options), name or f"<{len(data)} bytes>")
+    opts = image_options(**options)
+    if opts.seed is not None and name is None and index is None:
+        raise ValueError("a seeded augmentation needs the sample's index= (or a unique name=)")
+    return _io.decode_image(data, opts, name or f"<{len(data)} bytes>", _index(index))
+
+
+def _index(index):
+    if index is None:
+        return None
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"index must be an int, got {index!r}")
+    return index & 0xFFFFFFFFFFFFFFFF
+
+
+def random_resized_crop_box(
+    width: int,
+    height: int,
+    /,
+    *,
+    scale=(0.08, 1.0),
+    ratio=(3.0 / 4.0, 4.0 / 3.0),
+    seed: int | None = None,
+    epoch: int = 0,
+    index: int = 0,
+    draws=None,
+) -> tuple[int, int, int, int]:
+    """The box ``(top, left, height, width)`` that ``random_resized_crop``
+    takes from an image of ``width`` x ``height`` with this ``seed``,
+    ``epoch`` and ``index`` (no seed: fresh draws). With ``draws``, a
+    sequence of numbers in [0, 1), the box is torchvision's
+    ``RandomResizedCrop.get_params`` computed from those draws (two per
+    attempt, two more for the position of the one that fits)."""
+    top, left, h, w = _io.random_resized_crop_box(
+        int(width),
+        int(height),
+        [float(x) for x in scale],
+        [float(x) for x in ratio],
+        None if draws is None else [float(x) for x in draws],
+        None if seed is None else int(seed) & 0xFFFFFFFFFFFFFFFF,
+        int(epoch),
+        _index(index),
+    )
+    return top, left, h, w
 
 
 def load_image(
-    src, /, *, demux_config=None, decode_config=None, filter_desc=_av.FILTER_DESC_DEFAULT, **options
+    src,
+    /,
+    *,
+    demux_config=None,
+    decode_config=None,
+    filter_desc=_av.FILTER_DESC_DEFAULT,
+    index: int | None = None,
+    **options,
 ) -> Buffer:
     """Reads and decodes the image at path ``src`` (options as
     :func:`decode_image`).
@@ -86,7 +139,7 @@ def load_image(
     if not ffmpeg:
         try:
             path = os.fspath(src)
-            return _io.decode_image(_io.read_file(path), image_options(**options), path)
+            return _io.decode_image(_io.read_file(path), image_options(**options), path, _index(index))
         except UnsupportedFormat as e:
             not_jpeg_or_png = e
     max_pixels = options.pop("max_pixels", None)
@@ -137,6 +190,7 @@ def load_image_batch(
     pix_fmt: str = "rgb24",
     strict: bool = True,
     scale_mode: str = "pad",
+    indices=None,
     **options,
 ) -> Buffer:
     """Decodes several images (paths or bytes-likes) into one batch Buffer of
@@ -149,12 +203,24 @@ def load_image_batch(
     ``strict`` any failure raises :class:`feedline.DecodeError`, otherwise the
     batch holds the images that decoded (an error is raised only if none
     did).
+
+    With ``random_resized_crop`` (see :func:`decode_image`), ``width`` and
+    ``height`` are ``None``. ``indices`` (one int per source) key a seeded
+    augmentation; without them each path keys its own image (bytes then
+    need ``indices``).
     """
     srcs = list(srcs)
     if not srcs:
         raise ValueError("load_image_batch needs at least one source")
     opts = image_options(width=width, height=height, scale_mode=scale_mode, pix_fmt=pix_fmt, **options)
-    batch, failures = _io.load_image_batch(srcs, opts)
+    keys = []
+    if indices is not None:
+        keys = [_index(i) for i in indices]
+        if len(keys) != len(srcs):
+            raise ValueError(f"indices has {len(keys)} entries for {len(srcs)} sources")
+    elif opts.seed is not None and not all(isinstance(s, (str, os.PathLike)) for s in srcs):
+        raise ValueError("a seeded augmentation of bytes needs indices= (one sample index per source)")
+    batch, failures = _io.load_image_batch(srcs, opts, keys)
     for failure in failures:
         _LG.error("load_image_batch: image %d failed: %s", failure.index, failure.message)
     if failures and (strict or len(failures) == len(srcs)):

@@ -45,7 +45,14 @@ def image_options(
     mean=None,
     std=None,
     dct_scaling=True,
+    partial_decode=True,
     max_pixels=None,
+    random_resized_crop=None,
+    crop_scale=(0.08, 1.0),
+    crop_ratio=(3.0 / 4.0, 4.0 / 3.0),
+    hflip=0.0,
+    seed=None,
+    epoch=0,
 ):
     """Validates the image keyword arguments and returns native ImageOptions.
 
@@ -62,7 +69,23 @@ def image_options(
       per channel (``mean`` and ``std``: 3 numbers; default 0 and 1).
     - ``dct_scaling``: let libjpeg-turbo decode at a reduced size when that
       still covers the target.
+    - ``partial_decode``: decode only the JPEG rows and columns the output
+      reads (``False``: the whole image, the same pixels with more work; a
+      reference for benchmarks).
     - ``max_pixels``: refuse larger images (default 2**27).
+
+    Training augmentation, done while decoding (the JPEG is decoded only
+    where the crop lies, at the smallest DCT scale that covers the output):
+
+    - ``random_resized_crop``: output ``(width, height)`` (or one int) of
+      torchvision's ``RandomResizedCrop``: a box of a random share
+      ``crop_scale`` of the image's area and aspect ratio ``crop_ratio``
+      (log-uniform), resized to that size; not with a resize or ``crop``.
+    - ``hflip``: probability of a horizontal flip (``RandomHorizontalFlip``).
+    - ``seed``, ``epoch``: with a seed, each image's draws are a function of
+      ``(seed, epoch, index)`` (the index given with the image, else a hash
+      of its name), so that the same seed gives the same crops on any number
+      of threads and in any order; without one, each decode draws afresh.
     """
     o = _io.ImageOptions()
     if (width is None) != (height is None):
@@ -91,10 +114,32 @@ def image_options(
     if std is not None:
         o.std = [float(x) for x in _three(std, "std")]
     o.dct_scaling = bool(dct_scaling)
+    o.partial_decode = bool(partial_decode)
+    if random_resized_crop is not None:
+        o.random_resized_crop = _pair(random_resized_crop, "random_resized_crop")
+        if min(o.random_resized_crop) < 1:
+            raise ValueError(f"random_resized_crop must be >= 1, got {random_resized_crop}")
+    o.crop_scale = _two(crop_scale, "crop_scale")
+    o.crop_ratio = _two(crop_ratio, "crop_ratio")
+    o.flip_probability = float(hflip)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        o.seed = seed & 0xFFFFFFFFFFFFFFFF
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch must be an int >= 0, got {epoch!r}")
+    o.epoch = epoch
     if max_pixels is not None:
         o.max_pixels = int(max_pixels)
     o.check()
     return o
+
+
+def _two(values, what):
+    values = [float(x) for x in values]
+    if len(values) != 2:
+        raise ValueError(f"{what} needs (min, max), got {len(values)} values")
+    return values
 
 
 def _three(values, what):

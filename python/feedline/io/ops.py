@@ -85,7 +85,12 @@ def read_file(*, field: Field | None = 0):
 
 def decode_image(*, field: Field | None = 0, **options):
     """Encoded image (from :func:`read_file`, or bytes) -> Buffer; options as
-    :func:`feedline.io.decode_image`."""
+    :func:`feedline.io.decode_image`. A seeded augmentation
+    (``random_resized_crop``/``hflip`` with ``seed``) keys each image by its
+    name, the path or archive member, so the same file gets the same crop
+    for a given ``seed`` and ``epoch`` on any number of threads and in any
+    order (Python bytes have no such name: give them a seed-free op, or
+    decode them with :func:`feedline.io.decode_image` and ``index=``)."""
     return _on(_io.decode_image_op(image_options(**options)), field)
 
 
@@ -93,7 +98,8 @@ def decode_batch(*, field: Field | None = 0, **options):
     """A batch (list) of encoded images -> one Buffer ``(N, ...)``, each
     image decoded straight into its slot: no per-image buffer, no copy. Put
     it after ``aggregate(n)``; options as :func:`decode_image`, and they must
-    give one output size (``width``/``height`` or ``crop``). An image that
+    give one output size (``width``/``height``, ``crop`` or
+    ``random_resized_crop``). An image that
     fails is left out of its batch (the batch is then smaller) and is a
     failure of the stage: logged, counted in its statistics and held against
     its ``max_failures``. The call fails only if no image of the batch
