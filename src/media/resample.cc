@@ -132,25 +132,71 @@ inline Float4 load4(const float* p) {
 }
 
 // The horizontal pass over one row of column sums. `row` holds the inputs
-// from column col_lo on, and one more float after the last: an RGB pixel is
-// read as four floats, the fourth ignored.
+// from column col_lo on, followed by at least (ax.taps + 1) * C zeros: an RGB
+// pixel is read as four floats, the fourth ignored, and a group of outputs
+// reads as many taps as its widest member (the others' weights are zero
+// there).
+//
+// Four outputs are computed side by side, each with its own accumulator: a
+// single output's taps form one chain of dependent adds, which would leave
+// the adder waiting on its own latency.
 template <int C>
 void horizontal(const float* row, const Axis& ax, int out_w, int col_lo,
                 float* out) {
-  for (int o = 0; o < out_w; ++o) {
-    const float* w = &ax.weights[static_cast<std::size_t>(o) *
-                                 static_cast<std::size_t>(ax.taps)];
-    const float* s = row + static_cast<std::ptrdiff_t>(
-                               ax.first[static_cast<std::size_t>(o)] - col_lo) *
-                               C;
+  auto source = [&](int o) {
+    return row + static_cast<std::ptrdiff_t>(
+                     ax.first[static_cast<std::size_t>(o)] - col_lo) *
+                     C;
+  };
+  auto weights = [&](int o) {
+    return &ax.weights[static_cast<std::size_t>(o) *
+                       static_cast<std::size_t>(ax.taps)];
+  };
+  int o = 0;
+  if constexpr (C == 3 || C == 4) {
+    for (; o + 4 <= out_w; o += 4) {
+      const float* s0 = source(o);
+      const float* s1 = source(o + 1);
+      const float* s2 = source(o + 2);
+      const float* s3 = source(o + 3);
+      const float* w0 = weights(o);
+      const float* w1 = weights(o + 1);
+      const float* w2 = weights(o + 2);
+      const float* w3 = weights(o + 3);
+      int n = 0;
+      for (int j = 0; j < 4; ++j)
+        n = std::max(n, ax.count[static_cast<std::size_t>(o + j)]);
+      Float4 a0 = {0.f, 0.f, 0.f, 0.f};
+      Float4 a1 = a0;
+      Float4 a2 = a0;
+      Float4 a3 = a0;
+      for (int k = 0; k < n; ++k) {
+        const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(k) * C;
+        a0 += w0[k] * load4(s0 + at);
+        a1 += w1[k] * load4(s1 + at);
+        a2 += w2[k] * load4(s2 + at);
+        a3 += w3[k] * load4(s3 + at);
+      }
+      // Each store's fourth float is overwritten by the next output (the
+      // output row has one float to spare).
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o) * C, &a0, sizeof a0);
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 1) * C, &a1,
+                  sizeof a1);
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 2) * C, &a2,
+                  sizeof a2);
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 3) * C, &a3,
+                  sizeof a3);
+    }
+  }
+  for (; o < out_w; ++o) {
+    const float* w = weights(o);
+    const float* s = source(o);
     const int n = ax.count[static_cast<std::size_t>(o)];
     if constexpr (C == 3 || C == 4) {
       Float4 acc = {0.f, 0.f, 0.f, 0.f};
       for (int k = 0; k < n; ++k)
         acc += w[k] * load4(s + static_cast<std::ptrdiff_t>(k) * C);
-      float lanes[4];
-      std::memcpy(lanes, &acc, sizeof lanes);
-      for (int c = 0; c < C; ++c) out[o * C + c] = lanes[c];
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o) * C, &acc, sizeof acc);
     } else {
       float acc = 0.f;
       for (int k = 0; k < n; ++k) acc += w[k] * s[k];
@@ -200,8 +246,10 @@ void Resampler::run_channels(const Pixels& src, RowSink& sink) const {
   const int out_w = static_cast<int>(hx_.first.size());
   const int out_h = static_cast<int>(vy_.first.size());
   const std::size_t span = static_cast<std::size_t>(region_.w) * C;
-  std::vector<float> column_sums(span + 1, 0.f);
-  std::vector<float> out(static_cast<std::size_t>(out_w) * C);
+  // Zeros after the sums and after the output row: see horizontal().
+  std::vector<float> column_sums(
+      span + static_cast<std::size_t>(hx_.taps + 1) * C, 0.f);
+  std::vector<float> out(static_cast<std::size_t>(out_w) * C + 1);
   const std::ptrdiff_t column_offset =
       static_cast<std::ptrdiff_t>(region_.x - src.left) * C;
   for (int o = 0; o < out_h; ++o) {
