@@ -312,6 +312,23 @@ void bind_io(nb::module_& parent) {
         nb::arg("data"), nb::arg("options"), nb::arg("name"),
         nb::arg("index").none() = nb::none());
   m.def(
+      "transform_image",
+      [](nb::handle data, const std::vector<int64_t>& shape,
+         const ImageOptions& options, const std::string& name,
+         std::optional<uint64_t> index) {
+        Buffer bytes = bytes_from_python(data);
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        if (n != static_cast<int64_t>(bytes.nbytes()) || !bytes.contiguous())
+          throw InvalidArgument(name + ": pixels do not match their shape");
+        Buffer pixels =
+            Buffer::view(bytes.owner(), bytes.data(), DType::kUint8, shape);
+        nb::gil_scoped_release release;
+        return media::transform_image(pixels, options, name, index);
+      },
+      nb::arg("data"), nb::arg("shape"), nb::arg("options"), nb::arg("name"),
+      nb::arg("index").none());
+  m.def(
       "random_resized_crop_box",
       [](int width, int height, std::array<double, 2> scale,
          std::array<double, 2> ratio, std::optional<std::vector<double>> draws,

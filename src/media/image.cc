@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -295,33 +296,72 @@ void augment(int width, int height, const ImageOptions& o,
   }
 }
 
-void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
-               std::string_view name, const Plan& plan, void* out) {
-  // Planned once the decoder knows the decoded size, before it decodes:
-  // the resampler's source region is all the decoder has to produce.
-  std::optional<media::Resampler> resampler;
-  auto plan_region = [&](int width, int height, double extent_w,
-                         double extent_h) {
+// Turns decoded pixels into the output: the part of decode_to() after the
+// decoder, also the whole of transform_image(). Planned before decoding (the
+// decoder calls region_for() once it knows the decoded size): the
+// resampler's source region is all the decoder has to produce.
+class Renderer {
+ public:
+  Renderer(const ImageOptions& o, const Plan& plan) : o_(o), plan_(plan) {}
+
+  media::Region region_for(int width, int height, double extent_w,
+                           double extent_h) {
+    const media::Region region = plan_region(width, height, extent_w, extent_h);
+    if (!o_.partial_decode) return media::Region{0, 0, width, height};
+    return region;
+  }
+
+  void render(const media::DecodedPixels& px, void* out) const {
+    OutputWriter writer(o_, plan_, out);
+    if (resampler_) {
+      media::Pixels src{px.data,     px.width,  px.height,
+                        px.channels, px.stride, px.extent_w,
+                        px.extent_h, px.left,   px.top};
+      resampler_->run(src, writer);
+      return;
+    }
+    std::vector<float> row(static_cast<std::size_t>(plan_.out_w) * px.channels);
+    for (int y = 0; y < plan_.out_h; ++y) {
+      const uint8_t* s =
+          px.data +
+          static_cast<std::ptrdiff_t>(y + plan_.y0 - px.top) * px.stride +
+          static_cast<std::ptrdiff_t>(plan_.x0 - px.left) * px.channels;
+      for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
+      writer.row(y, row.data());
+    }
+  }
+
+ private:
+  media::Region plan_region(int width, int height, double extent_w,
+                            double extent_h) {
+    const Plan& plan = plan_;
     if (plan.box.width > 0) {
       // Decoded pixels per source pixel (1 / the DCT scale denominator).
       const double sx = extent_w > 0 ? extent_w / plan.scaled_w : 1.0;
       const double sy = extent_h > 0 ? extent_h / plan.scaled_h : 1.0;
-      resampler = media::Resampler::for_box(
+      resampler_ = media::Resampler::for_box(
           width, height, plan.box.left * sx, plan.box.top * sy,
           plan.box.width * sx, plan.box.height * sy, plan.out_w, plan.out_h);
-      return resampler->region();
+      return resampler_->region();
     }
     if (!needs_resize(plan, width, height, extent_w, extent_h))
       return media::Region{plan.x0, plan.y0, plan.out_w, plan.out_h};
-    resampler.emplace(width, height, extent_w, extent_h, plan.scaled_w,
-                      plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h);
-    return resampler->region();
-  };
-  auto region_for = [&](int width, int height, double extent_w,
-                        double extent_h) {
-    const media::Region region = plan_region(width, height, extent_w, extent_h);
-    if (!o.partial_decode) return media::Region{0, 0, width, height};
-    return region;
+    resampler_.emplace(width, height, extent_w, extent_h, plan.scaled_w,
+                       plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h);
+    return resampler_->region();
+  }
+
+  const ImageOptions& o_;
+  const Plan& plan_;
+  std::optional<media::Resampler> resampler_;
+};
+
+void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
+               std::string_view name, const Plan& plan, void* out) {
+  Renderer renderer(o, plan);
+  auto region_for = [&renderer](int width, int height, double extent_w,
+                                double extent_h) {
+    return renderer.region_for(width, height, extent_w, extent_h);
   };
   media::DecodedPixels px;
   if (media::is_jpeg(data)) {
@@ -335,31 +375,13 @@ void decode_to(std::span<const uint8_t> data, const ImageOptions& o,
   } else {
     throw UnsupportedFormat(std::string(name) + ": not a JPEG or PNG image");
   }
-  OutputWriter writer(o, plan, out);
-  if (resampler) {
-    media::Pixels src{px.data,     px.width,  px.height,
-                      px.channels, px.stride, px.extent_w,
-                      px.extent_h, px.left,   px.top};
-    resampler->run(src, writer);
-    return;
-  }
-  std::vector<float> row(static_cast<std::size_t>(plan.out_w) * px.channels);
-  for (int y = 0; y < plan.out_h; ++y) {
-    const uint8_t* s =
-        px.data +
-        static_cast<std::ptrdiff_t>(y + plan.y0 - px.top) * px.stride +
-        static_cast<std::ptrdiff_t>(plan.x0 - px.left) * px.channels;
-    for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
-    writer.row(y, row.data());
-  }
+  renderer.render(px, out);
 }
 
 // Everything about one image's decode that its header and the options
 // decide, before any pixel is decoded.
-Plan plan_image(std::span<const uint8_t> data, const ImageOptions& options,
+Plan plan_image(const ImageInfo& info, const ImageOptions& options,
                 std::string_view name, std::optional<uint64_t> index) {
-  ImageInfo info = probe_image(data, name);
-  media::check_dimensions(info.width, info.height, options.max_pixels, name);
   Plan plan = make_plan(info.width, info.height, options);
   augment(info.width, info.height, options, name, index, &plan);
   if (std::string_view(info.format) == "jpeg")
@@ -371,6 +393,57 @@ Plan plan_image(std::span<const uint8_t> data, const ImageOptions& options,
     plan.scaled_h = info.height;
   }
   return plan;
+}
+
+Plan plan_image(std::span<const uint8_t> data, const ImageOptions& options,
+                std::string_view name, std::optional<uint64_t> index) {
+  ImageInfo info = probe_image(data, name);
+  media::check_dimensions(info.width, info.height, options.max_pixels, name);
+  return plan_image(info, options, name, index);
+}
+
+// `pixels` (H x W x C uint8, C = 3 for RGB or 1 for grey) as 8-bit pixels
+// in `format`: a view when they already are, else a converted copy (grey
+// as Pillow's convert("L"), ITU-R 601-2 luma).
+media::DecodedPixels pixels_in(const Buffer& pixels, PixelFormat format) {
+  const auto h = static_cast<int>(pixels.shape()[0]);
+  const auto w = static_cast<int>(pixels.shape()[1]);
+  const int in_c =
+      pixels.shape().size() == 3 ? static_cast<int>(pixels.shape()[2]) : 1;
+  media::DecodedPixels px;
+  px.width = w;
+  px.height = h;
+  px.channels = format == PixelFormat::kGray ? 1 : 3;
+  px.stride = static_cast<std::ptrdiff_t>(w) * px.channels;
+  const uint8_t* src = pixels.data_as<uint8_t>();
+  if ((in_c == 1) == (format == PixelFormat::kGray) &&
+      format != PixelFormat::kBgr) {
+    px.data = src;
+    return px;
+  }
+  const std::size_t n = static_cast<std::size_t>(w) * h;
+  px.owned.reset(new uint8_t[n * static_cast<std::size_t>(px.channels)]);
+  uint8_t* dst = px.owned.get();
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* p = src + i * static_cast<std::size_t>(in_c);
+    const uint8_t r = p[0];
+    const uint8_t g = in_c == 1 ? p[0] : p[1];
+    const uint8_t b = in_c == 1 ? p[0] : p[2];
+    switch (format) {
+      case PixelFormat::kRgb:
+        dst[3 * i] = r, dst[3 * i + 1] = g, dst[3 * i + 2] = b;
+        break;
+      case PixelFormat::kBgr:
+        dst[3 * i] = b, dst[3 * i + 1] = g, dst[3 * i + 2] = r;
+        break;
+      case PixelFormat::kGray:
+        dst[i] = static_cast<uint8_t>(
+            (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);
+        break;
+    }
+  }
+  px.data = dst;
+  return px;
 }
 
 }  // namespace
@@ -537,6 +610,33 @@ Buffer decode_image(std::span<const uint8_t> data, const ImageOptions& options,
   Plan plan = plan_image(data, options, name, index);
   Buffer out = Buffer::allocate(options.dtype, shape_of(plan, options));
   decode_to(data, options, name, plan, out.data());
+  return out;
+}
+
+Buffer transform_image(const Buffer& pixels, const ImageOptions& options,
+                       std::string_view name, std::optional<uint64_t> index) {
+  check_image_options(options);
+  const std::vector<int64_t>& shape = pixels.shape();
+  const bool hwc = shape.size() == 3 && (shape[2] == 1 || shape[2] == 3);
+  if (pixels.dtype() != DType::kUint8 || !(hwc || shape.size() == 2) ||
+      !pixels.contiguous() || shape[0] <= 0 || shape[1] <= 0 ||
+      shape[0] > std::numeric_limits<int>::max() ||
+      shape[1] > std::numeric_limits<int>::max()) {
+    throw InvalidArgument(std::string(name) +
+                          ": transform_image takes contiguous uint8 pixels "
+                          "of shape (H, W, 3) (RGB), (H, W, 1) or (H, W) "
+                          "(grey), got " +
+                          pixels.to_string());
+  }
+  const ImageInfo info{static_cast<int>(shape[1]), static_cast<int>(shape[0]),
+                       "pixels"};
+  media::check_dimensions(info.width, info.height, options.max_pixels, name);
+  const Plan plan = plan_image(info, options, name, index);
+  Buffer out = Buffer::allocate(options.dtype, shape_of(plan, options));
+  media::DecodedPixels px = pixels_in(pixels, options.pixel_format);
+  Renderer renderer(options, plan);
+  renderer.region_for(px.width, px.height, 0, 0);
+  renderer.render(px, out.data());
   return out;
 }
 

@@ -180,12 +180,9 @@ void horizontal(const float* row, const Axis& ax, int out_w, int col_lo,
       // Each store's fourth float is overwritten by the next output (the
       // output row has one float to spare).
       std::memcpy(out + static_cast<std::ptrdiff_t>(o) * C, &a0, sizeof a0);
-      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 1) * C, &a1,
-                  sizeof a1);
-      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 2) * C, &a2,
-                  sizeof a2);
-      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 3) * C, &a3,
-                  sizeof a3);
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 1) * C, &a1, sizeof a1);
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 2) * C, &a2, sizeof a2);
+      std::memcpy(out + static_cast<std::ptrdiff_t>(o + 3) * C, &a3, sizeof a3);
     }
   }
   for (; o < out_w; ++o) {

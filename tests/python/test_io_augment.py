@@ -293,3 +293,36 @@ def test_option_validation():
         ops.decode_image(hflip=2.0)
     with pytest.raises(ValueError, match="seed"):
         ops.decode_image(seed=-1)
+
+
+@pytest.mark.parametrize("fmt", ["BMP", "TIFF", "WEBP"])
+def test_formats_ffmpeg_decodes_are_decoded_whole_then_cropped(tmp_path, fmt):
+    rgb = skdata.chelsea()
+    kw = {"lossless": True} if fmt == "WEBP" else {}
+    other = tmp_path / f"cat.{fmt.lower()}"
+    other.write_bytes(encode(rgb, fmt, **kw))
+    png = tmp_path / "cat.png"
+    png.write_bytes(encode(rgb, "PNG"))
+    opts = dict(random_resized_crop=(64, 48), hflip=0.5, seed=2, layout="CHW", dtype="float32")
+    for index in range(3):
+        got = fio.to_numpy(fio.load_image(other, index=index, **opts))
+        want = fio.to_numpy(fio.load_image(png, index=index, **opts))
+        assert got.shape == (3, 48, 64)
+        assert np.array_equal(got, want), (fmt, index)
+
+
+def test_transform_image_takes_arrays_and_buffers():
+    rgb = skdata.astronaut()
+    png = encode(rgb, "PNG")
+    opts = dict(resize_shorter=100, crop=80, pix_fmt="bgr24")
+    want = fio.to_numpy(fio.decode_image(png, **opts))
+    assert np.array_equal(fio.to_numpy(fio.transform_image(rgb, **opts)), want)
+    # A strided view is made contiguous first; a Buffer is read in place.
+    assert np.array_equal(fio.to_numpy(fio.transform_image(np.asfortranarray(rgb), **opts)), want)
+    assert np.array_equal(fio.to_numpy(fio.transform_image(fio.decode_image(png), **opts)), want)
+    grey = np.asarray(PIL.fromarray(rgb).convert("L"))
+    assert fio.transform_image(grey, pix_fmt="gray").shape == (512, 512, 1)
+    with pytest.raises(ValueError, match="uint8"):
+        fio.transform_image(rgb.astype(np.float32))
+    with pytest.raises(ValueError, match="thing"):
+        fio.transform_image(np.zeros((4, 4, 4), np.uint8), name="thing")

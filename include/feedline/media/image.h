@@ -170,6 +170,15 @@ Buffer decode_image(std::span<const uint8_t> data, const ImageOptions& options,
                     std::string_view name,
                     std::optional<uint64_t> index = std::nullopt);
 
+// Applies the same geometry, augmentation, pixel format, layout and dtype
+// to pixels decoded elsewhere (an FFmpeg image format, a user's own
+// decoder): `pixels` is contiguous uint8 of shape (H, W, 3) (RGB), (H, W, 1)
+// or (H, W) (grey). Throws: InvalidArgument for other pixels or bad options,
+// DecodeError over max_pixels.
+Buffer transform_image(const Buffer& pixels, const ImageOptions& options,
+                       std::string_view name,
+                       std::optional<uint64_t> index = std::nullopt);
+
 // Decodes into `out`, which must have exactly the output shape and dtype
 // (for example one slot of a batch). Throws as decode_image(), and
 // InvalidArgument naming the image when its output shape differs from `out`.

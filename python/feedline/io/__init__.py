@@ -48,6 +48,7 @@ __all__ = _av.__all__ + [
     "load_image",
     "load_image_batch",
     "random_resized_crop_box",
+    "transform_image",
     "to_numpy",
     "to_torch",
 ]
@@ -70,6 +71,27 @@ def decode_image(data, /, *, name: str | None = None, index: int | None = None, 
     if opts.seed is not None and name is None and index is None:
         raise ValueError("a seeded augmentation needs the sample's index= (or a unique name=)")
     return _io.decode_image(data, opts, name or f"<{len(data)} bytes>", _index(index))
+
+
+def transform_image(pixels, /, *, name: str | None = None, index: int | None = None, **options) -> Buffer:
+    """Applies the image options of :func:`decode_image` (resize, crop,
+    random resized crop, flip, pixel format, layout, dtype, normalisation)
+    to pixels decoded elsewhere: a uint8 array (or :class:`Buffer`) of shape
+    ``(H, W, 3)`` (RGB), ``(H, W, 1)`` or ``(H, W)`` (grey), in C++ with the
+    GIL released. :func:`load_image` uses it for the formats FFmpeg decodes
+    (WebP, TIFF, BMP, ...), which are decoded whole and then cropped."""
+    data: object
+    if isinstance(pixels, Buffer):
+        data, shape = pixels, tuple(pixels.shape)
+    else:
+        import numpy as np
+
+        array = np.asarray(pixels)
+        if array.dtype != np.uint8:
+            raise ValueError(f"transform_image takes uint8 pixels, got {array.dtype}")
+        data = np.ascontiguousarray(array)
+        shape = data.shape
+    return _io.transform_image(data, list(shape), image_options(**options), name or "<pixels>", _index(index))
 
 
 def _index(index):
@@ -128,33 +150,33 @@ def load_image(
     format FFmpeg reads (BMP, TIFF, WebP, GIF, ...), or a call with
     ``demux_config``, ``decode_config`` or ``filter_desc``, goes through
     FFmpeg (:func:`load_image_ffmpeg`); there ``width``/``height``/
-    ``scale_mode`` and ``pix_fmt`` become the filter chain, ``max_pixels``
-    the decoder's pixel limit, and the result is ``(H, W, C)`` uint8. A file
+    ``scale_mode`` and ``pix_fmt`` alone become the filter chain and the
+    result is ``(H, W, C)`` uint8, while any other option (a crop, the
+    augmentation, ``dtype``, ``layout``, ...) decodes the whole image and
+    applies the options with :func:`transform_image`; ``max_pixels`` is
+    the decoder's pixel limit. A file
     that is neither JPEG/PNG nor media FFmpeg reads safely raises
     :class:`feedline.UnsupportedFormat` or :class:`feedline.DecodeError`
     naming it.
     """
     ffmpeg = demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT
-    not_jpeg_or_png = None
     if not ffmpeg:
         try:
             path = os.fspath(src)
             return _io.decode_image(_io.read_file(path), image_options(**options), path, _index(index))
-        except UnsupportedFormat as e:
-            not_jpeg_or_png = e
+        except UnsupportedFormat:
+            pass  # not JPEG or PNG: FFmpeg's turn
     max_pixels = options.pop("max_pixels", None)
     if max_pixels is not None:
         decode_config = _with_max_pixels(decode_config, max_pixels)
     if filter_desc is _av.FILTER_DESC_DEFAULT:
         extra = set(options) - {"width", "height", "scale_mode", "pix_fmt"}
         if extra:
-            hint = (
-                f"options {sorted(extra)} apply to JPEG and PNG only (FFmpeg's formats take width, height, "
-                "scale_mode, pix_fmt and max_pixels, or a filter_desc)"
-            )
-            if not_jpeg_or_png is not None:
-                raise UnsupportedFormat(f"{not_jpeg_or_png}; {hint}") from None
-            raise ValueError(f"{os.fspath(src)}: {hint}")
+            # Decoded whole by FFmpeg, then the same native transform as the
+            # JPEG/PNG path (resize, crops, augmentation, dtype, layout).
+            pixels = _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config)
+            name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
+            return transform_image(pixels, name=name, index=index, **options)
         pix_fmt = {"rgb": "rgb24", "bgr": "bgr24", "gray": "gray"}.get(
             options.get("pix_fmt", "rgb24"), options.get("pix_fmt", "rgb24")
         )

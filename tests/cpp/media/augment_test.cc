@@ -315,6 +315,72 @@ TEST(RandomResizedCropTest, BatchOfMixedSizesHasOneShape) {
       std::memcmp(batch.data_as<uint8_t>() + 2 * slot, alone.data(), slot), 0);
 }
 
+// Pixels decoded elsewhere take the same path: the same output as the PNG
+// of those pixels, for every option set, from RGB and from grey.
+TEST(TransformImageTest, GivesWhatDecodingThePixelsWould) {
+  const int w = 90, h = 70;
+  std::vector<uint8_t> rgb = textured(w, h, 3);
+  std::vector<uint8_t> png = encode_png(rgb, w, h);
+  Buffer pixels = Buffer::allocate(DType::kUint8, {h, w, 3});
+  std::memcpy(pixels.data(), rgb.data(), rgb.size());
+  std::vector<ImageOptions> all = {
+      {},
+      {.resize_shorter = 40, .crop_width = 32, .crop_height = 30},
+      {.resize_width = 50,
+       .resize_height = 20,
+       .resize_mode = ResizeMode::kPad,
+       .pixel_format = PixelFormat::kBgr,
+       .layout = Layout::kCHW,
+       .dtype = DType::kFloat32},
+      {.pixel_format = PixelFormat::kGray},
+  };
+  ImageOptions rrc = rrc_options(24, 24, 8);
+  rrc.flip_probability = 0.5;
+  all.push_back(rrc);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "option set " << i);
+    for (uint64_t index = 0; index < 3; ++index) {
+      EXPECT_EQ(to_vector(transform_image(pixels, all[i], "px", index)),
+                to_vector(decode_image(png, all[i], "a.png", index)));
+    }
+  }
+  // Grey pixels (H, W) and (H, W, 1) become RGB by repeating the value.
+  Buffer grey = Buffer::allocate(DType::kUint8, {h, w});
+  for (int i = 0; i < w * h; ++i) grey.data_as<uint8_t>()[i] = rgb[i * 3];
+  Buffer as_rgb = transform_image(grey, {}, "grey");
+  ASSERT_EQ(as_rgb.shape(), (std::vector<int64_t>{h, w, 3}));
+  for (int i = 0; i < w * h; ++i) {
+    for (int c = 0; c < 3; ++c)
+      ASSERT_EQ(as_rgb.data_as<uint8_t>()[i * 3 + c], rgb[i * 3]);
+  }
+  Buffer grey1 =
+      Buffer::view(grey.owner(), grey.data(), DType::kUint8, {h, w, 1});
+  EXPECT_EQ(to_vector(transform_image(grey1, rrc, "g", 1)),
+            to_vector(transform_image(grey, rrc, "g", 1)));
+}
+
+TEST(TransformImageTest, RefusesPixelsItCannotRead) {
+  ImageOptions o;
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{4, 4, 4}, std::vector<int64_t>{16},
+        std::vector<int64_t>{0, 4, 3}}) {
+    Buffer b = Buffer::allocate(DType::kUint8, shape);
+    try {
+      transform_image(b, o, "odd");
+      FAIL() << "no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("odd"), std::string::npos);
+    }
+  }
+  EXPECT_THROW(
+      transform_image(Buffer::allocate(DType::kFloat32, {4, 4, 3}), o, "f"),
+      InvalidArgument);
+  o.max_pixels = 10;
+  EXPECT_THROW(
+      transform_image(Buffer::allocate(DType::kUint8, {4, 4, 3}), o, "big"),
+      DecodeError);
+}
+
 TEST(RandomResizedCropTest, BadOptionsAreInvalidArguments) {
   std::vector<uint8_t> png = encode_png(textured(16, 16), 16, 16);
   auto fails = [&](ImageOptions o) {
