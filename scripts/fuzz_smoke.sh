@@ -27,6 +27,7 @@ declare -A runs_of=(
   [audio_fuzzer]=2500 [image_fuzzer]=30000 [npy_fuzzer]=400000
   [tar_fuzzer]=300000 [video_fuzzer]=1500 [wav_fuzzer]=300000
   [zip_fuzzer]=300000 [stats_fuzzer]=300000 [proc_fuzzer]=800000
+  [packets_fuzzer]=100000
 )
 jobs="${JOBS:-2}"
 out_dir="${build_dir}/fuzz-smoke"

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -211,10 +212,93 @@ void bind_av(nb::module_& m) {
           "with raw=True all of them, in stored order.")
       .def("clone", &Packets::clone,
            "A copy sharing every payload (no data is copied).")
+      .def(
+          "_payloads",
+          [](const Packets& p) {
+            nb::list out;
+            for (std::size_t i = 0; i < p.num_packets(); ++i) {
+              const auto d = p.packet(i).data;
+              out.append(
+                  nb::bytes(reinterpret_cast<const char*>(d.data()), d.size()));
+            }
+            return out;
+          },
+          "Each packet's payload as bytes (for tests and debugging).")
+      .def(
+          "serialize",
+          [](const Packets& p) {
+            const std::size_t n = media::serialized_size(p);
+            nb::object out = nb::steal(
+                PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(n)));
+            if (!out.is_valid()) throw nb::python_error();
+            std::span<uint8_t> span(
+                reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(out.ptr())), n);
+            {
+              nb::gil_scoped_release release;
+              media::serialize_packets_into(p, span);
+            }
+            return nb::borrow<nb::bytes>(out);
+          },
+          "The packets as bytes (for another process, or shared memory).")
+      .def_static(
+          "deserialize",
+          [](nb::handle data) {
+            Buffer blob = bytes_from_python(data);
+            nb::gil_scoped_release release;
+            return media::deserialize_packets(blob, false);
+          },
+          nb::arg("data"),
+          "Packets from serialize() output (bytes-like), copied.")
+      .def_static(
+          "deserialize_view",
+          [](nb::handle data) {
+            Buffer blob = bytes_from_python(data);
+            nb::gil_scoped_release release;
+            return media::deserialize_packets(blob, true);
+          },
+          nb::arg("data"),
+          "Packets from serialize() output whose payloads stay in `data` (a "
+          "bytes-like object, e.g. a memoryview of shared memory), which they "
+          "keep alive; nothing is copied. `data` must not change while they "
+          "live.")
       .def("__repr__", &Packets::to_string);
   nb::class_<media::AudioPackets, Packets>(m, "AudioPackets");
   nb::class_<media::VideoPackets, Packets>(m, "VideoPackets");
   nb::class_<media::ImagePackets, Packets>(m, "ImagePackets");
+
+  m.def(
+      "deserialize_packets",
+      [](nb::handle data, bool view, const std::string& name) {
+        Buffer blob = bytes_from_python(data);
+        nb::gil_scoped_release release;
+        return media::deserialize_packets(blob, view, name);
+      },
+      nb::arg("data"), nb::arg("view") = false, nb::arg("name") = "",
+      "Packets from Packets.serialize() output; with view=True the payloads "
+      "stay in `data` (kept alive) instead of being copied.");
+
+  nb::class_<media::BitstreamFilter>(
+      m, "BSF", "A bit-stream filter (or chain) for packets of one codec.")
+      .def(nb::init<const Codec&, const std::string&>(), nb::arg("codec"),
+           nb::arg("bsf"))
+      .def_prop_ro("codec", &media::BitstreamFilter::codec,
+                   "The codec of the packets that come out.")
+      .def_prop_ro("bsf", &media::BitstreamFilter::filters)
+      .def(
+          "_filter",
+          [](media::BitstreamFilter& f, Packets& packets, bool flush) {
+            nb::gil_scoped_release release;
+            return f.filter(std::move(packets), flush);
+          },
+          nb::arg("packets"), nb::arg("flush") = false)
+      .def("_flush",
+           [](media::BitstreamFilter& f) {
+             nb::gil_scoped_release release;
+             return f.flush();
+           })
+      .def("__repr__", [](const media::BitstreamFilter& f) {
+        return "BSF<\"" + f.filters() + "\", " + f.codec().to_string() + ">";
+      });
 
   nb::class_<Frames>(m, "Frames", "Decoded frames.")
       .def_prop_ro("media", &Frames::media)

@@ -165,7 +165,8 @@ void horizontal(const float* row, const Axis& ax, int out_w, int col_lo,
       const float* w3 = weights(o + 3);
       int n = 0;
       for (int j = 0; j < 4; ++j)
-        n = std::max(n, ax.count[static_cast<std::size_t>(o + j)]);
+        n = std::max(n, ax.count[static_cast<std::size_t>(o) +
+                                 static_cast<std::size_t>(j)]);
       Float4 a0 = {0.f, 0.f, 0.f, 0.f};
       Float4 a1 = a0;
       Float4 a2 = a0;

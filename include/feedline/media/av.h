@@ -193,6 +193,18 @@ class Packets {
   std::unique_ptr<Packets> take();
 
   const std::vector<AVPacket*>& packets() const { return packets_; }
+  // Packet i (< num_packets()) without FFmpeg's headers: times in the time
+  // base (INT64_MIN when unknown), flags (1: key frame), the payload and the
+  // side data (FFmpeg's type, bytes). The spans live as long as the packet.
+  struct PacketView {
+    int64_t pts = 0;
+    int64_t dts = 0;
+    int64_t duration = 0;
+    int flags = 0;
+    std::span<const uint8_t> data;
+    std::vector<std::pair<int, std::span<const uint8_t>>> side_data;
+  };
+  PacketView packet(std::size_t i) const;
   // Takes ownership of `packet`.
   void push(AVPacket* packet);
   void set_window(std::optional<Window> w) { window_ = std::move(w); }
@@ -406,6 +418,73 @@ std::unique_ptr<Frames> decode_packets(
 std::vector<std::unique_ptr<Frames>> sample_decode_video(
     Packets&& packets, const std::vector<int64_t>& indices,
     const std::optional<std::string>& filter_desc, const DecodeConfig& config);
+
+// A bit-stream filter (or a chain, "h264_mp4toannexb,dump_extra"): rewrites
+// packets without decoding them, e.g. MP4's length-prefixed H.264/HEVC into
+// the Annex B start codes hardware decoders take. "null" passes packets
+// through.
+class BitstreamFilter {
+ public:
+  // Set up for packets of `codec`. Throws InvalidArgument for an unknown
+  // filter, bad options, or a filter that does not take this codec (naming
+  // the codecs it does take).
+  BitstreamFilter(const Codec& codec, const std::string& filters);
+  ~BitstreamFilter();
+  BitstreamFilter(const BitstreamFilter&) = delete;
+  BitstreamFilter& operator=(const BitstreamFilter&) = delete;
+
+  // The parameters and time base of the packets that come out.
+  const Codec& codec() const { return out_; }
+  const std::string& filters() const { return filters_; }
+
+  // Filters `packets` (consumed; of the codec's media and codec). The
+  // result keeps the src, stream index and window, in the output time base,
+  // with codec() when the input had a codec. With `flush`, the filter is
+  // also drained and reset, so that the next call starts a new stream.
+  // Throws: InvalidArgument for packets of another media or codec,
+  // DecodeError (naming the src) when FFmpeg rejects a packet.
+  std::unique_ptr<Packets> filter(Packets&& packets, bool flush = false);
+  // Drains what the filter still holds and resets it. Packets with no src
+  // and stream index -1 when no filter() call came first.
+  std::unique_ptr<Packets> flush();
+
+ private:
+  void drain(Packets& out);
+  struct Context;
+  std::unique_ptr<Context> ctx_;
+  Codec in_;
+  Codec out_;
+  std::string filters_;
+  std::string src_;
+  int stream_index_ = -1;
+  std::optional<Window> window_;
+  bool had_codec_ = true;
+  mutable std::atomic<std::thread::id> busy_{};
+};
+
+// BitstreamFilter(packets.require_codec(), filters).filter(packets, true).
+std::unique_ptr<Packets> apply_bsf(Packets&& packets,
+                                   const std::string& filters);
+
+// Packets as one byte string, so that they can cross processes (demux in
+// one, decode in another) or sit in shared memory. The layout is internal
+// and versioned (a string of another feedline version is refused): a
+// header with the src, stream, time base, window and codec parameters, one
+// record per packet (times, flags, side data), then the payloads, each at a
+// 64-byte offset from the start and followed by 64 zero bytes, so that a
+// decoder may read past a payload's end in place.
+// Throws ObjectConsumed for consumed packets.
+std::size_t serialized_size(const Packets& packets);
+// Writes exactly serialized_size(packets) bytes to `out`. Throws
+// InvalidArgument when `out` has another size.
+void serialize_packets_into(const Packets& packets, std::span<uint8_t> out);
+Buffer serialize_packets(const Packets& packets);
+// Packets from a string serialize_packets wrote; bytes past its end are
+// ignored. With `view`, the payloads are not copied: each packet points into
+// `blob` and keeps its storage alive. Throws FormatError, naming `name` and
+// what is wrong, for anything else (never reads outside `blob`).
+std::unique_ptr<Packets> deserialize_packets(const Buffer& blob, bool view,
+                                             std::string_view name = "");
 
 // An FFmpeg filter graph with named buffer/abuffer inputs and
 // buffersink/abuffersink outputs.

@@ -455,6 +455,22 @@ class Packets:
     def clone(self) -> Packets:
         """A copy sharing every payload (no data is copied)."""
 
+    def _payloads(self) -> list:
+        """Each packet's payload as bytes (for tests and debugging)."""
+
+    def serialize(self) -> bytes:
+        """The packets as bytes (for another process, or shared memory)."""
+
+    @staticmethod
+    def deserialize(data: object) -> Packets:
+        """Packets from serialize() output (bytes-like), copied."""
+
+    @staticmethod
+    def deserialize_view(data: object) -> Packets:
+        """
+        Packets from serialize() output whose payloads stay in `data` (a bytes-like object, e.g. a memoryview of shared memory), which they keep alive; nothing is copied. `data` must not change while they live.
+        """
+
     def __repr__(self) -> str: ...
 
 class AudioPackets(Packets):
@@ -465,6 +481,29 @@ class VideoPackets(Packets):
 
 class ImagePackets(Packets):
     pass
+
+def deserialize_packets(data: object, view: bool = False, name: str = '') -> Packets:
+    """
+    Packets from Packets.serialize() output; with view=True the payloads stay in `data` (kept alive) instead of being copied.
+    """
+
+class BSF:
+    """A bit-stream filter (or chain) for packets of one codec."""
+
+    def __init__(self, codec: Codec, bsf: str) -> None: ...
+
+    @property
+    def codec(self) -> Codec:
+        """The codec of the packets that come out."""
+
+    @property
+    def bsf(self) -> str: ...
+
+    def _filter(self, packets: Packets, flush: bool = False) -> Packets: ...
+
+    def _flush(self) -> Packets: ...
+
+    def __repr__(self) -> str: ...
 
 class Frames:
     """Decoded frames."""

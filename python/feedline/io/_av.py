@@ -34,6 +34,7 @@ Where feedline differs:
 
 from __future__ import annotations
 
+import copyreg
 import decimal
 import math
 import numbers
@@ -48,6 +49,7 @@ from .._feedline_ext import io as _io
 __all__ = [
     "AudioFrames",
     "AudioPackets",
+    "BSF",
     "Codec",
     "Decoder",
     "Demuxer",
@@ -58,6 +60,7 @@ __all__ = [
     "Packets",
     "VideoFrames",
     "VideoPackets",
+    "apply_bsf",
     "convert_array",
     "convert_frames",
     "decode_config",
@@ -228,20 +231,21 @@ class Demuxer:
             raise RuntimeError("the Demuxer was closed")
         return d
 
-    def demux_audio(self, window=None) -> AudioPackets:
+    def demux_audio(self, window=None, *, bsf: str | None = None) -> AudioPackets:
         """Packets of the best audio stream, in the window ``(start, end)``
-        (seconds) when given."""
-        return self._native.demux(_io.Media.AUDIO, _window(window))
+        (seconds) when given, through the bit-stream filter ``bsf`` when
+        given (see :func:`apply_bsf`)."""
+        return _with_bsf(self._native.demux(_io.Media.AUDIO, _window(window)), bsf)
 
-    def demux_video(self, window=None) -> VideoPackets:
+    def demux_video(self, window=None, *, bsf: str | None = None) -> VideoPackets:
         """Packets of the best video stream, in the window when given (the
         packets from the key frame before its start are kept: the decoder
-        needs them)."""
-        return self._native.demux(_io.Media.VIDEO, _window(window))
+        needs them), through the bit-stream filter ``bsf`` when given."""
+        return _with_bsf(self._native.demux(_io.Media.VIDEO, _window(window)), bsf)
 
-    def demux_image(self) -> ImagePackets:
+    def demux_image(self, *, bsf: str | None = None) -> ImagePackets:
         """The first packet of the best video stream (an image)."""
-        return self._native.demux(_io.Media.IMAGE, None)
+        return _with_bsf(self._native.demux(_io.Media.IMAGE, None), bsf)
 
     def streaming_demux(self, indices=None, *, duration: float = -1, num_packets: int = -1):
         """Iterates over the file in chunks: ``num_packets`` packets of one
@@ -319,19 +323,93 @@ def _demux_config_copy(cfg: _io.DemuxConfig, **changes) -> _io.DemuxConfig:
     return out
 
 
-def demux_audio(src, *, timestamp=None, demux_config=None, name=None, **kwargs) -> AudioPackets:
+def demux_audio(src, *, timestamp=None, demux_config=None, bsf=None, name=None, **kwargs) -> AudioPackets:
     with Demuxer(src, demux_config=demux_config, name=name, **kwargs) as d:
-        return d.demux_audio(timestamp)
+        return d.demux_audio(timestamp, bsf=bsf)
 
 
-def demux_video(src, *, timestamp=None, demux_config=None, name=None, **kwargs) -> VideoPackets:
+def demux_video(src, *, timestamp=None, demux_config=None, bsf=None, name=None, **kwargs) -> VideoPackets:
     with Demuxer(src, demux_config=demux_config, name=name, **kwargs) as d:
-        return d.demux_video(timestamp)
+        return d.demux_video(timestamp, bsf=bsf)
 
 
-def demux_image(src, *, demux_config=None, name=None, **kwargs) -> ImagePackets:
+def demux_image(src, *, demux_config=None, bsf=None, name=None, **kwargs) -> ImagePackets:
     with Demuxer(src, demux_config=demux_config, name=name, **kwargs) as d:
-        return d.demux_image()
+        return d.demux_image(bsf=bsf)
+
+
+# --- bit-stream filters -----------------------------------------------------
+
+
+class BSF:
+    """A bit-stream filter, or a chain of them (``"h264_mp4toannexb"``,
+    ``"hevc_mp4toannexb,dump_extra"``), for packets of ``codec``: rewrites
+    packets without decoding them. Typical use: MP4's length-prefixed
+    H.264/HEVC to the Annex B start codes that hardware decoders and raw
+    elementary-stream files take. ``"null"`` passes packets through.
+
+    An unknown filter, bad options, or a filter that does not take the
+    codec raise ``ValueError`` naming the codecs it takes.
+    """
+
+    def __init__(self, codec: Codec, bsf: str):
+        self._bsf = _io.BSF(codec, bsf)
+
+    @property
+    def codec(self) -> Codec:
+        """The codec of the packets that come out (for the decoder)."""
+        return self._bsf.codec
+
+    def filter(self, packets: Packets, flush: bool = False) -> Packets | None:
+        """Filters ``packets`` (consumed). The result keeps the src, stream
+        and window, and has :attr:`codec` when the input had a codec; None
+        when nothing came out. With ``flush=True`` the filter is drained and
+        reset, ready for another stream."""
+        out = self._bsf._filter(packets, flush)
+        return out if out.num_packets else None
+
+    def flush(self) -> Packets | None:
+        """Whatever the filter still holds (None when nothing), and resets it."""
+        out = self._bsf._flush()
+        return out if out.num_packets else None
+
+    def __repr__(self):
+        return repr(self._bsf)
+
+
+def apply_bsf(packets: Packets, bsf: str) -> Packets | None:
+    """``BSF(packets.codec, bsf).filter(packets, flush=True)``: packets
+    (consumed) through a bit-stream filter. ``ValueError`` when the packets
+    carry no codec (streamed packets)."""
+    if packets.codec is None:
+        raise ValueError("The packets object does not have codec.")
+    return BSF(packets.codec, bsf).filter(packets, flush=True)
+
+
+def _with_bsf(packets, bsf):
+    if bsf is None:
+        return packets
+    src = packets.src
+    out = apply_bsf(packets, bsf)
+    if out is None:
+        raise ValueError(f"bit-stream filter {bsf!r} gave no packets for {src}")
+    return out
+
+
+# --- packets across processes -----------------------------------------------
+
+
+def _deserialize(data) -> Packets:
+    """Rebuilds pickled packets (copied)."""
+    return _io.Packets.deserialize(data)
+
+
+def _reduce_packets(packets: Packets):
+    return _deserialize, (packets.serialize(),)
+
+
+for _cls in (AudioPackets, VideoPackets, ImagePackets):
+    copyreg.pickle(_cls, _reduce_packets)
 
 
 # --- filter descriptions ----------------------------------------------------

@@ -5,7 +5,7 @@
 ``memfd`` file, so nothing is ever left in ``/dev/shm``). The worker calls
 :func:`offload` on each item: the item is pickled, except that its large
 leaves (``bytes``, ``bytearray``, ``memoryview``, NumPy arrays, CPU torch
-tensors, feedline Buffers) are copied once into one segment and replaced by
+tensors, feedline Buffers, media Packets) are copied once into one segment and replaced by
 small markers. The result, the *envelope*, is a few hundred bytes whatever
 the item's size; it travels through any queue. The parent calls
 :func:`restore`, which takes the segment over and rebuilds each leaf as a
@@ -272,6 +272,11 @@ class _Offloader(pickle.Pickler):
         if t is _io.Buffer:  # never picklable otherwise
             data = obj if _is_contiguous(obj) else _np().ascontiguousarray(obj)
             return ("f", self._write(data), obj.dtype, obj.shape)
+        if isinstance(obj, _io.Packets) and not obj.consumed:
+            blob = obj.serialize()
+            if len(blob) < self._threshold:
+                return None
+            return ("p", self._write(blob), len(blob))
         np = sys.modules.get("numpy")
         if np is not None and t is np.ndarray:
             if obj.nbytes < self._threshold or obj.dtype.hasobject:
@@ -327,6 +332,8 @@ class _Restorer(pickle.Unpickler):
         if kind == "f":
             _, offset, dtype, shape = pid
             return self._arena.view(self._lease, offset, dtype, list(shape))
+        if kind == "p":  # the payloads stay in the segment, which they hold
+            return _io.deserialize_packets(self._bytes(pid[1], pid[2]), True, "shared memory")
         if kind == "n":
             _, offset, dtype, shape = pid
             nbytes = dtype.itemsize * _numel(shape)
@@ -368,6 +375,8 @@ class _RingRestorer(pickle.Unpickler):
         if kind == "f":
             _, offset, dtype, shape = pid
             return self._ring.read(offset, dtype, list(shape))
+        if kind == "p":
+            return _io.deserialize_packets(self._ring.read_bytes(pid[1], pid[2]), False, "shared memory")
         if kind == "n":
             _, offset, dtype, shape = pid
             return self._array(offset, dtype.itemsize * _numel(shape)).view(dtype).reshape(shape)

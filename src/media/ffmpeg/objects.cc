@@ -162,6 +162,27 @@ const Codec& Packets::require_codec() const {
 
 void Packets::push(AVPacket* packet) { packets_.push_back(packet); }
 
+Packets::PacketView Packets::packet(std::size_t i) const {
+  check();
+  if (i >= packets_.size()) {
+    throw OutOfRange(src_ + ": packet " + std::to_string(i) + " of " +
+                     std::to_string(packets_.size()));
+  }
+  const AVPacket* p = packets_[i];
+  PacketView v;
+  v.pts = p->pts;
+  v.dts = p->dts;
+  v.duration = p->duration;
+  v.flags = p->flags;
+  v.data = {p->data, static_cast<std::size_t>(p->size)};
+  for (int s = 0; s < p->side_data_elems; ++s) {
+    const AVPacketSideData& sd = p->side_data[s];
+    v.side_data.emplace_back(static_cast<int>(sd.type),
+                             std::span<const uint8_t>(sd.data, sd.size));
+  }
+  return v;
+}
+
 std::size_t Packets::size() const {
   check();
   if (!window_) return packets_.size();
