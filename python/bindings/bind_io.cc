@@ -433,6 +433,7 @@ void bind_io(nb::module_& parent) {
       },
       nb::arg("sample_rate"), nb::arg("channels"));
   bind_av(m);
+  bind_encode(m);
   m.def("load_npy_op", [] { return NativeOp{ops::load_npy(), "load_npy"}; });
   m.def("load_wav_op", [] { return NativeOp{ops::load_wav(), "load_wav"}; });
   m.def("zip_members_op", [] {

@@ -65,6 +65,9 @@ void bind_spec(nanobind::module_& m);
 // their native ops; bind_av() adds the FFmpeg objects to it.
 void bind_io(nanobind::module_& m);
 void bind_av(nanobind::module_& io);
+// Adds feedline.io's encoding: Muxer, Encoder, encode configs, frames from
+// arrays, encode_image.
+void bind_encode(nanobind::module_& io);
 
 // Adds the shared-memory arena (_SharedArena, _ArenaUnit, _ArenaLease).
 void bind_arena(nanobind::module_& m);

@@ -20,10 +20,11 @@ import os
 
 from .._feedline_ext import DecodeError, UnsupportedFormat
 from .._feedline_ext import io as _io
-from . import _av, ops, utils  # noqa: F401 (submodules as attributes)
+from . import _av, _encode, ops, utils  # noqa: F401 (submodules as attributes)
 from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._audio import load_audio
 from ._av import *  # noqa: F401,F403 -- SPDL's FFmpeg API
+from ._encode import *  # noqa: F401,F403 -- SPDL's encoding API
 from ._options import image_options
 
 Buffer = _io.Buffer
@@ -31,27 +32,31 @@ Buffer.__module__ = __name__
 
 _LG = logging.getLogger(__name__)
 
-__all__ = _av.__all__ + [
-    "Buffer",
-    "buffer_cache_size",
-    "set_buffer_cache_limit",
-    "NpzFile",
-    "ZipArchive",
-    "decode_image",
-    "iter_tarfile",
-    "load_audio",
-    "load_npy",
-    "load_npz",
-    "load_wav",
-    "open_zip",
-    "parse_wav",
-    "load_image",
-    "load_image_batch",
-    "random_resized_crop_box",
-    "transform_image",
-    "to_numpy",
-    "to_torch",
-]
+__all__ = (
+    _av.__all__
+    + _encode.__all__
+    + [
+        "Buffer",
+        "buffer_cache_size",
+        "set_buffer_cache_limit",
+        "NpzFile",
+        "ZipArchive",
+        "decode_image",
+        "iter_tarfile",
+        "load_audio",
+        "load_npy",
+        "load_npz",
+        "load_wav",
+        "open_zip",
+        "parse_wav",
+        "load_image",
+        "load_image_batch",
+        "random_resized_crop_box",
+        "transform_image",
+        "to_numpy",
+        "to_torch",
+    ]
+)
 
 
 def decode_image(data, /, *, name: str | None = None, index: int | None = None, **options) -> Buffer:

@@ -37,6 +37,7 @@ extern "C" {
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "feedline/base/error.h"
 #include "feedline/media/av.h"
@@ -215,6 +216,66 @@ void quiet_logging();
 // Returns "yuv420p", "fltp", ... or "none".
 std::string pix_fmt_name(int format);
 std::string sample_fmt_name(int format);
+
+// What an encoder takes; an empty list when it does not say (it takes
+// any). FFmpeg 7.1 replaced the AVCodec fields with
+// avcodec_get_supported_config.
+struct EncoderSupport {
+  std::vector<int> pix_fmts;
+  std::vector<int> sample_fmts;
+  std::vector<int> sample_rates;
+  std::vector<AVRational> frame_rates;
+  std::vector<uint64_t> layout_masks;  // native layouts only
+};
+inline EncoderSupport encoder_support(const AVCodec* codec) {
+  EncoderSupport s;
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(61, 13, 100)
+  auto get = [codec](AVCodecConfig what, int* n) {
+    const void* out = nullptr;
+    *n = 0;
+    if (avcodec_get_supported_config(nullptr, codec, what, 0, &out, n) < 0)
+      *n = 0;
+    return out;
+  };
+  int n = 0;
+  auto* pix =
+      static_cast<const AVPixelFormat*>(get(AV_CODEC_CONFIG_PIX_FORMAT, &n));
+  for (int i = 0; pix != nullptr && i < n; ++i) s.pix_fmts.push_back(pix[i]);
+  auto* smp = static_cast<const AVSampleFormat*>(
+      get(AV_CODEC_CONFIG_SAMPLE_FORMAT, &n));
+  for (int i = 0; smp != nullptr && i < n; ++i) s.sample_fmts.push_back(smp[i]);
+  auto* rates = static_cast<const int*>(get(AV_CODEC_CONFIG_SAMPLE_RATE, &n));
+  for (int i = 0; rates != nullptr && i < n; ++i)
+    s.sample_rates.push_back(rates[i]);
+  auto* fr =
+      static_cast<const AVRational*>(get(AV_CODEC_CONFIG_FRAME_RATE, &n));
+  for (int i = 0; fr != nullptr && i < n; ++i) s.frame_rates.push_back(fr[i]);
+  auto* layouts = static_cast<const AVChannelLayout*>(
+      get(AV_CODEC_CONFIG_CHANNEL_LAYOUT, &n));
+  for (int i = 0; layouts != nullptr && i < n; ++i) {
+    if (layouts[i].order == AV_CHANNEL_ORDER_NATIVE)
+      s.layout_masks.push_back(layouts[i].u.mask);
+  }
+#else
+  for (const AVPixelFormat* p = codec->pix_fmts; p != nullptr && *p != -1; ++p)
+    s.pix_fmts.push_back(*p);
+  for (const AVSampleFormat* p = codec->sample_fmts; p != nullptr && *p != -1;
+       ++p)
+    s.sample_fmts.push_back(*p);
+  for (const int* p = codec->supported_samplerates; p != nullptr && *p != 0;
+       ++p)
+    s.sample_rates.push_back(*p);
+  for (const AVRational* p = codec->supported_framerates;
+       p != nullptr && p->den != 0; ++p)
+    s.frame_rates.push_back(*p);
+  for (const AVChannelLayout* p = codec->ch_layouts;
+       p != nullptr && p->nb_channels != 0; ++p) {
+    if (p->order == AV_CHANNEL_ORDER_NATIVE)
+      s.layout_masks.push_back(p->u.mask);
+  }
+#endif
+  return s;
+}
 
 }  // namespace feedline::media::ffmpeg
 

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Writing media through FFmpeg: frames from arrays, encoders, a muxer, and
+// images encoded in one call.
+//
+//   auto frames = video_frames_from(array, "rgb24", {30, 1});
+//   Muxer muxer("out.mp4");
+//   Encoder& enc = muxer.add_encode_stream(VideoEncodeConfig{...}, "libx264",
+//                                          {{"crf", "18"}});
+//   muxer.open();
+//   muxer.write(0, *enc.encode(std::move(*frames)));
+//   muxer.write(0, *enc.flush());
+//   muxer.close();
+//
+// Configurations are checked against what the chosen encoder supports
+// (pixel and sample formats, frame and sample rates, channel layouts):
+// anything else is InvalidArgument naming the encoder and what it takes.
+// An encoder converts video frames of another pixel format (same size)
+// with libswscale; audio frames must already have the encoder's sample
+// format and rate, and are regrouped into the encoder's frame size.
+//
+// Errors: InvalidArgument for bad configurations, unknown encoders, muxers
+// or options, frames of the wrong size or format, and calls out of order
+// (write before open, anything after close); IoError when the output cannot
+// be opened or written; DecodeError when FFmpeg's encoder fails.
+
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "feedline/base/buffer.h"
+#include "feedline/media/av.h"
+
+namespace feedline::media {
+
+struct VideoEncodeConfig {
+  int width = 0;
+  int height = 0;
+  // nullopt: the encoder's first supported rate (an error if it has none).
+  std::optional<Rational> frame_rate;
+  std::string pix_fmt;    // "": the encoder's first supported format
+  int64_t bit_rate = -1;  // each of these: -1 leaves the encoder's default
+  int compression_level = -1;
+  int qscale = -1;  // >= 0: constant quality (FFmpeg's -q:v)
+  int gop_size = -1;
+  int max_b_frames = -1;
+  std::string colorspace;  // "bt709", ...; "": unset
+  std::string color_primaries;
+  std::string color_trc;
+};
+
+struct AudioEncodeConfig {
+  int num_channels = 0;
+  int sample_rate = 0;     // 0: the encoder's first supported rate
+  std::string sample_fmt;  // "": the encoder's first supported format
+  int64_t bit_rate = -1;
+  int compression_level = -1;
+  int qscale = -1;
+};
+
+// Frames made from a C-contiguous array (copied), `pts` for the first and
+// one more per frame, in time base 1/frame_rate:
+//   rgb24, bgr24 (N, H, W, 3); rgba, bgra, argb, abgr (N, H, W, 4);
+//   gray8 / gray (N, H, W) uint8; gray16le, gray16be, gray16 (native order)
+//   (N, H, W) uint16; yuv444p, gbrp (N, 3, H, W) uint8; yuv420p
+//   (N, 1, H*3/2, W) uint8 (Y, then U and V: convert_frames' layout).
+// Throws InvalidArgument naming the expected shape and dtype.
+std::unique_ptr<Frames> video_frames_from(const Buffer& array,
+                                          const std::string& pix_fmt,
+                                          Rational frame_rate, int64_t pts = 0);
+// Audio frames (one) from (C, N) for planar sample formats (fltp, s16p,
+// s32p, dblp, u8p, s64p) or (N, C) for packed ones (flt, s16, s32, dbl, u8,
+// s64), with the format's dtype; time base 1/sample_rate.
+std::unique_ptr<Frames> audio_frames_from(const Buffer& array,
+                                          const std::string& sample_fmt,
+                                          int sample_rate, int64_t pts = 0);
+
+// One image (H, W, C) or (H, W) as a complete file in `format`: "png",
+// "jpeg" (or "jpg"), "webp", "tiff", "bmp". The pixels are `pix_fmt` as in
+// video_frames_from; they are converted to what the encoder takes when it
+// does not take them (JPEG: yuvj444p). `quality` (-1: the encoder's
+// default): JPEG 2 (best) to 31 (qscale), WebP 0 to 100; `lossless` for
+// WebP. Returns the file's bytes.
+struct ImageEncodeOptions {
+  std::string format = "png";
+  std::string pix_fmt = "rgb24";
+  int quality = -1;
+  bool lossless = false;
+  int compression_level = -1;  // PNG 0-9, WebP 0-6
+};
+
+class Encoder {
+ public:
+  ~Encoder();
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
+
+  Media media() const;
+  // The encoder's name ("libx264") and the parameters of what it writes.
+  std::string name() const;
+  Codec codec() const;
+  // Audio: the samples each frame must hold (0: any); frames of other sizes
+  // are regrouped. Video: 0.
+  int frame_size() const;
+  // Encodes `frames` (consumed). Video frames are numbered on from the last
+  // one sent, whatever their own times. Returns the packets ready so far
+  // (possibly none), in the encoder's time base.
+  std::unique_ptr<Packets> encode(Frames&& frames);
+  // Drains the encoder at the end of the stream (audio: the last, shorter
+  // frame first). Encoding after a flush is an error.
+  std::unique_ptr<Packets> flush();
+
+ private:
+  friend class Muxer;
+  friend Buffer encode_image(const Buffer& array,
+                             const ImageEncodeOptions& options);
+  class Impl;
+  explicit Encoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// An output file: streams added with encoders (or copied packets), then
+// open(), write() packets, close(). A Muxer destroyed without close()
+// finishes the file as well as it can and always releases it.
+class Muxer {
+ public:
+  // `format`: a muxer name ("mp4", "matroska", "wav", "image2", ...); ""
+  // guesses from the path's extension. Throws InvalidArgument when neither
+  // names a muxer.
+  explicit Muxer(std::string dst, const std::string& format = "");
+  ~Muxer();
+  Muxer(const Muxer&) = delete;
+  Muxer& operator=(const Muxer&) = delete;
+
+  const std::string& dst() const { return dst_; }
+  std::string format() const;
+  // Adds a stream and its encoder (owned by the Muxer): `encoder` by name
+  // ("" : by the image2 muxer, the file extension's encoder; else the
+  // format's default), `options` its private options ("crf", "preset").
+  // Before open() only.
+  Encoder& add_encode_stream(
+      const VideoEncodeConfig& config, const std::string& encoder = "",
+      const std::map<std::string, std::string>& options = {});
+  Encoder& add_encode_stream(
+      const AudioEncodeConfig& config, const std::string& encoder = "",
+      const std::map<std::string, std::string>& options = {});
+  // Adds a stream for packets that are written as they are (no encoding).
+  int add_remux_stream(const Codec& codec);
+  int num_streams() const;
+  // Opens the file and writes the header; `options` are the muxer's
+  // ("movflags": "+faststart"); any not taken is InvalidArgument.
+  void open(const std::map<std::string, std::string>& options = {});
+  // Writes `packets` (not consumed) to stream `index`, rescaled to its time
+  // base.
+  void write(int index, const Packets& packets);
+  // Writes what the interleaving queue holds.
+  void flush();
+  // Writes the trailer and closes the file. Further calls are errors.
+  void close();
+  bool is_open() const;
+  bool closed() const;
+
+ private:
+  struct State;
+  std::string dst_;
+  std::unique_ptr<State> state_;
+};
+
+// One image as a complete file (see ImageEncodeOptions). Throws
+// InvalidArgument for a bad array, format or option.
+Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options);
+
+}  // namespace feedline::media

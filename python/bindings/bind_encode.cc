@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// feedline.io's encoding objects: Muxer, Encoder, VideoEncodeConfig,
+// AudioEncodeConfig, frames from arrays and encode_image. The Python
+// package (feedline/io/_encode.py) arranges them into SPDL's API.
+//
+// GIL: encoding, writing and converting run with it released.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "feedline/base/error.h"
+#include "feedline/media/encode.h"
+
+namespace nb = nanobind;
+
+namespace feedline::bindings {
+namespace {
+
+using media::AudioEncodeConfig;
+using media::Encoder;
+using media::Muxer;
+using media::Rational;
+using media::VideoEncodeConfig;
+
+using Options = std::map<std::string, std::string>;
+
+// A C-contiguous array given as a bytes-like object with its shape and
+// dtype (the Python layer makes it contiguous).
+Buffer array_from(nb::handle data, const std::vector<int64_t>& shape,
+                  const std::string& dtype) {
+  Buffer bytes = bytes_from_python(data);
+  const DType t = dtype_from_name(dtype);
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw InvalidArgument("negative dimension in the shape");
+    n *= d;
+  }
+  if (static_cast<std::size_t>(n) * dtype_size(t) != bytes.nbytes())
+    throw InvalidArgument("the array's bytes do not match its shape");
+  return Buffer::view(bytes.owner(), bytes.data(), t, shape);
+}
+
+Rational rational_from(nb::handle pair) {
+  if (nb::len(pair) != 2) throw InvalidArgument("a rate is (num, den)");
+  return Rational{nb::cast<int>(pair[0]), nb::cast<int>(pair[1])};
+}
+
+}  // namespace
+
+void bind_encode(nb::module_& m) {
+  nb::class_<VideoEncodeConfig>(m, "VideoEncodeConfig")
+      .def(nb::init<>())
+      .def_rw("width", &VideoEncodeConfig::width)
+      .def_rw("height", &VideoEncodeConfig::height)
+      .def_prop_rw(
+          "frame_rate",
+          [](const VideoEncodeConfig& c) -> nb::object {
+            if (!c.frame_rate) return nb::none();
+            return nb::make_tuple(c.frame_rate->num, c.frame_rate->den);
+          },
+          [](VideoEncodeConfig& c, nb::handle v) {
+            if (v.is_none()) {
+              c.frame_rate.reset();
+            } else {
+              c.frame_rate = rational_from(v);
+            }
+          },
+          nb::arg("value").none())
+      .def_rw("pix_fmt", &VideoEncodeConfig::pix_fmt)
+      .def_rw("bit_rate", &VideoEncodeConfig::bit_rate)
+      .def_rw("compression_level", &VideoEncodeConfig::compression_level)
+      .def_rw("qscale", &VideoEncodeConfig::qscale)
+      .def_rw("gop_size", &VideoEncodeConfig::gop_size)
+      .def_rw("max_b_frames", &VideoEncodeConfig::max_b_frames)
+      .def_rw("colorspace", &VideoEncodeConfig::colorspace)
+      .def_rw("color_primaries", &VideoEncodeConfig::color_primaries)
+      .def_rw("color_trc", &VideoEncodeConfig::color_trc);
+  nb::class_<AudioEncodeConfig>(m, "AudioEncodeConfig")
+      .def(nb::init<>())
+      .def_rw("num_channels", &AudioEncodeConfig::num_channels)
+      .def_rw("sample_rate", &AudioEncodeConfig::sample_rate)
+      .def_rw("sample_fmt", &AudioEncodeConfig::sample_fmt)
+      .def_rw("bit_rate", &AudioEncodeConfig::bit_rate)
+      .def_rw("compression_level", &AudioEncodeConfig::compression_level)
+      .def_rw("qscale", &AudioEncodeConfig::qscale);
+
+  nb::class_<Encoder>(m, "Encoder", "Encodes frames of one stream.")
+      .def_prop_ro("media", &Encoder::media)
+      .def_prop_ro("name", &Encoder::name)
+      .def_prop_ro("codec", &Encoder::codec)
+      .def_prop_ro("frame_size", &Encoder::frame_size,
+                   "Audio: samples per frame the encoder takes (0: any); "
+                   "frames of other sizes are regrouped.")
+      .def(
+          "_encode",
+          [](Encoder& e, media::Frames& frames) {
+            nb::gil_scoped_release release;
+            return e.encode(std::move(frames));
+          },
+          nb::arg("frames"))
+      .def("_flush", [](Encoder& e) {
+        nb::gil_scoped_release release;
+        return e.flush();
+      });
+
+  nb::class_<Muxer>(m, "Muxer", "An output file and its streams.")
+      .def(nb::init<std::string, const std::string&>(), nb::arg("dst"),
+           nb::arg("format") = "")
+      .def_prop_ro("dst", &Muxer::dst)
+      .def_prop_ro("format", &Muxer::format)
+      .def_prop_ro("num_streams", &Muxer::num_streams)
+      .def_prop_ro("is_open", &Muxer::is_open)
+      .def_prop_ro("closed", &Muxer::closed)
+      .def(
+          "add_video_stream",
+          [](Muxer& m, const VideoEncodeConfig& c, const std::string& encoder,
+             const Options& options) -> Encoder& {
+            return m.add_encode_stream(c, encoder, options);
+          },
+          nb::arg("config"), nb::arg("encoder"), nb::arg("options"),
+          nb::rv_policy::reference_internal)
+      .def(
+          "add_audio_stream",
+          [](Muxer& m, const AudioEncodeConfig& c, const std::string& encoder,
+             const Options& options) -> Encoder& {
+            return m.add_encode_stream(c, encoder, options);
+          },
+          nb::arg("config"), nb::arg("encoder"), nb::arg("options"),
+          nb::rv_policy::reference_internal)
+      .def("add_remux_stream", &Muxer::add_remux_stream, nb::arg("codec"))
+      .def(
+          "open",
+          [](Muxer& m, const Options& options) {
+            nb::gil_scoped_release release;
+            m.open(options);
+          },
+          nb::arg("options"))
+      .def(
+          "write",
+          [](Muxer& m, int index, const media::Packets& packets) {
+            nb::gil_scoped_release release;
+            m.write(index, packets);
+          },
+          nb::arg("index"), nb::arg("packets"))
+      .def("flush",
+           [](Muxer& m) {
+             nb::gil_scoped_release release;
+             m.flush();
+           })
+      .def("close", [](Muxer& m) {
+        nb::gil_scoped_release release;
+        m.close();
+      });
+
+  m.def(
+      "video_frames_from",
+      [](nb::handle data, const std::vector<int64_t>& shape,
+         const std::string& dtype, const std::string& pix_fmt,
+         nb::handle frame_rate, int64_t pts) {
+        Buffer a = array_from(data, shape, dtype);
+        const Rational rate = rational_from(frame_rate);
+        nb::gil_scoped_release release;
+        return media::video_frames_from(a, pix_fmt, rate, pts);
+      },
+      nb::arg("data"), nb::arg("shape"), nb::arg("dtype"), nb::arg("pix_fmt"),
+      nb::arg("frame_rate"), nb::arg("pts"));
+  m.def(
+      "audio_frames_from",
+      [](nb::handle data, const std::vector<int64_t>& shape,
+         const std::string& dtype, const std::string& sample_fmt,
+         int sample_rate, int64_t pts) {
+        Buffer a = array_from(data, shape, dtype);
+        nb::gil_scoped_release release;
+        return media::audio_frames_from(a, sample_fmt, sample_rate, pts);
+      },
+      nb::arg("data"), nb::arg("shape"), nb::arg("dtype"),
+      nb::arg("sample_fmt"), nb::arg("sample_rate"), nb::arg("pts"));
+  m.def(
+      "encode_image",
+      [](nb::handle data, const std::vector<int64_t>& shape,
+         const std::string& dtype, const std::string& format,
+         const std::string& pix_fmt, int quality, bool lossless,
+         int compression_level) {
+        Buffer a = array_from(data, shape, dtype);
+        media::ImageEncodeOptions o;
+        o.format = format;
+        o.pix_fmt = pix_fmt;
+        o.quality = quality;
+        o.lossless = lossless;
+        o.compression_level = compression_level;
+        Buffer out;
+        {
+          nb::gil_scoped_release release;
+          out = media::encode_image(a, o);
+        }
+        return nb::bytes(out.data_as<const char>(), out.nbytes());
+      },
+      nb::arg("data"), nb::arg("shape"), nb::arg("dtype"), nb::arg("format"),
+      nb::arg("pix_fmt"), nb::arg("quality"), nb::arg("lossless"),
+      nb::arg("compression_level"));
+}
+
+}  // namespace feedline::bindings

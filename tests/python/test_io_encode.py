@@ -1,0 +1,375 @@
+"""Encoding and muxing (Muxer, encoders, frames from arrays, save_image,
+encode_image): round trips through the ``ffmpeg`` CLI and ``ffprobe``;
+lossless codecs must give the input back exactly, lossy ones within a PSNR."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import feedline.io as fio
+
+W, H = 96, 64
+
+
+def _probe(path) -> dict:
+    out = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_streams", "-show_format", "-count_frames", "-of", "json", str(path)],
+        check=True,
+        capture_output=True,
+    ).stdout
+    return json.loads(out)
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+def _video(n: int = 12) -> np.ndarray:
+    """Smooth moving colour waves: compressible, not flat, and without the
+    sharp colour edges that 4:2:0 chroma cannot keep."""
+    y, x = np.mgrid[0:H, 0:W].astype(np.float64)
+    frames = []
+    for t in range(n):
+        r = 128 + 90 * np.sin(x / 11 + t / 4)
+        g = 128 + 90 * np.sin(y / 9 - t / 5)
+        b = 128 + 90 * np.sin((x + y) / 14 + t / 3)
+        frames.append(np.stack([r, g, b], axis=-1))
+    return np.rint(frames).astype(np.uint8)
+
+
+def _write_video(path, frames, *, encoder=None, pix_fmt="yuv420p", options=None, fmt=None, rate=25):
+    muxer = fio.Muxer(path, format=fmt)
+    cfg = fio.video_encode_config(height=H, width=W, frame_rate=rate, pix_fmt=pix_fmt)
+    enc = muxer.add_encode_stream(cfg, encoder=encoder, encoder_config=options)
+    with muxer.open():
+        for i in range(0, len(frames), 5):  # several calls, as a stream
+            packets = enc.encode(fio.create_reference_video_frame(frames[i : i + 5], "rgb24", rate, i))
+            if packets is not None:
+                muxer.write(0, packets)
+        rest = enc.flush()
+        if rest is not None:
+            muxer.write(0, rest)
+
+
+@pytest.mark.parametrize(
+    ("name", "encoder", "pix_fmt", "options"),
+    [
+        ("ffv1.mkv", "ffv1", "bgr0", None),
+        ("rgb.nut", "rawvideo", "rgb24", None),
+        ("png.mov", "png", "rgb24", None),
+        ("x264rgb.mkv", "libx264rgb", "rgb24", {"qp": "0"}),
+    ],
+)
+def test_lossless_video_gives_the_frames_back(tmp_path, ffmpeg, name, encoder, pix_fmt, options):
+    frames = _video()
+    path = tmp_path / name
+    _write_video(path, frames, encoder=encoder, pix_fmt=pix_fmt, options=options)
+    np.testing.assert_array_equal(ffmpeg.video(path, (H, W, 3)), frames)
+    probe = _probe(path)
+    (stream,) = probe["streams"]
+    assert (stream["width"], stream["height"]) == (W, H)
+    assert int(stream["nb_read_frames"]) == len(frames)
+
+
+def _yuv420p(n: int = 12) -> np.ndarray:
+    """Smooth moving planes as convert_frames lays out yuv420p: (N, 1, H*3/2, W)."""
+    y, x = np.mgrid[0:H, 0:W].astype(np.float64)
+    cy, cx = np.mgrid[0 : H // 2, 0 : W // 2].astype(np.float64)
+    out = []
+    for t in range(n):
+        luma = 128 + 80 * np.sin(x / 9 + t / 4) * np.cos(y / 13 - t / 6)
+        u = 128 + 40 * np.sin(cx / 7 + t / 5)
+        v = 128 + 40 * np.cos(cy / 6 - t / 3)
+        out.append(np.concatenate([luma.ravel(), u.ravel(), v.ravel()]).reshape(1, H * 3 // 2, W))
+    return np.rint(out).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("name", "encoder", "options"),
+    [
+        ("h264.mp4", "libx264", {"crf": "12", "preset": "fast"}),
+        ("hevc.mp4", "libx265", {"crf": "12", "x265-params": "log-level=none"}),
+        ("vp9.webm", "libvpx-vp9", {"crf": "10", "b": "0", "deadline": "realtime", "cpu-used": "8"}),
+    ],
+)
+def test_lossy_video_is_within_40_db_and_ffprobe_agrees(tmp_path, ffmpeg, name, encoder, options):
+    frames = _yuv420p()
+    path = tmp_path / name
+    muxer = fio.Muxer(path)
+    enc = muxer.add_encode_stream(
+        fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"),
+        encoder=encoder,
+        encoder_config=options,
+    )
+    with muxer.open():
+        for packets in (enc.encode(fio.create_reference_video_frame(frames, "yuv420p", 25)), enc.flush()):
+            if packets is not None:
+                muxer.write(0, packets)
+    got = ffmpeg.video(path, (H * 3 // 2, W), pix_fmt="yuv420p")
+    assert got.shape == (len(frames), H * 3 // 2, W)
+    assert _psnr(got, frames[:, 0]) >= 40
+    (stream,) = _probe(path)["streams"]
+    assert int(stream["nb_read_frames"]) == len(frames)
+    assert stream["avg_frame_rate"] == "25/1"
+    assert (stream["width"], stream["height"], stream["codec_name"]) == (W, H, name.split(".")[0])
+    # And feedline reads back what it wrote.
+    assert fio.load_video(path).shape == (len(frames), H, W, 3)
+
+
+def test_rgb_frames_are_converted_for_a_yuv_encoder(tmp_path, ffmpeg):
+    # The default encoder of .mp4 is libx264 and takes yuv420p; the frames
+    # are rgb24. The loss is 4:2:0 chroma's, as for the CLI's conversion.
+    frames = _video()
+    path = tmp_path / "default.mp4"
+    _write_video(path, frames, options={"crf": "10"})
+    (stream,) = _probe(path)["streams"]
+    assert (stream["codec_name"], stream["pix_fmt"]) == ("h264", "yuv420p")
+    assert _psnr(ffmpeg.video(path, (H, W, 3)), frames) >= 35
+
+
+def test_lossless_audio_gives_the_samples_back(tmp_path, ffmpeg):
+    rng = np.random.default_rng(0)
+    pcm = rng.integers(-20000, 20000, size=(48000, 2), dtype=np.int16)
+    for name, fmt in [("a.flac", "s16"), ("a.wav", "s16")]:
+        path = tmp_path / name
+        muxer = fio.Muxer(path)
+        enc = muxer.add_encode_stream(fio.audio_encode_config(num_channels=2, sample_rate=48000, sample_fmt=fmt))
+        with muxer.open():
+            for i in range(0, len(pcm), 7000):  # sizes the encoder must regroup
+                p = enc.encode(fio.create_reference_audio_frame(pcm[i : i + 7000], fmt, 48000, i))
+                if p is not None:
+                    muxer.write(0, p)
+            rest = enc.flush()
+            if rest is not None:
+                muxer.write(0, rest)
+        out = subprocess.run(
+            ["ffmpeg", "-v", "error", "-i", str(path), "-f", "s16le", "-"], check=True, capture_output=True
+        ).stdout
+        np.testing.assert_array_equal(np.frombuffer(out, np.int16).reshape(-1, 2), pcm)
+        (stream,) = _probe(path)["streams"]
+        assert int(stream["sample_rate"]) == 48000 and int(stream["channels"]) == 2
+
+
+@pytest.mark.parametrize(("name", "encoder", "fmt"), [("a.m4a", "aac", "fltp"), ("a.opus", "libopus", "flt")])
+def test_lossy_audio_keeps_the_length_and_the_tone(tmp_path, name, encoder, fmt):
+    rate = 48000
+    t = np.arange(rate) / rate
+    tone = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+    samples = np.stack([tone, tone])  # (C, N) planar
+    if fmt == "flt":
+        samples = np.ascontiguousarray(samples.T)  # (N, C) packed
+    path = tmp_path / name
+    muxer = fio.Muxer(path)
+    enc = muxer.add_encode_stream(
+        fio.audio_encode_config(num_channels=2, sample_rate=rate, sample_fmt=fmt), encoder=encoder
+    )
+    assert enc.frame_size > 0
+    first, rest = (samples[:, :1000], samples[:, 1000:]) if fmt == "fltp" else (samples[:1000], samples[1000:])
+    with muxer.open():
+        p = enc.encode(fio.create_reference_audio_frame(first, fmt, rate, 0))
+        for packets in (p, enc.encode(fio.create_reference_audio_frame(rest, fmt, rate, 1000)), enc.flush()):
+            if packets is not None:
+                muxer.write(0, packets)
+    back = fio.to_numpy(fio.convert_frames(fio.decode_packets(fio.demux_audio(path))))
+    back = back.T  # (C, N) float32
+    # Within one frame of the length written; the same 440 Hz tone.
+    assert abs(back.shape[0] - rate) <= 1024
+    spectrum = np.abs(np.fft.rfft(back[: rate // 2, 0]))
+    assert abs(np.argmax(spectrum) * 2 - 440) <= 2
+
+
+def test_remux_copies_packets_exactly(tmp_path, media, ffmpeg):
+    src = media / "h264_420.mp4"
+    packets = fio.demux_video(src)
+    out = tmp_path / "remux.mkv"
+    muxer = fio.Muxer(out)
+    index = muxer.add_remux_stream(packets.codec)
+    with muxer.open():
+        muxer.write(index, packets)
+    assert not packets.consumed  # writing does not consume
+    np.testing.assert_array_equal(ffmpeg.raw(out), ffmpeg.raw(src))
+    assert fio.demux_video(out)._payloads() == packets._payloads()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "pix_fmt", "exact"),
+    [
+        ("png", "rgb24", True),
+        ("png", "gray8", True),
+        ("png", "gray16be", True),
+        ("tiff", "rgb24", True),
+        ("bmp", "rgb24", True),
+    ],
+)
+def test_lossless_images_round_trip(tmp_path, ffmpeg, fmt, pix_fmt, exact):
+    rng = np.random.default_rng(1)
+    if pix_fmt == "rgb24":
+        img = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    elif pix_fmt == "gray8":
+        img = rng.integers(0, 256, (H, W), dtype=np.uint8)
+    else:
+        img = rng.integers(0, 65536, (H, W), dtype=np.uint16)
+    path = tmp_path / f"img.{fmt}"
+    fio.save_image(path, img if pix_fmt != "gray16be" else img.astype(np.uint16), pix_fmt=pix_fmt)
+    out_fmt = {"rgb24": "rgb24", "gray8": "gray", "gray16be": "gray16le"}[pix_fmt]
+    dtype = np.uint16 if pix_fmt == "gray16be" else np.uint8
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", out_fmt, "-"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    back = np.frombuffer(raw, dtype).reshape(img.shape)
+    if pix_fmt == "gray16be":
+        # The array is native order; gray16be names how the encoder stores it.
+        img = img.byteswap()
+    np.testing.assert_array_equal(back, img)
+
+
+def test_png_bytes_decode_with_feedline_and_pillow(tmp_path):
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    img = _video(1)[0]
+    blob = fio.encode_image(img, format="png")
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n"
+    np.testing.assert_array_equal(fio.to_numpy(fio.decode_image(blob)), img)
+    np.testing.assert_array_equal(np.asarray(pil.open(io.BytesIO(blob))), img)
+
+
+def test_jpeg_and_webp_are_within_40_db(tmp_path):
+    img = _video(1)[0]
+    jpeg = fio.encode_image(img, format="jpeg", quality=2)
+    assert jpeg[:2] == b"\xff\xd8"
+    assert _psnr(fio.to_numpy(fio.decode_image(jpeg)), img) >= 40
+    lossless = fio.encode_image(img, format="webp", lossless=True)
+    assert lossless[:4] == b"RIFF" and lossless[8:12] == b"WEBP"
+    path = tmp_path / "x.webp"
+    path.write_bytes(lossless)
+    np.testing.assert_array_equal(fio.to_numpy(fio.load_image(path)), img)
+    lossy = fio.encode_image(img, format="webp", quality=100)
+    path.write_bytes(lossy)
+    assert _psnr(fio.to_numpy(fio.load_image(path)), img) >= 35  # WebP is 4:2:0
+
+
+def test_torch_tensors_encode_like_arrays():
+    torch = pytest.importorskip("torch")
+    img = _video(1)[0]
+    assert fio.encode_image(torch.from_numpy(img), format="png") == fio.encode_image(img, format="png")
+
+
+def test_bad_arrays_and_configs_raise_value_error(tmp_path):
+    img = _video(1)[0]
+    with pytest.raises(ValueError, match=r"uint8 \(N, H, W, 3\)"):
+        fio.create_reference_video_frame(img, "rgb24", 25)  # no N
+    with pytest.raises(ValueError, match="uint8"):
+        fio.create_reference_video_frame(img[None].astype(np.float32), "rgb24", 25)
+    with pytest.raises(ValueError, match="pix_fmt"):
+        fio.create_reference_video_frame(img[None], "p010le", 25)
+    with pytest.raises(ValueError, match=r"float32 \(channels, samples\)"):
+        fio.create_reference_audio_frame(np.zeros((2, 100), np.int16), "fltp", 48000)
+    with pytest.raises(ValueError, match="is not png"):
+        fio.encode_image(img, format="gif")
+    with pytest.raises(ValueError, match="cannot tell the image format"):
+        fio.save_image(tmp_path / "x.xyz", img)
+    m = fio.Muxer(tmp_path / "x.mp4")
+    with pytest.raises(ValueError, match=r"libx264 encoder does not take pix_fmt \"rgb24\"; it takes yuv420p"):
+        m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25), encoder="libx264")
+    with pytest.raises(ValueError, match="no encoder named"):
+        m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25), encoder="no_such")
+    with pytest.raises(ValueError, match="not a video encoder"):
+        m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25), encoder="aac")
+    with pytest.raises(ValueError, match="does not take 44100 Hz"):
+        m.add_encode_stream(
+            fio.audio_encode_config(num_channels=2, sample_rate=44100, sample_fmt="flt"), encoder="libopus"
+        )
+    with pytest.raises(ValueError, match="unknown colorspace"):
+        m.add_encode_stream(
+            fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p", colorspace="nope"),
+            encoder="libx264",
+        )
+    with pytest.raises(ValueError, match="unused|not used|no_such_option"):
+        m.add_encode_stream(
+            fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"),
+            encoder="libx264",
+            encoder_config={"no_such_option": "1"},
+        )
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        fio.Muxer(tmp_path / "x.unknownext")
+
+
+def test_calls_out_of_order_raise(tmp_path, media):
+    path = tmp_path / "x.mkv"
+    m = fio.Muxer(path)
+    with pytest.raises(ValueError, match="add a stream"):
+        m.open()
+    enc = m.add_encode_stream(
+        fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"), encoder="libx264"
+    )
+    with pytest.raises(ValueError, match="takes 96x64 frames"):
+        enc.encode(fio.create_reference_video_frame(np.zeros((1, 32, 32, 3), np.uint8), "rgb24", 25))
+    packets = fio.demux_video(media / "h264_420.mp4")
+    with pytest.raises(ValueError, match="open the Muxer"):
+        m.write(0, packets)
+    m.open()
+    with pytest.raises(ValueError, match="before the Muxer is opened"):
+        m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"))
+    with pytest.raises(ValueError, match="no stream 3"):
+        m.write(3, packets)
+    with pytest.raises(ValueError, match="stream 0 is video"):
+        m.write(0, fio.demux_audio(_tone(tmp_path)))
+    with pytest.raises(TypeError, match="expected video_encode_config"):
+        m.add_encode_stream({"width": W})
+    m.close()
+    with pytest.raises(ValueError, match="closed"):
+        m.write(0, packets)
+    with pytest.raises(ValueError, match="closed"):
+        m.close()
+    enc.flush()
+    with pytest.raises(ValueError, match="flushed"):
+        enc.encode(fio.create_reference_video_frame(_video(1), "rgb24", 25))
+
+
+def _tone(tmp_path):
+    path = tmp_path / "tone.wav"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "sine=duration=0.2", str(path)], check=True, capture_output=True
+    )
+    return path
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_muxer_left_by_an_exception_releases_its_file(tmp_path, ffmpeg):
+    frames = _video()
+    before = _open_fds()
+    path = tmp_path / "crash.mkv"
+    with pytest.raises(RuntimeError, match="boom"):
+        m = fio.Muxer(path)
+        enc = m.add_encode_stream(
+            fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"), encoder="libx264"
+        )
+        with m.open():
+            m.write(0, enc.encode(fio.create_reference_video_frame(frames, "rgb24", 25)) or enc.flush())
+            raise RuntimeError("boom")
+    assert _open_fds() == before
+    # What was written before the exception is a readable file.
+    assert _probe(path)["streams"][0]["codec_name"] == "h264"
+    # Garbage-collected without close(): the file is released too.
+    m2 = fio.Muxer(tmp_path / "dropped.mkv")
+    m2.add_encode_stream(
+        fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"), encoder="libx264"
+    )
+    m2.open()
+    assert _open_fds() == before + 1
+    del m2
+    gc.collect()
+    assert _open_fds() == before
