@@ -23,6 +23,7 @@
 #include "bindings.h"
 #include "feedline/base/error.h"
 #include "feedline/media/encode.h"
+#include "feedline/ops/av_ops.h"
 
 namespace nb = nanobind;
 
@@ -211,6 +212,36 @@ void bind_encode(nb::module_& m) {
       nb::arg("data"), nb::arg("shape"), nb::arg("dtype"), nb::arg("format"),
       nb::arg("pix_fmt"), nb::arg("quality"), nb::arg("lossless"),
       nb::arg("compression_level"));
+
+  m.def(
+      "encode_image_op",
+      [](const std::string& format, const std::string& pix_fmt, int quality,
+         bool lossless, int compression_level) {
+        media::ImageEncodeOptions o;
+        o.format = format;
+        o.pix_fmt = pix_fmt;
+        o.quality = quality;
+        o.lossless = lossless;
+        o.compression_level = compression_level;
+        return NativeOp{ops::encode_image(o), "encode_image"};
+      },
+      nb::arg("format"), nb::arg("pix_fmt"), nb::arg("quality"),
+      nb::arg("lossless"), nb::arg("compression_level"));
+  m.def(
+      "encode_video_op",
+      [](const std::string& format, const std::string& encoder,
+         const VideoEncodeConfig& config, const Options& encoder_options,
+         const Options& muxer_options) {
+        ops::VideoEncodeOptions o;
+        o.format = format;
+        o.encoder = encoder;
+        o.config = config;
+        o.encoder_options = encoder_options;
+        o.muxer_options = muxer_options;
+        return NativeOp{ops::encode_video(o), "encode_video"};
+      },
+      nb::arg("format"), nb::arg("encoder"), nb::arg("config"),
+      nb::arg("encoder_options"), nb::arg("muxer_options"));
 }
 
 }  // namespace feedline::bindings

@@ -97,6 +97,22 @@ OpPtr convert_frames() {
       [](FramesItem f) { return media::convert_frames(std::move(*f)); });
 }
 
+OpPtr encode_image(const media::ImageEncodeOptions& options) {
+  return make_map_op<Buffer>([options](const Buffer& image) {
+    return EncodedFile::unnamed(media::encode_image(image, options));
+  });
+}
+
+OpPtr encode_video(const VideoEncodeOptions& options) {
+  if (options.format.empty())
+    throw InvalidArgument("encode_video: a format (muxer) is needed");
+  return make_map_op<FramesItem>([options](FramesItem f) {
+    return EncodedFile::unnamed(media::encode_video(
+        std::move(*f), options.format, options.config, options.encoder,
+        options.encoder_options, options.muxer_options));
+  });
+}
+
 std::string default_filter_desc(const media::Packets& p) {
   if (p.media() != media::Media::kAudio) return "format=pix_fmts=rgb24";
   std::string out;

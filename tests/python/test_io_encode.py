@@ -373,3 +373,52 @@ def test_a_muxer_left_by_an_exception_releases_its_file(tmp_path, ffmpeg):
     del m2
     gc.collect()
     assert _open_fds() == before
+
+
+def _run(builder) -> list:
+    p = builder.build(num_threads=2, max_failures=0)
+    with p.auto_stop():
+        return list(p)
+
+
+def test_native_transcode_pipeline_demux_decode_scale_encode(media):
+    from feedline.io import ops
+    from feedline.pipeline import PipelineBuilder
+
+    src = (media / "h264_420.mp4").read_bytes()
+    scale = "scale=w=48:h=32,format=pix_fmts=rgb24"
+    builder = (
+        PipelineBuilder()
+        .add_source([src, src])
+        .pipe(ops.demux_video())
+        .pipe(ops.decode_packets(filter_desc=scale))
+        .pipe(ops.encode_video(format="matroska", encoder="ffv1", pix_fmt="bgr0"), concurrency=2)
+        .add_sink(2)
+    )
+    outputs = _run(builder)
+    assert len(outputs) == 2 and all(isinstance(b, bytes) for b in outputs)
+    want = fio.to_numpy(fio.load_video(src, filter_desc=scale))
+    for blob in outputs:
+        # FFV1 is lossless: the file holds exactly the scaled frames.
+        np.testing.assert_array_equal(fio.to_numpy(fio.load_video(blob)), want)
+        stream = fio.Demuxer(blob).video_codec
+        assert stream.name == "ffv1" and (stream.width, stream.height) == (48, 32)
+        assert stream.frame_rate == (25, 1)
+
+
+def test_native_encode_image_op_recompresses_without_the_gil():
+    from feedline.io import ops
+    from feedline.pipeline import PipelineBuilder
+
+    images = [_video(3)[i] for i in range(3)]
+    stored = [fio.encode_image(img, format="png", compression_level=0) for img in images]
+    builder = (
+        PipelineBuilder()
+        .add_source(stored)
+        .pipe(ops.decode_image())
+        .pipe(ops.encode_image(format="png", compression_level=9))
+        .add_sink(3)
+    )
+    blobs = _run(builder)
+    assert len(blobs) == 3 and all(len(b) < len(s) for b, s in zip(blobs, stored))
+    assert sorted(blobs) == sorted(fio.encode_image(img, format="png", compression_level=9) for img in images)

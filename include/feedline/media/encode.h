@@ -132,6 +132,9 @@ class Muxer {
   // guesses from the path's extension. Throws InvalidArgument when neither
   // names a muxer.
   explicit Muxer(std::string dst, const std::string& format = "");
+  // A Muxer that writes to memory (seekable, so MP4 and Matroska write
+  // their indexes as to a file); take the bytes after close().
+  static std::unique_ptr<Muxer> in_memory(const std::string& format);
   ~Muxer();
   Muxer(const Muxer&) = delete;
   Muxer& operator=(const Muxer&) = delete;
@@ -163,12 +166,26 @@ class Muxer {
   void close();
   bool is_open() const;
   bool closed() const;
+  // An in-memory Muxer's file, after close(). Throws InvalidArgument for a
+  // Muxer of a path, or before close().
+  Buffer take_bytes();
 
  private:
   struct State;
   std::string dst_;
   std::unique_ptr<State> state_;
 };
+
+// Frames (consumed) as a complete file in memory: one stream of `config`
+// (a width or height of 0 takes the frames'; no frame rate takes the
+// frames' time base's inverse), encoded by `encoder` ("" : the format's
+// default) with `options`, muxed by `format` ("mp4", "matroska", ...) with
+// `muxer_options`.
+Buffer encode_video(
+    Frames&& frames, const std::string& format, VideoEncodeConfig config,
+    const std::string& encoder = "",
+    const std::map<std::string, std::string>& options = {},
+    const std::map<std::string, std::string>& muxer_options = {});
 
 // One image as a complete file (see ImageEncodeOptions). Throws
 // InvalidArgument for a bad array, format or option.

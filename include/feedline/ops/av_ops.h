@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "feedline/media/audio.h"
 #include "feedline/media/av.h"
+#include "feedline/media/encode.h"
 #include "feedline/ops/items.h"
 #include "feedline/pipeline/op.h"
 
@@ -55,6 +57,24 @@ OpPtr decode_packets(const DecodeOptions& options = {});
 
 // FramesItem -> Buffer, as media::convert_frames().
 OpPtr convert_frames();
+
+// Buffer (one image, as media::encode_image takes it) -> EncodedFile: the
+// image as a PNG, JPEG, WebP, TIFF or BMP file in memory.
+OpPtr encode_image(const media::ImageEncodeOptions& options);
+
+// How encode_video() writes each clip.
+struct VideoEncodeOptions {
+  std::string format = "mp4";  // the muxer
+  std::string encoder;         // "": the muxer's default
+  // width/height 0: the frames'; no frame rate: the frames'.
+  media::VideoEncodeConfig config;
+  std::map<std::string, std::string> encoder_options;
+  std::map<std::string, std::string> muxer_options;
+};
+// FramesItem (a clip) -> EncodedFile: the clip as a complete file in
+// memory, as media::encode_video(). With demux() and decode_packets()
+// before it, a transcoding pipeline that never takes the GIL.
+OpPtr encode_video(const VideoEncodeOptions& options);
 
 // The standard filter chain for `packets`: audio trimmed to the packets'
 // window as float planar; video and images as rgb24.

@@ -231,6 +231,61 @@ def convert_frames(*, field: Field | None = 0):
     return _on(_io.convert_frames_op(), field)
 
 
+def encode_image(
+    *,
+    format: str = "png",
+    pix_fmt: str = "rgb24",
+    quality: int | None = None,
+    lossless: bool = False,
+    compression_level: int = -1,
+    field: Field | None = 0,
+):
+    """Native op: one image Buffer (``(H, W, 3)`` uint8 for ``rgb24``) ->
+    the bytes of a PNG, JPEG, WebP, TIFF or BMP file, as
+    :func:`feedline.io.encode_image`."""
+    q = -1 if quality is None else int(quality)
+    return _on(_io.encode_image_op(format, pix_fmt, q, bool(lossless), int(compression_level)), field)
+
+
+def encode_video(
+    *,
+    format: str = "mp4",
+    encoder: str | None = None,
+    encoder_config: dict | None = None,
+    muxer_config: dict | None = None,
+    pix_fmt: str | None = None,
+    frame_rate=None,
+    width: int = 0,
+    height: int = 0,
+    bit_rate: int = -1,
+    qscale: int = -1,
+    gop_size: int = -1,
+    max_b_frames: int = -1,
+    field: Field | None = 0,
+):
+    """Native op: Frames (a decoded clip) -> the bytes of a complete file
+    (``format``: the muxer), encoded by ``encoder`` (None: the format's
+    default) with ``encoder_config``. Size and rate default to the frames';
+    ``pix_fmt`` to the encoder's first. After :func:`demux_video` and
+    :func:`decode_packets` (with a ``filter_desc`` that scales, say), a
+    transcoding pipeline that never takes the GIL."""
+    from ._encode import video_encode_config
+
+    config = video_encode_config(
+        height=height,
+        width=width,
+        frame_rate=frame_rate,
+        pix_fmt=pix_fmt,
+        bit_rate=bit_rate,
+        qscale=qscale,
+        gop_size=gop_size,
+        max_b_frames=max_b_frames,
+    )
+    enc = {str(k): str(v) for k, v in (encoder_config or {}).items()}
+    mux = {str(k): str(v) for k, v in (muxer_config or {}).items()}
+    return _on(_io.encode_video_op(format, encoder or "", config, enc, mux), field)
+
+
 # -- pickling -----------------------------------------------------------------------
 # An op made here pickles as its factory call (name and keyword arguments),
 # so that pipeline configs with native ops cross to worker processes
@@ -238,7 +293,8 @@ def convert_frames(*, field: Field | None = 0):
 
 _FACTORIES = (
     "read_file decode_image decode_batch stack load_npy load_wav tar_members zip_members load_audio "
-    "load_video load_video_clips demux_video demux_audio demux_image decode_packets convert_frames"
+    "load_video load_video_clips demux_video demux_audio demux_image decode_packets convert_frames "
+    "encode_image encode_video"
 ).split()
 
 

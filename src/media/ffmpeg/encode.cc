@@ -246,8 +246,7 @@ void set_color(int* field, const std::string& name, const char* what,
 
 }  // namespace
 
-// --- frames from arrays
-// -------------------------------------------------------
+// --- frames from arrays ---
 
 std::unique_ptr<Frames> video_frames_from(const Buffer& array,
                                           const std::string& pix_fmt,
@@ -312,8 +311,7 @@ std::unique_ptr<Frames> audio_frames_from(const Buffer& array,
   return out;
 }
 
-// --- Encoder
-// ------------------------------------------------------------------
+// --- Encoder ---
 
 class Encoder::Impl {
  public:
@@ -725,20 +723,61 @@ CodecPtr audio_context(const AudioEncodeConfig& c, const AVCodec* codec,
 
 }  // namespace
 
-// --- Muxer
-// --------------------------------------------------------------------
+// --- Muxer ---
 
 struct Muxer::State {
   AVFormatContext* fmt = nullptr;
   std::vector<std::unique_ptr<Encoder>> encoders;
   bool opened = false;
   bool closed = false;
+  // In memory: the file so far, the write position, and the AVIO on it.
+  bool in_memory = false;
+  std::vector<uint8_t> bytes;
+  std::size_t pos = 0;
+  AvioPtr memory_io;
+
   ~State() {
     if (fmt == nullptr) return;
     if (opened && !closed) av_write_trailer(fmt);  // finish what is there
-    if ((fmt->oformat->flags & AVFMT_NOFILE) == 0 && fmt->pb != nullptr)
+    if (in_memory) {
+      fmt->pb = nullptr;  // memory_io is freed by its owner
+    } else if ((fmt->oformat->flags & AVFMT_NOFILE) == 0 &&
+               fmt->pb != nullptr) {
       avio_closep(&fmt->pb);
+    }
     avformat_free_context(fmt);
+  }
+
+  static int write(void* opaque, AvioWriteData buf, int size) {
+    auto* s = static_cast<State*>(opaque);
+    const auto n = static_cast<std::size_t>(size);
+    if (s->pos + n > s->bytes.size()) s->bytes.resize(s->pos + n);
+    std::memcpy(s->bytes.data() + s->pos, buf, n);
+    s->pos += n;
+    return size;
+  }
+  static int64_t seek(void* opaque, int64_t offset, int whence) {
+    auto* s = static_cast<State*>(opaque);
+    const auto size = static_cast<int64_t>(s->bytes.size());
+    int64_t at = 0;
+    switch (whence & ~AVSEEK_FORCE) {
+      case AVSEEK_SIZE:
+        return size;
+      case SEEK_SET:
+        at = offset;
+        break;
+      case SEEK_CUR:
+        at = static_cast<int64_t>(s->pos) + offset;
+        break;
+      case SEEK_END:
+        at = size + offset;
+        break;
+      default:
+        return AVERROR(EINVAL);
+    }
+    if (at < 0) return AVERROR(EINVAL);
+    s->pos = static_cast<std::size_t>(at);
+    return at;
   }
 };
 
@@ -758,6 +797,42 @@ Muxer::Muxer(std::string dst, const std::string& format)
 }
 
 Muxer::~Muxer() = default;
+
+std::unique_ptr<Muxer> Muxer::in_memory(const std::string& format) {
+  if (format.empty()) throw InvalidArgument("a Muxer in memory needs a format");
+  auto m = std::make_unique<Muxer>("<memory>", format);
+  State& s = *m->state_;
+  if ((s.fmt->oformat->flags & AVFMT_NOFILE) != 0) {
+    throw InvalidArgument("the " + format +
+                          " muxer writes files of its own, not to memory");
+  }
+  constexpr int kBufferSize = 1 << 16;
+  auto* buffer = static_cast<uint8_t*>(av_malloc(kBufferSize));
+  if (buffer == nullptr) throw std::bad_alloc();
+  s.memory_io.reset(avio_alloc_context(buffer, kBufferSize, 1, &s, nullptr,
+                                       &State::write, &State::seek));
+  if (!s.memory_io) {
+    av_free(buffer);
+    throw std::bad_alloc();
+  }
+  s.fmt->pb = s.memory_io.get();
+  s.fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  s.in_memory = true;
+  return m;
+}
+
+Buffer Muxer::take_bytes() {
+  if (!state_->in_memory)
+    throw InvalidArgument(dst_ + ": not a Muxer in memory");
+  if (!state_->closed)
+    throw InvalidArgument(dst_ + ": close the Muxer before taking its bytes");
+  const auto& b = state_->bytes;
+  Buffer out =
+      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(b.size())});
+  if (!b.empty()) std::memcpy(out.data_as<uint8_t>(), b.data(), b.size());
+  state_->bytes = {};
+  return out;
+}
 
 std::string Muxer::format() const { return state_->fmt->oformat->name; }
 int Muxer::num_streams() const {
@@ -857,7 +932,7 @@ void Muxer::open(const std::map<std::string, std::string>& options) {
       opts.find("update") == opts.end()) {
     opts["update"] = "1";
   }
-  if ((fmt->oformat->flags & AVFMT_NOFILE) == 0) {
+  if (!state_->in_memory && (fmt->oformat->flags & AVFMT_NOFILE) == 0) {
     // A plain path is written with the file protocol only; a URL with the
     // protocol it names (the caller asked for it).
     std::map<std::string, std::string> io;
@@ -930,16 +1005,50 @@ void Muxer::close() {
   AVFormatContext* fmt = state_->fmt;
   const int rc = av_write_trailer(fmt);
   int rc_close = 0;
-  if ((fmt->oformat->flags & AVFMT_NOFILE) == 0)
+  if (state_->in_memory) {
+    avio_flush(fmt->pb);
+  } else if ((fmt->oformat->flags & AVFMT_NOFILE) == 0) {
     rc_close = avio_closep(&fmt->pb);
+  }
   if (rc < 0)
     throw IoError(dst_ + ": cannot write the trailer: " + av_error_text(rc));
   if (rc_close < 0)
     throw IoError(dst_ + ": cannot close: " + av_error_text(rc_close));
 }
 
-// --- encode_image
-// -------------------------------------------------------------
+// --- encode_video ---
+
+Buffer encode_video(Frames&& frames, const std::string& format,
+                    VideoEncodeConfig config, const std::string& encoder,
+                    const std::map<std::string, std::string>& options,
+                    const std::map<std::string, std::string>& muxer_options) {
+  frames.check();
+  if (frames.media() == Media::kAudio)
+    throw InvalidArgument("encode_video: got audio frames");
+  if (frames.empty()) throw InvalidArgument("encode_video: no frames");
+  if (config.width == 0) config.width = frames.width();
+  if (config.height == 0) config.height = frames.height();
+  if (!config.frame_rate) {
+    // The spacing of the first two frames; one frame: the time base's.
+    const Rational tb = frames.time_base();
+    const std::vector<int64_t> pts = frames.pts();
+    int64_t step = 1;
+    if (pts.size() >= 2 && pts[1] > pts[0]) step = pts[1] - pts[0];
+    int num = 0;
+    int den = 0;
+    av_reduce(&num, &den, tb.den, int64_t{tb.num} * step, 1 << 30);
+    config.frame_rate = Rational{num, den};
+  }
+  auto muxer = Muxer::in_memory(format);
+  Encoder& enc = muxer->add_encode_stream(config, encoder, options);
+  muxer->open(muxer_options);
+  muxer->write(0, *enc.encode(std::move(frames)));
+  muxer->write(0, *enc.flush());
+  muxer->close();
+  return muxer->take_bytes();
+}
+
+// --- encode_image ---
 
 Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
   std::string format = options.format;

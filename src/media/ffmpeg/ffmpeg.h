@@ -48,6 +48,13 @@ extern "C" {
 
 namespace feedline::media::ffmpeg {
 
+// The data argument of an AVIO write callback: const from libavformat 61.
+#if defined(FF_API_AVIO_WRITE_NONCONST) && !FF_API_AVIO_WRITE_NONCONST
+using AvioWriteData = const uint8_t*;
+#else
+using AvioWriteData = uint8_t*;
+#endif
+
 // FFmpeg 5.1 declares swr_alloc_set_opts2's layouts non-const (later
 // versions take const): a cast valid for every version.
 inline AVChannelLayout* layout_arg(const AVChannelLayout* layout) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,40 @@ TEST_F(EncodeTest, ErrorsAreTyped) {
   ImageEncodeOptions o;
   o.format = "gif";
   EXPECT_THROW(encode_image(in, o), InvalidArgument);
+}
+
+TEST_F(EncodeTest, EncodeVideoInMemoryReadsBackExactly) {
+  const Buffer in = rgb_frames(5);
+  struct Case {
+    const char* format;
+    const char* encoder;
+    const char* pix_fmt;
+    std::map<std::string, std::string> options;
+  };
+  // MP4 seeks back to finish its index: the memory output must allow it.
+  const Case cases[] = {{"matroska", "ffv1", "bgr0", {}},
+                        {"nut", "ffv1", "bgr0", {}},
+                        {"mp4", "libx264rgb", "rgb24", {{"qp", "0"}}}};
+  for (const Case& k : cases) {
+    VideoEncodeConfig c;  // size and rate from the frames
+    c.pix_fmt = k.pix_fmt;
+    const Buffer file = encode_video(
+        std::move(*video_frames_from(in, "rgb24", Rational{30, 1})), k.format,
+        c, k.encoder, k.options);
+    Demuxer d(Source{"", file.bytes(), file.owner()}, DemuxConfig{});
+    EXPECT_EQ(d.codec(Media::kVideo).frame_rate(), (Rational{30, 1}))
+        << k.format;
+    auto packets = d.demux(Media::kVideo, std::nullopt);
+    auto frames =
+        decode_packets(std::move(*packets),
+                       std::string("format=pix_fmts=rgb24"), DecodeConfig{});
+    const Buffer out = convert_frames(std::move(*frames));
+    ASSERT_EQ(out.shape(), in.shape()) << k.format;
+    EXPECT_EQ(std::memcmp(out.data(), in.data(), in.nbytes()), 0) << k.format;
+  }
+  EXPECT_THROW(Muxer::in_memory("image2"), InvalidArgument);  // its own files
+  auto m = Muxer::in_memory("matroska");
+  EXPECT_THROW(m->take_bytes(), InvalidArgument);  // before close
 }
 
 TEST_F(EncodeTest, AMuxerDestroyedOpenLeavesAReadableFile) {
