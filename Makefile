@@ -151,6 +151,7 @@ bench: build python test-ext
 	$(PY) bench/python/images.py
 	$(PY) bench/python/arrays.py
 	$(PY) bench/python/video.py
+	$(PY) bench/python/encode.py
 
 CXX_DIRS := include src tests/cpp tests/python/native bench/cpp fuzz examples \
   python/bindings

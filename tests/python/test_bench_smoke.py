@@ -111,3 +111,17 @@ def test_autotune_benchmark_runs():
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "summary: autotune reached" in r.stdout
+
+
+def test_encode_benchmark_runs():
+    # PyAV and Pillow are optional baselines; feedline's contenders must run,
+    # pass their output checks and give the summary line.
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "encode.py"), "--quick", "--only", "feedline-h264,feedline-png"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"\| feedline \(Muxer \+ libx264\) \| [\d.,]+ \| .* \| ok \|", r.stdout), r.stdout
+    assert "ENCODE h264 feedline/PyAV" in r.stdout

@@ -418,7 +418,7 @@ class Encoder::Impl {
       sws_.reset(sws_getCachedContext(
           sws_.release(), f->width, f->height,
           static_cast<AVPixelFormat>(f->format), ctx_->width, ctx_->height,
-          ctx_->pix_fmt, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT,
+          ctx_->pix_fmt, SWS_BICUBIC,
           nullptr, nullptr, nullptr));
       if (!sws_) {
         throw InvalidArgument(label_ + ": cannot convert " +
