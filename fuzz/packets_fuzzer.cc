@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// libFuzzer target: media::deserialize_packets, copied and in place. A
+// libFuzzer target: media::deserialize_packets, copied and in place, and
+// media::deserialize_frames on the same bytes. A
 // string that reads back must serialize to a string that reads back the
 // same way (the same bytes again), and its packets must go through a
 // clone and a bit-stream filter; damaged strings must raise FormatError.
@@ -69,6 +70,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } catch (const feedline::DecodeError&) {
       }
     }
+  }
+  // The same bytes as serialized frames.
+  try {
+    auto frames = feedline::media::deserialize_frames(blob, "fuzz");
+    const Buffer again = feedline::media::serialize_frames(*frames);
+    auto back = feedline::media::deserialize_frames(again, "again");
+    const Buffer third = feedline::media::serialize_frames(*back);
+    if (third.nbytes() != again.nbytes() ||
+        std::memcmp(third.data(), again.data(), again.nbytes()) != 0) {
+      std::abort();
+    }
+  } catch (const feedline::FormatError&) {
   }
   return 0;
 }

@@ -322,6 +322,25 @@ void bind_av(nb::module_& m) {
       .def("_image", &Frames::image)
       .def("_extend",
            [](Frames& f, Frames& other) { f.extend(std::move(other)); })
+      .def(
+          "serialize",
+          [](const Frames& f) {
+            Buffer blob;
+            {
+              nb::gil_scoped_release release;
+              blob = media::serialize_frames(f);
+            }
+            return nb::bytes(blob.data_as<const char>(), blob.nbytes());
+          },
+          "The frames as bytes (for another process); planes are copied.")
+      .def_static(
+          "deserialize",
+          [](nb::handle data) {
+            Buffer blob = bytes_from_python(data);
+            nb::gil_scoped_release release;
+            return media::deserialize_frames(blob);
+          },
+          nb::arg("data"), "Frames from serialize() output (copied).")
       .def("__repr__", &Frames::to_string);
   nb::class_<media::AudioFrames, Frames>(m, "AudioFrames");
   nb::class_<media::VideoFrames, Frames>(m, "VideoFrames");

@@ -190,3 +190,58 @@ def test_packets_cross_the_shared_memory_arena_in_place(media, rgb):
         np.testing.assert_array_equal(_rgb(out[0]), rgb("h264_420.mp4"))
     finally:
         ring.close()
+
+
+# --- frames -------------------------------------------------------------------
+
+
+def _decode_frames(path: str, filter_desc):
+    """Runs in a worker process: decode only, the frames go back pickled."""
+    return pickle.dumps(fio.decode_packets(fio.demux_video(path), filter_desc=filter_desc))
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("odd.mp4", None), ("odd.webm", None), ("h264_420.mp4", "gray16le")])
+def test_pickled_frames_convert_to_the_same_arrays(media, name, fmt):
+    filter_desc = None if fmt is None else f"format=pix_fmts={fmt}"
+    frames = fio.decode_packets(fio.demux_video(media / name), filter_desc=filter_desc)
+    back = pickle.loads(pickle.dumps(frames))
+    assert type(back) is fio.VideoFrames
+    assert (back.width, back.height, back.format, len(back)) == (
+        frames.width,
+        frames.height,
+        frames.format,
+        len(frames),
+    )
+    assert back.get_pts() == frames.get_pts() and back.time_base == frames.time_base
+    # Every plane's bytes (odd yuv420p chroma included) came back.
+    assert back.serialize() == frames.serialize()
+    if name != "odd.webm":  # odd-sized yuv420p does not pack into one array
+        np.testing.assert_array_equal(fio.to_numpy(fio.convert_frames(back)), fio.to_numpy(fio.convert_frames(frames)))
+
+
+def test_pickled_audio_and_image_frames(media):
+    audio = fio.decode_packets(fio.demux_audio(media / "six.flac"), filter_desc=None)
+    back = pickle.loads(pickle.dumps(audio))
+    assert type(back) is fio.AudioFrames
+    assert (back.num_channels, back.sample_rate, back.format) == (audio.num_channels, audio.sample_rate, audio.format)
+    np.testing.assert_array_equal(fio.to_numpy(fio.convert_frames(back)), fio.to_numpy(fio.convert_frames(audio)))
+    image = fio.decode_packets(fio.demux_image(media / "img.png"), filter_desc=None)
+    img = pickle.loads(pickle.dumps(image))
+    assert type(img) is fio.ImageFrames
+    np.testing.assert_array_equal(fio.to_numpy(fio.convert_frames(img)), fio.to_numpy(fio.convert_frames(image)))
+
+
+def test_decode_in_a_worker_process_convert_in_the_parent(media, rgb):
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        blob = pool.submit(_decode_frames, str(media / "h264_420.mp4"), RGB).result()
+    np.testing.assert_array_equal(fio.to_numpy(fio.convert_frames(pickle.loads(blob))), rgb("h264_420.mp4"))
+
+
+def test_damaged_frame_strings_raise_format_error(media):
+    blob = fio.decode_packets(fio.demux_video(media / "h264_420.mp4", timestamp=(0, 0.1))).serialize()
+    for n in (0, 3, 10, 40, len(blob) // 2, len(blob) - 1):
+        with pytest.raises(feedline.FormatError):
+            fio.Frames.deserialize(blob[:n])
+    with pytest.raises(feedline.FormatError, match="magic"):
+        fio.Frames.deserialize(b"FLPK" + blob[4:])

@@ -486,6 +486,16 @@ Buffer serialize_packets(const Packets& packets);
 std::unique_ptr<Packets> deserialize_packets(const Buffer& blob, bool view,
                                              std::string_view name = "");
 
+// Frames as one byte string, as Packets above (a header, then per frame its
+// format, size, pts, colour properties, metadata and planes, rows packed
+// without padding). Software frames only. Throws ObjectConsumed for
+// consumed frames.
+Buffer serialize_frames(const Frames& frames);
+// Frames from a string serialize_frames wrote (copied into new frames).
+// Throws FormatError, naming `name` and what is wrong.
+std::unique_ptr<Frames> deserialize_frames(const Buffer& blob,
+                                           std::string_view name = "");
+
 // An FFmpeg filter graph with named buffer/abuffer inputs and
 // buffersink/abuffersink outputs.
 class FilterGraph {

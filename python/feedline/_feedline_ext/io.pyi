@@ -556,6 +556,13 @@ class Frames:
 
     def _extend(self, arg: Frames, /) -> None: ...
 
+    def serialize(self) -> bytes:
+        """The frames as bytes (for another process); planes are copied."""
+
+    @staticmethod
+    def deserialize(data: object) -> Frames:
+        """Frames from serialize() output (copied)."""
+
     def __repr__(self) -> str: ...
 
 class AudioFrames(Frames):

@@ -412,6 +412,19 @@ for _cls in (AudioPackets, VideoPackets, ImagePackets):
     copyreg.pickle(_cls, _reduce_packets)
 
 
+def _deserialize_frames(data) -> Frames:
+    """Rebuilds pickled frames."""
+    return _io.Frames.deserialize(data)
+
+
+def _reduce_frames(frames: Frames):
+    return _deserialize_frames, (frames.serialize(),)
+
+
+for _cls in (AudioFrames, VideoFrames, ImageFrames):
+    copyreg.pickle(_cls, _reduce_frames)
+
+
 # --- filter descriptions ----------------------------------------------------
 
 

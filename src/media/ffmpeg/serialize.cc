@@ -13,11 +13,13 @@
 //   data    each payload at a multiple of 64 from the start, followed by
 //           kPadding zero bytes; total_size is the end of the last padding.
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "media/ffmpeg/ffmpeg.h"
 
@@ -28,6 +30,7 @@ using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 namespace {
 
 constexpr char kMagic[4] = {'F', 'L', 'P', 'K'};
+constexpr char kFramesMagic[4] = {'F', 'L', 'F', 'R'};
 constexpr uint32_t kVersion = 1;
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kPadding = AV_INPUT_BUFFER_PADDING_SIZE;
@@ -468,6 +471,213 @@ std::unique_ptr<Packets> deserialize_packets(const Buffer& blob, bool view,
   }
   if (count > 0 && r.pos() > first_offset)
     r.bad("the packet table overlaps the payloads");
+  return out;
+}
+
+// --- Frames ---
+
+namespace {
+
+constexpr int kMaxSide = 1 << 16;
+constexpr int kMaxSamples = 1 << 26;
+
+// The planes of `f`: where each starts, its rows and the bytes of a row.
+struct PlaneShape {
+  int rows = 0;
+  std::size_t row_bytes = 0;
+};
+
+std::vector<PlaneShape> plane_shapes(Media media, int format, int width,
+                                     int height, int samples, int channels) {
+  std::vector<PlaneShape> out;
+  if (media == Media::kAudio) {
+    const auto f = static_cast<AVSampleFormat>(format);
+    const int bytes = av_get_bytes_per_sample(f);
+    const bool planar = av_sample_fmt_is_planar(f) != 0;
+    const int planes = planar ? channels : 1;
+    const std::size_t row = static_cast<std::size_t>(samples) *
+                            static_cast<std::size_t>(bytes) *
+                            static_cast<std::size_t>(planar ? 1 : channels);
+    for (int p = 0; p < planes; ++p) out.push_back({1, row});
+    return out;
+  }
+  const auto f = static_cast<AVPixelFormat>(format);
+  const AVPixFmtDescriptor* d = av_pix_fmt_desc_get(f);
+  const int planes = av_pix_fmt_count_planes(f);
+  for (int p = 0; p < planes; ++p) {
+    const bool chroma =
+        (p == 1 || p == 2) && (d->flags & AV_PIX_FMT_FLAG_RGB) == 0;
+    const int rows = chroma ? AV_CEIL_RSHIFT(height, d->log2_chroma_h) : height;
+    const int line = av_image_get_linesize(f, width, p);
+    out.push_back({rows, static_cast<std::size_t>(std::max(0, line))});
+  }
+  return out;
+}
+
+bool software_video_format(int format) {
+  const AVPixFmtDescriptor* d =
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
+  return d != nullptr && (d->flags & AV_PIX_FMT_FLAG_HWACCEL) == 0 &&
+         (d->flags & AV_PIX_FMT_FLAG_BITSTREAM) == 0 &&
+         (d->flags & AV_PIX_FMT_FLAG_PAL) == 0;
+}
+
+void write_frames(Writer& w, const Frames& frames) {
+  w.raw(kFramesMagic, sizeof kFramesMagic);
+  w.put<uint32_t>(kVersion);
+  w.put<uint8_t>(static_cast<uint8_t>(frames.media()));
+  w.rational(frames.time_base());
+  w.put<uint64_t>(frames.frames().size());
+  for (const AVFrame* f : frames.frames()) {
+    const bool audio = frames.media() == Media::kAudio;
+    w.put<int32_t>(f->format);
+    w.put<int32_t>(f->width);
+    w.put<int32_t>(f->height);
+    w.put<int32_t>(f->nb_samples);
+    w.put<int32_t>(f->sample_rate);
+    const bool native = f->ch_layout.order == AV_CHANNEL_ORDER_NATIVE;
+    w.put<uint8_t>(native ? 1 : 0);
+    w.put<int32_t>(f->ch_layout.nb_channels);
+    w.put<uint64_t>(native ? f->ch_layout.u.mask : 0);
+    w.put<int64_t>(f->pts);
+    w.put<int32_t>(f->flags);
+    w.put<int32_t>(f->sample_aspect_ratio.num);
+    w.put<int32_t>(f->sample_aspect_ratio.den);
+    w.put<int32_t>(f->color_range);
+    w.put<int32_t>(f->color_primaries);
+    w.put<int32_t>(f->color_trc);
+    w.put<int32_t>(f->colorspace);
+    w.put<int32_t>(f->chroma_location);
+    // Metadata (EXIF tags and the like).
+    uint32_t entries = 0;
+    const AVDictionaryEntry* e = nullptr;
+    while ((e = av_dict_get(f->metadata, "", e, AV_DICT_IGNORE_SUFFIX)))
+      ++entries;
+    w.put<uint32_t>(entries);
+    e = nullptr;
+    while ((e = av_dict_get(f->metadata, "", e, AV_DICT_IGNORE_SUFFIX))) {
+      w.str(e->key);
+      w.str(e->value);
+    }
+    const auto shapes =
+        plane_shapes(frames.media(), f->format, f->width, f->height,
+                     f->nb_samples, f->ch_layout.nb_channels);
+    for (std::size_t p = 0; p < shapes.size(); ++p) {
+      const uint8_t* data = audio ? f->extended_data[p] : f->data[p];
+      const int stride = audio ? 0 : f->linesize[p];
+      for (int r = 0; r < shapes[p].rows; ++r)
+        w.raw(data + static_cast<std::ptrdiff_t>(r) * stride,
+              shapes[p].row_bytes);
+    }
+  }
+}
+
+}  // namespace
+
+Buffer serialize_frames(const Frames& frames) {
+  frames.check();
+  for (const AVFrame* f : frames.frames()) {
+    if (frames.media() != Media::kAudio && !software_video_format(f->format)) {
+      throw InvalidArgument("serialize_frames: frames in " +
+                            pix_fmt_name(f->format) +
+                            " (hardware or paletted) do not serialize");
+    }
+  }
+  Writer measure(nullptr);
+  write_frames(measure, frames);
+  Buffer out =
+      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(measure.pos())});
+  Writer w(out.data_as<uint8_t>());
+  write_frames(w, frames);
+  return out;
+}
+
+std::unique_ptr<Frames> deserialize_frames(const Buffer& blob,
+                                           std::string_view name) {
+  const std::string label = name.empty() ? "frames string" : std::string(name);
+  Reader r(blob.bytes(), label);
+  auto magic = r.take(sizeof kFramesMagic, "magic");
+  if (std::memcmp(magic.data(), kFramesMagic, sizeof kFramesMagic) != 0)
+    r.bad("wrong magic");
+  const auto version = r.get<uint32_t>("version");
+  if (version != kVersion) r.bad("version " + std::to_string(version));
+  const Media media = read_media(r, "media");
+  const Rational tb = r.rational("time base", true);
+  const auto count = r.get<uint64_t>("frame count");
+  if (count > r.size() / 64 || (media == Media::kImage && count > 1))
+    r.bad("frame count is too large");
+  auto out = make_frames(media, tb);
+  for (uint64_t i = 0; i < count; ++i) {
+    FramePtr f = new_frame();
+    f->format = r.get<int32_t>("format");
+    f->width = r.get<int32_t>("width");
+    f->height = r.get<int32_t>("height");
+    f->nb_samples = r.get<int32_t>("samples");
+    f->sample_rate = r.get<int32_t>("sample rate");
+    const bool native = r.flag("channel order");
+    const auto channels = r.get<int32_t>("channels");
+    const auto mask = r.get<uint64_t>("channel mask");
+    f->pts = r.get<int64_t>("pts");
+    f->flags = r.get<int32_t>("flags");
+    f->sample_aspect_ratio.num = r.get<int32_t>("aspect ratio");
+    f->sample_aspect_ratio.den = r.get<int32_t>("aspect ratio");
+    f->color_range = r.enumerator<AVColorRange>("colour range", AVCOL_RANGE_NB);
+    f->color_primaries =
+        r.enumerator<AVColorPrimaries>("colour primaries", AVCOL_PRI_NB);
+    f->color_trc =
+        r.enumerator<AVColorTransferCharacteristic>("colour trc", AVCOL_TRC_NB);
+    f->colorspace = r.enumerator<AVColorSpace>("colour space", AVCOL_SPC_NB);
+    f->chroma_location =
+        r.enumerator<AVChromaLocation>("chroma location", AVCHROMA_LOC_NB);
+    const auto entries = r.get<uint32_t>("metadata count");
+    if (entries > (r.size() - r.pos()) / 8)
+      r.bad("metadata count is too large");
+    for (uint32_t k = 0; k < entries; ++k) {
+      const std::string key = r.str("metadata key");
+      const std::string value = r.str("metadata value");
+      av_dict_set(&f->metadata, key.c_str(), value.c_str(), 0);
+    }
+    if (media == Media::kAudio) {
+      const auto fmt = static_cast<AVSampleFormat>(f->format);
+      if (f->format < 0 || f->format >= AV_SAMPLE_FMT_NB ||
+          av_get_bytes_per_sample(fmt) <= 0 || f->nb_samples <= 0 ||
+          f->nb_samples > kMaxSamples || channels <= 0 || channels > 64 ||
+          f->sample_rate <= 0) {
+        r.bad("bad audio frame " + std::to_string(i));
+      }
+      if (native) {
+        if (av_channel_layout_from_mask(&f->ch_layout, mask) < 0 ||
+            f->ch_layout.nb_channels != channels) {
+          r.bad("bad channel mask");
+        }
+      } else {
+        f->ch_layout.order = AV_CHANNEL_ORDER_UNSPEC;
+        f->ch_layout.nb_channels = channels;
+      }
+    } else if (!software_video_format(f->format) || f->width <= 0 ||
+               f->height <= 0 || f->width > kMaxSide || f->height > kMaxSide) {
+      r.bad("bad video frame " + std::to_string(i));
+    }
+    const auto shapes = plane_shapes(media, f->format, f->width, f->height,
+                                     f->nb_samples, channels);
+    std::size_t need = 0;
+    for (const auto& p : shapes)
+      need += p.row_bytes * static_cast<std::size_t>(p.rows);
+    if (need > r.size() - r.pos())
+      r.bad("frame " + std::to_string(i) + " is truncated");
+    if (av_frame_get_buffer(f.get(), 0) < 0) throw std::bad_alloc();
+    const bool audio = media == Media::kAudio;
+    for (std::size_t p = 0; p < shapes.size(); ++p) {
+      uint8_t* data = audio ? f->extended_data[p] : f->data[p];
+      const int stride = audio ? 0 : f->linesize[p];
+      for (int row = 0; row < shapes[p].rows; ++row) {
+        auto bytes = r.take(shapes[p].row_bytes, "plane");
+        std::memcpy(data + static_cast<std::ptrdiff_t>(row) * stride,
+                    bytes.data(), bytes.size());
+      }
+    }
+    out->push(f.release());
+  }
   return out;
 }
 

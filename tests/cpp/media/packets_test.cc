@@ -219,6 +219,28 @@ TEST_F(PacketsTest, ConsumedPacketsDoNotSerialize) {
                InvalidArgument);
 }
 
+TEST_F(PacketsTest, FramesRoundTripAndEveryTruncationIsAFormatError) {
+  auto frames =
+      decode_packets(std::move(*video(Window{Rational{0, 1}, Rational{1, 5}})),
+                     std::nullopt, DecodeConfig{});
+  const Buffer blob = serialize_frames(*frames);
+  auto back = deserialize_frames(blob);
+  EXPECT_EQ(back->num_frames(), frames->num_frames());
+  EXPECT_EQ(back->format(), "yuv420p");
+  EXPECT_EQ(back->pts(), frames->pts());
+  const Buffer again = serialize_frames(*back);
+  ASSERT_EQ(again.nbytes(), blob.nbytes());
+  EXPECT_EQ(std::memcmp(again.data(), blob.data(), blob.nbytes()), 0);
+  const Buffer a = convert_frames(std::move(*frames));
+  const Buffer b = convert_frames(std::move(*back));
+  ASSERT_EQ(a.nbytes(), b.nbytes());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+  const auto bytes = blob.bytes();
+  for (std::size_t n = 0; n < bytes.size(); n += (n < 400 ? 1 : 1009)) {
+    EXPECT_THROW(deserialize_frames(copy_of(bytes.first(n))), FormatError) << n;
+  }
+}
+
 TEST_F(PacketsTest, Mp4ToAnnexBGivesStartCodesAndTheSameFrames) {
   auto packets = video();
   const std::size_t n = packets->num_packets();
