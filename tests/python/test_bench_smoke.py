@@ -1,5 +1,6 @@
 """Smoke runs of the Python benchmarks: they still work (numbers not read)."""
 
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -46,7 +47,10 @@ def test_images_benchmark_runs():
     assert "feedline, native ops" in r.stdout
     # The augmentation contenders and the run's last line.
     assert "RRC feedline, native (partial decode)" in r.stdout
-    assert re.search(r"^RRC feedline/DataLoader \S+  feedline RRC/full-decode \d+\.\d\d$", r.stdout, re.M)
+    # Every contender hands out torch tensors: without torch (CI installs no
+    # benchmark baselines) none can run, and the line says n/a.
+    number = r"\d+\.\d\d" if importlib.util.find_spec("torch") else "n/a"
+    assert re.search(rf"^RRC feedline/DataLoader \S+  feedline RRC/full-decode {number}$", r.stdout, re.M), r.stdout
 
 
 def test_arrays_benchmark_runs():

@@ -102,7 +102,9 @@ def test_a_pool_over_its_cpu_budget_gets_fewer_threads():
                 if lowered:
                     break
             assert i < 20000, "the pool was never brought within its budget"
-        assert lowered[0].before == 2 and lowered[0].after == 1
+        # From 2 threads, or from 3 when a loaded machine kept the pool under
+        # its budget long enough for it to be raised first.
+        assert lowered[0].before >= 2 and lowered[0].after == 1
         assert "over its budget" in lowered[0].reason
         # From then on one thread runs the work: at most the budget.
         n = 0
