@@ -1138,6 +1138,9 @@ Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
     opts["lossless"] = "1";
   }
   opts["threads"] = "1";
+  // The Paeth filter on every row (as PyAV's PNGs have): about a fifth
+  // smaller than FFmpeg's default of none, for a little more CPU.
+  if (std::strcmp(name, "png") == 0) opts["pred"] = "paeth";
   CodecPtr ctx = video_context(config, codec, false, label, fmt);
   if (std::strcmp(name, "mjpeg") == 0 && config.qscale >= 0) {
     ctx->qmin = ctx->qmax = config.qscale;
