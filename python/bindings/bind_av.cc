@@ -156,6 +156,7 @@ void bind_av(nb::module_& m) {
               &media::DemuxConfig::allow_unsafe_formats);
   nb::class_<media::DecodeConfig>(m, "DecodeConfig")
       .def(nb::init<>())
+      .def_ro_static("AUTO_THREADS", &media::DecodeConfig::kAutoThreads)
       .def_rw("decoder", &media::DecodeConfig::decoder)
       .def_rw("decoder_options", &media::DecodeConfig::decoder_options)
       .def_rw("threads", &media::DecodeConfig::threads);

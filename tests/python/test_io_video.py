@@ -1069,3 +1069,32 @@ def test_all_frames_is_none_and_limits_are_positive(media):
         native.decode_packets(packets.clone(), None, native.DecodeConfig(), 0)
     assert len(native.decode_packets(packets, None, native.DecodeConfig(), None)) == 50
     assert fio.load_video(media / "h264_444.mp4", num_frames=3).shape[0] == 3
+
+
+# --- decode and scale without a filter graph ------------------------------------
+
+
+@pytest.mark.parametrize("name", ["h264_420.mp4", "odd.mp4", "mjpeg.avi", "vp9.webm"])
+@pytest.mark.parametrize(
+    "scale",
+    [
+        {"scale_width": 224, "scale_height": 224},  # fit and pad (SPDL's default)
+        {"scale_width": 300, "scale_height": 150},  # 200 wide in the middle: 8 past a block of 16
+        {"scale_width": 64, "scale_height": 48, "scale_mode": None, "scale_algo": "bilinear"},
+        {"scale_width": 97, "scale_height": 131, "scale_mode": None, "pix_fmt": "bgr24"},
+        {"scale_width": 640, "scale_height": 480, "scale_algo": "lanczos", "pix_fmt": "rgba"},
+    ],
+    ids=["pad-224", "pillarbox-200", "stretch-bilinear", "stretch-bgr", "upscale-rgba"],
+)
+def test_scale_and_format_chains_skip_the_graph_with_the_same_pixels(media, name, scale):
+    # get_video_filter_desc's scale (+ pad) + format chain is done by one
+    # swscale call per frame into the output; a chain with a `null` filter
+    # in it takes the filter graph. Both must give the same bytes.
+    fd = fio.get_video_filter_desc(**scale)
+    parts = fd.split(",")
+    graph = ",".join([*parts[:-1], "null", parts[-1]])
+    fast = fio.to_numpy(fio.load_video(media / name, filter_desc=fd))
+    slow = fio.to_numpy(fio.load_video(media / name, filter_desc=graph))
+    assert fast.shape == slow.shape
+    assert fast.shape[1:3] == (scale["scale_height"], scale["scale_width"])
+    np.testing.assert_array_equal(fast, slow)

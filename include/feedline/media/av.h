@@ -110,7 +110,12 @@ struct DemuxConfig {
 struct DecodeConfig {
   std::string decoder;  // by name ("h264", "libdav1d"); "" picks the default
   std::map<std::string, std::string> decoder_options;
-  int threads = 1;  // decoder threads; 0 lets FFmpeg choose
+  // Decoder threads; 0 lets FFmpeg choose. kAutoThreads (the default): one,
+  // except that load_video() of a whole clip (no window) takes the cores no
+  // other load_video() of this process is using, e.g. 2 on 2 cores with
+  // one clip in flight and 1 with two.
+  static constexpr int kAutoThreads = -1;
+  int threads = kAutoThreads;
 };
 
 // A stream's codec parameters (a deep copy), with its time base and frame
@@ -548,6 +553,14 @@ struct VideoOptions {
   // clips of ops::load_video_clips() have one length per window.
   bool whole_window = false;
 };
+
+// The thread count of DecodeConfig::kAutoThreads: a whole clip (no
+// window) gets its share of `cpus` with `in_flight` loads in progress (this
+// one included), at least one; a window gets one thread, which decodes its
+// few frames sooner than frame threads that fill their pipeline first. Any
+// other value is kept.
+DecodeConfig resolve_decoder_threads(DecodeConfig config, bool whole_clip,
+                                     int in_flight, int cpus);
 
 // Video (N, H, W, C) uint8.
 Buffer load_video(Source source, const VideoOptions& options,

@@ -2,7 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 import enum
-from typing import overload
+from typing import Final, overload
 
 import feedline._feedline_ext
 
@@ -349,6 +349,9 @@ class DemuxConfig:
 
 class DecodeConfig:
     def __init__(self) -> None: ...
+
+    AUTO_THREADS: Final[int] = ...
+    """(arg: object, /) -> int"""
 
     @property
     def decoder(self) -> str: ...

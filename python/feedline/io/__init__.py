@@ -205,7 +205,8 @@ def _with_max_pixels(decode_config, max_pixels):
     base = decode_config if decode_config is not None else _io.DecodeConfig()
     options = dict(base.decoder_options)
     options.setdefault("max_pixels", str(int(max_pixels)))
-    return _av.decode_config(decoder=base.decoder or None, decoder_options=options, threads=base.threads)
+    threads = None if base.threads == _io.DecodeConfig.AUTO_THREADS else base.threads
+    return _av.decode_config(decoder=base.decoder or None, decoder_options=options, threads=threads)
 
 
 def load_image_batch(

@@ -141,8 +141,10 @@ def decode_config(
 ) -> _io.DecodeConfig:
     """How to decode: a ``decoder`` by name (default: FFmpeg's for the
     codec), ``decoder_options`` (every one must be used), and ``threads``
-    (default 1, as SPDL: a data loader decodes many files at once; 0 lets
-    FFmpeg choose)."""
+    (0 lets FFmpeg choose). By default one thread, as SPDL (a data loader
+    decodes many files at once), except that :func:`load_video` of a whole
+    clip takes the cores no other ``load_video`` of the process is using: 2
+    threads on 2 cores with one clip in flight, 1 with two."""
     cfg = _io.DecodeConfig()
     if decoder is not None:
         cfg.decoder = decoder

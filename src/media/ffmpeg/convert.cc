@@ -6,8 +6,12 @@
 // FFmpeg's scale filter would use, so the pixels equal the ffmpeg CLI's.
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
+
+#include <sched.h>
 
 #include "media/ffmpeg/ffmpeg.h"
 
@@ -249,18 +253,117 @@ int range_of(const AVFrame* f) {
   return enum_value(&f->color_range, AVCOL_RANGE_NB, AVCOL_RANGE_UNSPECIFIED);
 }
 
-// Writes decoded frames, converted with libswscale, straight into a growing
-// (N, H, W, C) buffer.
+AVPixelFormat fast_format(const std::string& pix_fmt);
+
+// A filter chain that only scales (stretching, or fitting and padding with
+// black) and converts to a format the writer takes, as
+// get_video_filter_desc writes it:
+//   scale=w=W:h=H:flags=F,format=pix_fmts=P
+//   scale=w=W:h=H:flags=F:force_original_aspect_ratio=decrease,
+//     pad=w=W:h=H:x=-1:y=-1:color=black,format=pix_fmts=P
+// The writer does it with one swscale call per frame, straight into the
+// output, with the scale filter's sizes, offsets and flags.
+struct FastScale {
+  int width = 0;
+  int height = 0;
+  bool pad = false;
+  int flags = SWS_BICUBIC;
+  AVPixelFormat format = AV_PIX_FMT_NONE;
+};
+
+std::optional<int> sws_flag(const std::string& name) {
+  static const std::pair<const char*, int> kFlags[] = {
+      {"fast_bilinear", SWS_FAST_BILINEAR},
+      {"bilinear", SWS_BILINEAR},
+      {"bicubic", SWS_BICUBIC},
+      {"neighbor", SWS_POINT},
+      {"area", SWS_AREA},
+      {"bicublin", SWS_BICUBLIN},
+      {"gauss", SWS_GAUSS},
+      {"sinc", SWS_SINC},
+      {"lanczos", SWS_LANCZOS},
+      {"spline", SWS_SPLINE}};
+  for (const auto& [n, f] : kFlags) {
+    if (name == n) return f;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
+std::optional<int> positive(const std::string& text) {
+  if (text.empty() || text.size() > 5 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const int v = std::stoi(text);
+  return v > 0 ? std::optional<int>(v) : std::nullopt;
+}
+
+std::optional<FastScale> fast_scale_of(const std::string& desc) {
+  const std::vector<std::string> parts = split(desc, ',');
+  if (parts.size() != 2 && parts.size() != 3) return std::nullopt;
+  const std::vector<std::string> scale = split(parts[0], ':');
+  const bool pad = parts.size() == 3;
+  if (scale.size() != (pad ? 4u : 3u) || scale[0].rfind("scale=w=", 0) != 0 ||
+      scale[1].rfind("h=", 0) != 0 || scale[2].rfind("flags=", 0) != 0) {
+    return std::nullopt;
+  }
+  FastScale f;
+  f.pad = pad;
+  const auto w = positive(scale[0].substr(8));
+  const auto h = positive(scale[1].substr(2));
+  const auto flags = sws_flag(scale[2].substr(6));
+  if (!w || !h || !flags) return std::nullopt;
+  f.width = *w;
+  f.height = *h;
+  f.flags = *flags;
+  if (pad) {
+    const std::string size =
+        "w=" + std::to_string(f.width) + ":h=" + std::to_string(f.height);
+    if (scale[3] != "force_original_aspect_ratio=decrease" ||
+        parts[1] != "pad=" + size + ":x=-1:y=-1:color=black") {
+      return std::nullopt;
+    }
+  }
+  const std::string& format = parts.back();
+  if (format.rfind("format=pix_fmts=", 0) != 0) return std::nullopt;
+  try {
+    f.format = fast_format(format.substr(16));
+  } catch (const InvalidArgument&) {
+    return std::nullopt;
+  }
+  // Gray is padded in the filter graph's YUV (black is 16 there).
+  if (f.format == AV_PIX_FMT_GRAY8) return std::nullopt;
+  return f;
+}
+
+// Writes decoded frames, converted (and scaled, with a FastScale) with
+// libswscale, straight into a growing (N, H, W, C) buffer.
 class FrameWriter {
  public:
-  FrameWriter(AVPixelFormat format, int64_t expected, std::string_view name)
+  FrameWriter(AVPixelFormat format, int64_t expected, std::string_view name,
+              std::optional<FastScale> scale = std::nullopt)
       : format_(format),
         expected_(std::max<int64_t>(expected, 1)),
-        name_(name) {
+        name_(name),
+        scale_(scale) {
     channels_ = av_pix_fmt_desc_get(format)->nb_components;
   }
 
   void add(const AVFrame* f) {
+    if (scale_) {
+      add_scaled(f);
+      return;
+    }
     if (count_ == 0) {
       width_ = f->width;
       height_ = f->height;
@@ -297,9 +400,15 @@ class FrameWriter {
   }
 
  private:
+  // libswscale's x86 YUV-to-RGB converters write whole blocks of 16
+  // pixels: up to 24 bytes past the end of a row whose width is not a
+  // multiple of 16. Within the output that lands on the next row, written
+  // after it; the last row of the last frame needs room past the end.
+  static constexpr int64_t kOverrun = 64;
+
   void reserve(int64_t n) {
-    Buffer bigger =
-        Buffer::allocate(DType::kUint8, {n, height_, width_, channels_});
+    Buffer bigger = Buffer::allocate(
+        DType::kUint8, {n * static_cast<int64_t>(frame_bytes_) + kOverrun});
     if (count_ > 0) {
       std::memcpy(bigger.data(), out_.data(),
                   static_cast<std::size_t>(count_) * frame_bytes_);
@@ -308,9 +417,83 @@ class FrameWriter {
     capacity_ = n;
   }
 
+  // A frame scaled into its place in a (height, width) output of the
+  // FastScale's size: the whole of it, or (fit and pad) the largest size
+  // of the frame's aspect ratio that fits, centred on black, with the
+  // sizes and offsets of FFmpeg's scale and pad filters.
+  void add_scaled(const AVFrame* f) {
+    if (count_ == 0) {
+      width_ = scale_->width;
+      height_ = scale_->height;
+      frame_bytes_ = static_cast<std::size_t>(width_) * height_ * channels_;
+      reserve(expected_);
+    }
+    if (count_ == capacity_) reserve(capacity_ * 2);
+    if (f->width != src_width_ || f->height != src_height_) {
+      src_width_ = f->width;
+      src_height_ = f->height;
+      scaled_width_ = width_;
+      scaled_height_ = height_;
+      if (scale_->pad) {
+        const int tmp_w =
+            static_cast<int>(av_rescale(height_, src_width_, src_height_));
+        const int tmp_h =
+            static_cast<int>(av_rescale(width_, src_height_, src_width_));
+        scaled_width_ = std::max(1, std::min(tmp_w, width_));
+        scaled_height_ = std::max(1, std::min(tmp_h, height_));
+      }
+      sws_.reset();
+    }
+    setup(f, scaled_width_, scaled_height_, scale_->flags);
+    uint8_t* frame = out_.data_as<uint8_t>() + count_ * frame_bytes_;
+    const int x = (width_ - scaled_width_) / 2;
+    const int y = (height_ - scaled_height_) / 2;
+    if (scaled_width_ != width_ || scaled_height_ != height_)
+      fill_black(frame, static_cast<std::size_t>(width_) * height_);
+    uint8_t* dst[4] = {frame + (static_cast<std::size_t>(y) * width_ + x) *
+                                   static_cast<std::size_t>(channels_),
+                       nullptr, nullptr, nullptr};
+    int stride[4] = {width_ * channels_, 0, 0, 0};
+    const int rows =
+        sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride);
+    if (rows != scaled_height_) {
+      throw DecodeError(std::string(name_) + ": scaling failed");
+    }
+    if (scaled_width_ != width_ || scaled_height_ != height_)
+      clear_padding(frame, x, y);
+    ++count_;
+  }
+
+  // `pixels` black pixels from `at`: zeros, with an opaque alpha (byte 3
+  // of rgba and bgra), as the pad filter paints.
+  void fill_black(uint8_t* at, std::size_t pixels) const {
+    std::memset(at, 0, pixels * static_cast<std::size_t>(channels_));
+    if (channels_ == 4) {
+      for (std::size_t i = 0; i < pixels; ++i) at[i * 4 + 3] = 255;
+    }
+  }
+
+  // Black again where the converter wrote past the image's rows (see
+  // kOverrun): the columns right and left of it, and the rows below.
+  void clear_padding(uint8_t* frame, int x, int y) const {
+    const auto c = static_cast<std::size_t>(channels_);
+    const auto w = static_cast<std::size_t>(width_);
+    for (int r = y; r < y + scaled_height_; ++r) {
+      uint8_t* line = frame + static_cast<std::size_t>(r) * w * c;
+      fill_black(line, static_cast<std::size_t>(x));
+      const std::size_t right =
+          static_cast<std::size_t>(x) + static_cast<std::size_t>(scaled_width_);
+      fill_black(line + right * c, w - right);
+    }
+    const int below = y + scaled_height_;
+    fill_black(frame + static_cast<std::size_t>(below) * w * c,
+               static_cast<std::size_t>(height_ - below) * w);
+  }
+
   // The converter, with the colour matrix and range FFmpeg's scale filter
   // takes from the frame.
-  void setup(const AVFrame* f) {
+  void setup(const AVFrame* f) { setup(f, width_, height_, SWS_BICUBIC); }
+  void setup(const AVFrame* f, int out_width, int out_height, int flags) {
     const int colorspace = colorspace_of(f);
     const int range = range_of(f);
     if (sws_ && f->format == src_format_ && colorspace == colorspace_ &&
@@ -318,8 +501,8 @@ class FrameWriter {
       return;
     }
     sws_.reset(sws_getContext(
-        width_, height_, static_cast<AVPixelFormat>(f->format), width_, height_,
-        format_, SWS_BICUBIC, nullptr, nullptr, nullptr));
+        f->width, f->height, static_cast<AVPixelFormat>(f->format), out_width,
+        out_height, format_, flags, nullptr, nullptr, nullptr));
     if (!sws_) {
       throw DecodeError(std::string(name_) + ": cannot convert " +
                         pix_fmt_name(f->format) + " to " +
@@ -356,6 +539,11 @@ class FrameWriter {
   int64_t count_ = 0;
   int64_t capacity_ = 0;
   Buffer out_;
+  std::optional<FastScale> scale_;
+  int src_width_ = 0;
+  int src_height_ = 0;
+  int scaled_width_ = 0;
+  int scaled_height_ = 0;
   SwsPtr sws_;
   int src_format_ = -1;
   int colorspace_ = AVCOL_SPC_UNSPECIFIED;
@@ -389,14 +577,40 @@ void check_whole(const Packets& packets, const std::string& src) {
                     " s: the clip would be short");
 }
 
-Buffer load(Media media, Source source, const VideoOptions& o,
+// The load() calls in progress in this process, for the decoder thread
+// policy of DecodeConfig::kAutoThreads.
+std::atomic<int> loads_in_flight{0};
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+struct InFlight {
+  int count = loads_in_flight.fetch_add(1) + 1;
+  InFlight() = default;
+  ~InFlight() { loads_in_flight.fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+};
+
+Buffer load(Media media, Source source, const VideoOptions& options,
             std::string name) {
+  const InFlight in_flight;
+  VideoOptions o = options;
+  o.decode =
+      resolve_decoder_threads(o.decode, !o.window && media == Media::kVideo,
+                              in_flight.count, usable_cpus());
   Demuxer demuxer(std::move(source), o.demux, std::move(name));
   const std::string& src = demuxer.name();
   std::unique_ptr<Packets> packets =
       demuxer.demux(media, media == Media::kImage ? std::nullopt : o.window);
   if (o.whole_window && media == Media::kVideo) check_whole(*packets, src);
-  if (o.filter_desc) {
+  const std::optional<FastScale> scale =
+      o.filter_desc ? fast_scale_of(*o.filter_desc) : std::nullopt;
+  if (o.filter_desc && !scale) {
     std::unique_ptr<Frames> frames = decode_packets(
         std::move(*packets), o.filter_desc, o.decode, o.max_frames);
     if (frames->empty()) {
@@ -404,7 +618,7 @@ Buffer load(Media media, Source source, const VideoOptions& o,
     }
     return convert_frames(std::move(*frames));
   }
-  const AVPixelFormat format = fast_format(o.pix_fmt);
+  const AVPixelFormat format = scale ? scale->format : fast_format(o.pix_fmt);
   const Codec codec = packets->require_codec();
   DecodeSession session(codec, std::nullopt, o.decode, src);
   session.set_window(packets->window());
@@ -416,7 +630,7 @@ Buffer load(Media media, Source source, const VideoOptions& o,
   const int64_t limit = media == Media::kImage ? 1 : o.max_frames.value_or(0);
   int64_t expected = static_cast<int64_t>(packets->size());
   if (limit > 0) expected = std::min(expected, limit);
-  FrameWriter writer(format, expected, src);
+  FrameWriter writer(format, expected, src, scale);
   DecodeSession::Sink sink = [&](AVFrame* f, AVRational) {
     writer.add(f);
     return limit <= 0 || writer.count() < limit;
@@ -441,6 +655,13 @@ Buffer load(Media media, Source source, const VideoOptions& o,
 }
 
 }  // namespace
+
+DecodeConfig resolve_decoder_threads(DecodeConfig config, bool whole_clip,
+                                     int in_flight, int cpus) {
+  if (config.threads != DecodeConfig::kAutoThreads) return config;
+  config.threads = whole_clip ? std::max(1, cpus / std::max(1, in_flight)) : 1;
+  return config;
+}
 
 Buffer load_video(Source source, const VideoOptions& options,
                   std::string name) {

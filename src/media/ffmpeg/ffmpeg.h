@@ -49,7 +49,7 @@ extern "C" {
 namespace feedline::media::ffmpeg {
 
 // The data argument of an AVIO write callback: const from libavformat 61.
-#if defined(FF_API_AVIO_WRITE_NONCONST) && !FF_API_AVIO_WRITE_NONCONST
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
 using AvioWriteData = const uint8_t*;
 #else
 using AvioWriteData = uint8_t*;

@@ -437,7 +437,10 @@ CodecPtr open_decoder(const AVCodecParameters* params, AVRational time_base,
         " pixels (the decoder option max_pixels)");
   }
   if (opts.find("threads") == opts.end())
-    opts["threads"] = std::to_string(std::max(0, config.threads));
+    opts["threads"] =
+        std::to_string(config.threads == media::DecodeConfig::kAutoThreads
+                           ? 1
+                           : std::max(0, config.threads));
   Options options(opts);
   rc = avcodec_open2(ctx.get(), codec, options.get());
   if (rc < 0)

@@ -259,6 +259,31 @@ TEST_F(AvTest, FilterGraphErrorsAreTyped) {
   EXPECT_THROW(g.add_frames(std::move(*frames)), InvalidArgument);  // size
 }
 
+TEST(DecoderThreadsTest, AutoUsesIdleCoresForWholeClipsOnly) {
+  const DecodeConfig automatic;
+  EXPECT_EQ(automatic.threads, DecodeConfig::kAutoThreads);
+  EXPECT_EQ(resolve_decoder_threads(automatic, true, 1, 2).threads, 2);
+  EXPECT_EQ(resolve_decoder_threads(automatic, true, 2, 2).threads, 1);
+  EXPECT_EQ(resolve_decoder_threads(automatic, true, 3, 8).threads, 2);
+  EXPECT_EQ(resolve_decoder_threads(automatic, true, 9, 8).threads, 1);
+  EXPECT_EQ(resolve_decoder_threads(automatic, false, 1, 8).threads, 1);
+  DecodeConfig fixed;
+  fixed.threads = 1;
+  EXPECT_EQ(resolve_decoder_threads(fixed, true, 1, 8).threads, 1);
+  fixed.threads = 0;  // FFmpeg chooses
+  EXPECT_EQ(resolve_decoder_threads(fixed, true, 1, 8).threads, 0);
+}
+
+TEST_F(AvTest, AutoThreadsDecodeTheSameFrames) {
+  VideoOptions automatic;
+  VideoOptions one;
+  one.decode.threads = 1;
+  const Buffer a = load_video(file("clip.mp4"), automatic);
+  const Buffer b = load_video(file("clip.mp4"), one);
+  ASSERT_EQ(a.shape(), b.shape());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+}
+
 TEST_F(AvTest, BadInputIsTyped) {
   const std::vector<uint8_t> junk(4096, 7);
   EXPECT_THROW(load_video(Source{"", junk, nullptr}, VideoOptions{}, "junk"),
