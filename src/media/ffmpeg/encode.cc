@@ -415,11 +415,10 @@ class Encoder::Impl {
     if (f->format == ctx_->pix_fmt) {
       if (av_frame_ref(out.get(), f) < 0) throw std::bad_alloc();
     } else {
-      sws_.reset(sws_getCachedContext(
-          sws_.release(), f->width, f->height,
-          static_cast<AVPixelFormat>(f->format), ctx_->width, ctx_->height,
-          ctx_->pix_fmt, SWS_BICUBIC,
-          nullptr, nullptr, nullptr));
+      sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height,
+                                      static_cast<AVPixelFormat>(f->format),
+                                      ctx_->width, ctx_->height, ctx_->pix_fmt,
+                                      SWS_BICUBIC, nullptr, nullptr, nullptr));
       if (!sws_) {
         throw InvalidArgument(label_ + ": cannot convert " +
                               pix_fmt_name(f->format) + " frames to " +
