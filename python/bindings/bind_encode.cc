@@ -59,6 +59,18 @@ Rational rational_from(nb::handle pair) {
   return Rational{nb::cast<int>(pair[0]), nb::cast<int>(pair[1])};
 }
 
+media::ImageEncodeOptions image_options(const std::string& format,
+                                        const std::string& pix_fmt, int quality,
+                                        bool lossless, int compression_level) {
+  media::ImageEncodeOptions o;
+  o.format = format;
+  o.pix_fmt = pix_fmt;
+  o.quality = quality;
+  o.lossless = lossless;
+  o.compression_level = compression_level;
+  return o;
+}
+
 }  // namespace
 
 void bind_encode(nb::module_& m) {
@@ -196,12 +208,8 @@ void bind_encode(nb::module_& m) {
          const std::string& pix_fmt, int quality, bool lossless,
          int compression_level) {
         Buffer a = array_from(data, shape, dtype);
-        media::ImageEncodeOptions o;
-        o.format = format;
-        o.pix_fmt = pix_fmt;
-        o.quality = quality;
-        o.lossless = lossless;
-        o.compression_level = compression_level;
+        const media::ImageEncodeOptions o = image_options(
+            format, pix_fmt, quality, lossless, compression_level);
         Buffer out;
         {
           nb::gil_scoped_release release;
@@ -217,13 +225,10 @@ void bind_encode(nb::module_& m) {
       "encode_image_op",
       [](const std::string& format, const std::string& pix_fmt, int quality,
          bool lossless, int compression_level) {
-        media::ImageEncodeOptions o;
-        o.format = format;
-        o.pix_fmt = pix_fmt;
-        o.quality = quality;
-        o.lossless = lossless;
-        o.compression_level = compression_level;
-        return NativeOp{ops::encode_image(o), "encode_image"};
+        return NativeOp{
+            ops::encode_image(image_options(format, pix_fmt, quality, lossless,
+                                            compression_level)),
+            "encode_image"};
       },
       nb::arg("format"), nb::arg("pix_fmt"), nb::arg("quality"),
       nb::arg("lossless"), nb::arg("compression_level"));

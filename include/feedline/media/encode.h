@@ -26,6 +26,7 @@
 
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,9 @@
 
 #include "feedline/base/buffer.h"
 #include "feedline/media/av.h"
+
+struct AVCodec;
+struct AVCodecContext;
 
 namespace feedline::media {
 
@@ -171,6 +175,13 @@ class Muxer {
   Buffer take_bytes();
 
  private:
+  // Adds a stream of `media` whose encoder context `context` makes (owned
+  // by the caller once returned) for the encoder chosen.
+  Encoder& add_stream(Media media, const std::string& encoder,
+                      const std::map<std::string, std::string>& options,
+                      const std::function<AVCodecContext*(
+                          const AVCodec* codec, bool global_header,
+                          const std::string& label)>& context);
   struct State;
   std::string dst_;
   std::unique_ptr<State> state_;

@@ -82,26 +82,6 @@ FrameLayout video_layout(const AVFrame* f) {
   return l;
 }
 
-DType sample_dtype(AVSampleFormat fmt) {
-  switch (av_get_packed_sample_fmt(fmt)) {
-    case AV_SAMPLE_FMT_U8:
-      return DType::kUint8;
-    case AV_SAMPLE_FMT_S16:
-      return DType::kInt16;
-    case AV_SAMPLE_FMT_S32:
-      return DType::kInt32;
-    case AV_SAMPLE_FMT_S64:
-      return DType::kInt64;
-    case AV_SAMPLE_FMT_FLT:
-      return DType::kFloat32;
-    case AV_SAMPLE_FMT_DBL:
-      return DType::kFloat64;
-    default:
-      throw InvalidArgument("cannot convert audio of sample format " +
-                            sample_fmt_name(fmt) + " to an array");
-  }
-}
-
 void copy_video_frame(const AVFrame* f, const FrameLayout& l, uint8_t* dst) {
   const int rc = av_image_copy_to_buffer(
       dst, static_cast<int>(l.bytes), f->data, f->linesize,
@@ -197,6 +177,26 @@ void write_frames(const Frames& frames, uint8_t* dst) {
 }
 
 }  // namespace
+
+DType ffmpeg::sample_dtype(AVSampleFormat fmt) {
+  switch (av_get_packed_sample_fmt(fmt)) {
+    case AV_SAMPLE_FMT_U8:
+      return DType::kUint8;
+    case AV_SAMPLE_FMT_S16:
+      return DType::kInt16;
+    case AV_SAMPLE_FMT_S32:
+      return DType::kInt32;
+    case AV_SAMPLE_FMT_S64:
+      return DType::kInt64;
+    case AV_SAMPLE_FMT_FLT:
+      return DType::kFloat32;
+    case AV_SAMPLE_FMT_DBL:
+      return DType::kFloat64;
+    default:
+      throw InvalidArgument("cannot convert audio of sample format " +
+                            sample_fmt_name(fmt) + " to an array");
+  }
+}
 
 Buffer convert_frames(Frames&& frames) {
   const FrameLayout l = layout_of(frames);

@@ -177,26 +177,6 @@ std::unique_ptr<Frames> frames_from_planes(const Buffer& a, AVPixelFormat f,
   return out;
 }
 
-DType sample_dtype(AVSampleFormat f) {
-  switch (av_get_packed_sample_fmt(f)) {
-    case AV_SAMPLE_FMT_U8:
-      return DType::kUint8;
-    case AV_SAMPLE_FMT_S16:
-      return DType::kInt16;
-    case AV_SAMPLE_FMT_S32:
-      return DType::kInt32;
-    case AV_SAMPLE_FMT_FLT:
-      return DType::kFloat32;
-    case AV_SAMPLE_FMT_DBL:
-      return DType::kFloat64;
-    case AV_SAMPLE_FMT_S64:
-      return DType::kInt64;
-    default:
-      throw InvalidArgument(std::string("unsupported sample format \"") +
-                            sample_fmt_name(f) + "\"");
-  }
-}
-
 template <typename T>
 std::string join(const std::vector<T>& values,
                  const std::function<std::string(const T&)>& text) {
@@ -851,59 +831,63 @@ void check_adding(const Muxer& m, bool opened, bool closed) {
 
 }  // namespace
 
-Encoder& Muxer::add_encode_stream(
-    const VideoEncodeConfig& config, const std::string& encoder,
-    const std::map<std::string, std::string>& options) {
+Encoder& Muxer::add_stream(Media media, const std::string& encoder,
+                           const std::map<std::string, std::string>& options,
+                           const std::function<AVCodecContext*(
+                               const AVCodec* codec, bool global_header,
+                               const std::string& label)>& context) {
   check_adding(*this, state_->opened, state_->closed);
   AVFormatContext* fmt = state_->fmt;
-  const AVCodecID id = av_guess_codec(fmt->oformat, nullptr, dst_.c_str(),
-                                      nullptr, AVMEDIA_TYPE_VIDEO);
-  if (encoder.empty() && id == AV_CODEC_ID_NONE)
-    throw InvalidArgument(dst_ + ": " + format() + " does not take video");
-  const AVCodec* codec = find_encoder(encoder, id, AVMEDIA_TYPE_VIDEO, dst_);
+  const AVMediaType type =
+      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
+  const AVCodecID id =
+      av_guess_codec(fmt->oformat, nullptr, dst_.c_str(), nullptr, type);
+  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
+    throw InvalidArgument(dst_ + ": " + format() + " does not take " +
+                          (media == Media::kAudio ? "audio" : "video"));
+  }
+  const AVCodec* codec = find_encoder(encoder, id, type, dst_);
   const int index = num_streams();
   const std::string label = dst_ + " (stream " + std::to_string(index) + ")";
-  CodecPtr ctx = video_context(config, codec,
-                               (fmt->oformat->flags & AVFMT_GLOBALHEADER) != 0,
-                               label, AV_PIX_FMT_NONE);
+  CodecPtr ctx(
+      context(codec, (fmt->oformat->flags & AVFMT_GLOBALHEADER) != 0, label));
   open_context(ctx.get(), codec, options, label);
   AVStream* st = avformat_new_stream(fmt, nullptr);
   if (st == nullptr) throw std::bad_alloc();
   if (avcodec_parameters_from_context(st->codecpar, ctx.get()) < 0)
     throw std::bad_alloc();
   st->time_base = ctx->time_base;
-  st->avg_frame_rate = ctx->framerate;
-  const Rational rate = from_av(ctx->framerate);
+  Rational rate{0, 1};
+  if (media != Media::kAudio) {
+    st->avg_frame_rate = ctx->framerate;
+    rate = from_av(ctx->framerate);
+  }
   state_->encoders.push_back(
       std::unique_ptr<Encoder>(new Encoder(std::make_unique<Encoder::Impl>(
-          Media::kVideo, std::move(ctx), label, index, rate))));
+          media, std::move(ctx), label, index, rate))));
   return *state_->encoders.back();
+}
+
+Encoder& Muxer::add_encode_stream(
+    const VideoEncodeConfig& config, const std::string& encoder,
+    const std::map<std::string, std::string>& options) {
+  return add_stream(
+      Media::kVideo, encoder, options,
+      [&](const AVCodec* codec, bool global_header, const std::string& label) {
+        return video_context(config, codec, global_header, label,
+                             AV_PIX_FMT_NONE)
+            .release();
+      });
 }
 
 Encoder& Muxer::add_encode_stream(
     const AudioEncodeConfig& config, const std::string& encoder,
     const std::map<std::string, std::string>& options) {
-  check_adding(*this, state_->opened, state_->closed);
-  AVFormatContext* fmt = state_->fmt;
-  const AVCodecID id = av_guess_codec(fmt->oformat, nullptr, dst_.c_str(),
-                                      nullptr, AVMEDIA_TYPE_AUDIO);
-  if (encoder.empty() && id == AV_CODEC_ID_NONE)
-    throw InvalidArgument(dst_ + ": " + format() + " does not take audio");
-  const AVCodec* codec = find_encoder(encoder, id, AVMEDIA_TYPE_AUDIO, dst_);
-  const int index = num_streams();
-  const std::string label = dst_ + " (stream " + std::to_string(index) + ")";
-  CodecPtr ctx = audio_context(
-      config, codec, (fmt->oformat->flags & AVFMT_GLOBALHEADER) != 0, label);
-  open_context(ctx.get(), codec, options, label);
-  AVStream* st = avformat_new_stream(fmt, nullptr);
-  if (st == nullptr) throw std::bad_alloc();
-  if (avcodec_parameters_from_context(st->codecpar, ctx.get()) < 0)
-    throw std::bad_alloc();
-  st->time_base = ctx->time_base;
-  state_->encoders.push_back(
-      std::unique_ptr<Encoder>(new Encoder(std::make_unique<Encoder::Impl>(
-          Media::kAudio, std::move(ctx), label, index, Rational{0, 1}))));
-  return *state_->encoders.back();
+  return add_stream(
+      Media::kAudio, encoder, options,
+      [&](const AVCodec* codec, bool global_header, const std::string& label) {
+        return audio_context(config, codec, global_header, label).release();
+      });
 }
 
 int Muxer::add_remux_stream(const Codec& codec) {

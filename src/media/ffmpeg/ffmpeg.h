@@ -220,6 +220,10 @@ std::string ffmpeg_error();
 // exceptions; the Python layer can raise the level again).
 void quiet_logging();
 
+// The dtype of samples in `fmt` (planar or packed). Throws InvalidArgument
+// for formats without one.
+DType sample_dtype(AVSampleFormat fmt);
+
 // Returns "yuv420p", "fltp", ... or "none".
 std::string pix_fmt_name(int format);
 std::string sample_fmt_name(int format);
