@@ -20,6 +20,7 @@ FPS = 30
 WINDOW_FRAMES = 8
 WINDOW_SEED = 1234
 RESOLUTIONS = ((1280, 720), (1920, 1080))
+RESIZE = 224  # the resize scenario's output: RESIZE x RESIZE rgb24, stretched
 
 
 # -- clips ------------------------------------------------------------------------
@@ -43,6 +44,7 @@ class Item:
     height: int
     window: tuple[float, float] | None
     expected: int  # frames
+    resize: bool = False  # decoded straight to RESIZE x RESIZE (width, height are RESIZE)
 
 
 def clip_specs(args):
@@ -138,9 +140,11 @@ def make_items(scenario, clips, n_windows):
     for clip in clips:
         by_res[clip.height].append(clip)
     groups = [by_res[h] for _, h in RESOLUTIONS if by_res[h]]
-    if scenario == "whole":
+    if scenario in ("whole", "resize"):
         # 720p and 1080p alternate, so both workers see a mix.
         ordered = [c for row in itertools.zip_longest(*groups) for c in row if c is not None]
+        if scenario == "resize":
+            return [Item(c.path, RESIZE, RESIZE, None, c.frames, resize=True) for c in ordered]
         return [Item(c.path, c.width, c.height, None, c.frames) for c in ordered]
     rng = random.Random(WINDOW_SEED)
     items = []
@@ -159,13 +163,18 @@ def pyav_loader(thread_type):
     import av
     import numpy as np
 
+    def rgb(frame, item):
+        if item.resize:  # one swscale call: scale and convert (bicubic, as the others)
+            return frame.to_ndarray(format="rgb24", width=RESIZE, height=RESIZE, interpolation="BICUBIC")
+        return frame.to_ndarray(format="rgb24")
+
     def load(item):
         with av.open(item.path) as container:
             stream = container.streams.video[0]
             if thread_type:
                 stream.thread_type = thread_type
             if item.window is None:
-                frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+                frames = [rgb(f, item) for f in container.decode(stream)]
             else:
                 start, end = item.window
                 container.seek(int(start / stream.time_base), stream=stream, backward=True)
@@ -176,7 +185,7 @@ def pyav_loader(thread_type):
                         continue
                     if t >= end:
                         break
-                    frames.append(f.to_ndarray(format="rgb24"))
+                    frames.append(rgb(f, item))
             return np.stack(frames)
 
     return load
@@ -186,9 +195,13 @@ def spdl_loader(threads):
     import spdl.io
 
     decode_config = None if threads is None else spdl.io.DecodeConfig(decoder_options={"threads": str(threads)})
+    resize = spdl.io.get_video_filter_desc(scale_width=RESIZE, scale_height=RESIZE, scale_mode=None, pix_fmt="rgb24")
 
     def load(item):
-        return spdl.io.to_numpy(spdl.io.load_video(item.path, timestamp=item.window, decode_config=decode_config))
+        kwargs = {"filter_desc": resize} if item.resize else {}
+        return spdl.io.to_numpy(
+            spdl.io.load_video(item.path, timestamp=item.window, decode_config=decode_config, **kwargs)
+        )
 
     return load
 
@@ -197,6 +210,8 @@ def torchcodec_loader(seek_mode, threads):
     from torchcodec.decoders import VideoDecoder
 
     def load(item):
+        if item.resize:
+            raise AttributeError("torchcodec: resizing while decoding is not measured here")
         decoder = VideoDecoder(item.path, seek_mode=seek_mode, num_ffmpeg_threads=threads, dimension_order="NHWC")
         if item.window is None:
             return decoder.get_frames_in_range(0, len(decoder)).data
@@ -213,9 +228,13 @@ def feedline_loader(threads):
 
     load_video = fio.load_video  # AttributeError until feedline has it
     cfg = fio.decode_config(threads=threads) if threads is not None else None
+    # scale + format only: load_video converts each frame with one swscale
+    # call straight into the output, with no filter graph.
+    resize = fio.get_video_filter_desc(scale_width=RESIZE, scale_height=RESIZE, scale_mode=None, pix_fmt="rgb24")
 
     def load(item):
-        return np.asarray(load_video(item.path, timestamp=item.window, decode_config=cfg))
+        kwargs = {"filter_desc": resize} if item.resize else {}
+        return np.asarray(load_video(item.path, timestamp=item.window, decode_config=cfg, **kwargs))
 
     return load
 
@@ -232,3 +251,37 @@ def make_loader(config):
     if config.lib == "torchcodec":
         return torchcodec_loader(o["seek_mode"], o["threads"])
     raise ValueError(config.name)
+
+
+# -- demuxers: path -> number of video packets -------------------------------------
+
+# (name, library, label) of the demux-throughput contenders.
+DEMUXERS = (
+    ("feedline", "feedline", "demux_video, defaults (MP4: codec parameters from the header, no probe)"),
+    ("feedline-probe", "feedline", "demux_video, demux_config(find_stream_info=True)"),
+    ("spdl", "spdl", "spdl.io.demux_video, defaults"),
+    ("pyav", "pyav", "av.open + container.demux(video stream)"),
+)
+
+
+def make_demuxer(name):
+    """Returns demux(path) -> packet count. Raises ImportError etc. if unavailable."""
+    if name in ("feedline", "feedline-probe"):
+        import feedline.io as fio
+
+        cfg = fio.demux_config(find_stream_info=True) if name == "feedline-probe" else None
+        return lambda path: len(fio.demux_video(path, demux_config=cfg))
+    if name == "spdl":
+        import spdl.io
+
+        return lambda path: len(spdl.io.demux_video(path))
+    if name == "pyav":
+        import av
+
+        def demux(path):
+            with av.open(path) as container:
+                stream = container.streams.video[0]
+                return sum(1 for p in container.demux(stream) if p.size)  # the last one is an empty flush packet
+
+        return demux
+    raise ValueError(name)

@@ -132,6 +132,17 @@ void bind_encode(nb::module_& m) {
   nb::class_<Muxer>(m, "Muxer", "An output file and its streams.")
       .def(nb::init<std::string, const std::string&>(), nb::arg("dst"),
            nb::arg("format") = "")
+      .def_static("in_memory", &Muxer::in_memory, nb::arg("format"),
+                  "A Muxer writing to memory; take_bytes() after close().")
+      .def("take_bytes",
+           [](Muxer& m) {
+             Buffer b;
+             {
+               nb::gil_scoped_release release;
+               b = m.take_bytes();
+             }
+             return nb::bytes(b.data_as<const char>(), b.nbytes());
+           })
       .def_prop_ro("dst", &Muxer::dst)
       .def_prop_ro("format", &Muxer::format)
       .def_prop_ro("num_streams", &Muxer::num_streams)
@@ -244,6 +255,21 @@ void bind_encode(nb::module_& m) {
         o.encoder_options = encoder_options;
         o.muxer_options = muxer_options;
         return NativeOp{ops::encode_video(o), "encode_video"};
+      },
+      nb::arg("format"), nb::arg("encoder"), nb::arg("config"),
+      nb::arg("encoder_options"), nb::arg("muxer_options"));
+  m.def(
+      "encode_audio_op",
+      [](const std::string& format, const std::string& encoder,
+         const AudioEncodeConfig& config, const Options& encoder_options,
+         const Options& muxer_options) {
+        ops::AudioEncodeOptions o;
+        o.format = format;
+        o.encoder = encoder;
+        o.config = config;
+        o.encoder_options = encoder_options;
+        o.muxer_options = muxer_options;
+        return NativeOp{ops::encode_audio(o), "encode_audio"};
       },
       nb::arg("format"), nb::arg("encoder"), nb::arg("config"),
       nb::arg("encoder_options"), nb::arg("muxer_options"));

@@ -113,6 +113,16 @@ OpPtr encode_video(const VideoEncodeOptions& options) {
   });
 }
 
+OpPtr encode_audio(const AudioEncodeOptions& options) {
+  if (options.format.empty())
+    throw InvalidArgument("encode_audio: a format (muxer) is needed");
+  return make_map_op<FramesItem>([options](FramesItem f) {
+    return EncodedFile::unnamed(media::encode_audio(
+        std::move(*f), options.format, options.config, options.encoder,
+        options.encoder_options, options.muxer_options));
+  });
+}
+
 std::string default_filter_desc(const media::Packets& p) {
   if (p.media() != media::Media::kAudio) return "format=pix_fmts=rgb24";
   std::string out;

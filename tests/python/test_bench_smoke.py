@@ -65,7 +65,8 @@ def test_arrays_benchmark_runs():
 def test_video_benchmark_runs():
     # The clips are made with the ffmpeg CLI (libx264); PyAV, SPDL and
     # torchcodec are optional baselines. feedline must run and deliver every
-    # frame, in each of its configurations and both scenarios.
+    # frame, in each of its configurations and the three frame scenarios, and
+    # demux every packet of every file, with and without the stream probe.
     r = subprocess.run(
         [sys.executable, str(BENCH / "video.py"), "--quick", "--only", "feedline,pyav"],
         capture_output=True,
@@ -73,9 +74,14 @@ def test_video_benchmark_runs():
         timeout=600,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "Whole clips" in r.stdout and "Windows of 8 frames" in r.stdout
-    rows = [line for line in r.stdout.splitlines() if line.startswith("feedline ")]
-    assert len(rows) == 4 and all(row.endswith("yes") for row in rows), r.stdout
+    out = r.stdout
+    assert "Whole clips:" in out and "Windows of 8 frames" in out and "decoded to 224x224" in out, out
+    lines = out.splitlines()
+    rows = [line for line in lines if line.startswith("feedline ") and ": 2 threads" in line]
+    assert len(rows) == 6 and all(row.endswith("yes") for row in rows), out
+    demux = [line for line in lines if line.startswith("feedline") and "demux_video" in line]
+    assert len(demux) == 2 and all(" yes " in line for line in demux), out
+    assert lines[-1].startswith("SUMMARY: video") and lines[-1].endswith("ok (smoke run)"), out
 
 
 def test_dataloader_benchmark_runs(tmp_path):

@@ -73,6 +73,17 @@ def test_load_video_equals_the_ffmpeg_cli(media, rgb, name):
     np.testing.assert_array_equal(arr(fio.convert_frames(frames)), want)
 
 
+def test_timestamps_are_the_nearest_doubles(media):
+    # ten.mp4: 10 fps in time base 1/10240, pts 1024 * k. k / 10 is the
+    # double nearest 1024k / 10240; multiplying by a rounded 1 / 10240 gives
+    # 0.6000000000000001 for k = 6 (what SPDL's exact values are compared to).
+    packets = fio.demux_video(media / "ten.mp4")
+    assert packets.time_base == (1, 10240)
+    want = [k / 10 for k in range(30)]
+    assert packets.get_timestamps() == want
+    assert fio.decode_packets(packets).get_timestamps() == want
+
+
 def test_variable_frame_rate_keeps_every_frame_and_its_time(media, rgb):
     packets = fio.demux_video(media / "vfr.mkv")
     want_ts = [i / 10 for i in range(10)] + [1 + i / 25 for i in range(25)]

@@ -16,8 +16,9 @@
 // (pixel and sample formats, frame and sample rates, channel layouts):
 // anything else is InvalidArgument naming the encoder and what it takes.
 // An encoder converts video frames of another pixel format (same size)
-// with libswscale; audio frames must already have the encoder's sample
-// format and rate, and are regrouped into the encoder's frame size.
+// with libswscale, and audio frames of another sample format, rate or
+// channel count with libswresample (the first frame fixes the stream's
+// input parameters); audio is regrouped into the encoder's frame size.
 //
 // Errors: InvalidArgument for bad configurations, unknown encoders, muxers
 // or options, frames of the wrong size or format, and calls out of order
@@ -194,6 +195,18 @@ class Muxer {
 // `muxer_options`.
 Buffer encode_video(
     Frames&& frames, const std::string& format, VideoEncodeConfig config,
+    const std::string& encoder = "",
+    const std::map<std::string, std::string>& options = {},
+    const std::map<std::string, std::string>& muxer_options = {});
+
+// Audio frames (consumed) as a complete file in memory: one stream of
+// `config` (0 channels or rate: the frames'; no sample_fmt: the encoder's
+// first), encoded by `encoder` ("" : the format's default) with `options`,
+// muxed by `format` ("wav", "flac", "ogg", "mp4", ...) with
+// `muxer_options`. The frames are converted to the encoder's sample format,
+// rate and channel count.
+Buffer encode_audio(
+    Frames&& frames, const std::string& format, AudioEncodeConfig config,
     const std::string& encoder = "",
     const std::map<std::string, std::string>& options = {},
     const std::map<std::string, std::string>& muxer_options = {});

@@ -76,6 +76,20 @@ struct VideoEncodeOptions {
 // before it, a transcoding pipeline that never takes the GIL.
 OpPtr encode_video(const VideoEncodeOptions& options);
 
+// How encode_audio() writes each clip.
+struct AudioEncodeOptions {
+  std::string format = "wav";  // the muxer
+  std::string encoder;         // "": the muxer's default
+  // num_channels/sample_rate 0: the frames'.
+  media::AudioEncodeConfig config;
+  std::map<std::string, std::string> encoder_options;
+  std::map<std::string, std::string> muxer_options;
+};
+// FramesItem (audio) -> EncodedFile: the audio as a complete file in
+// memory, as media::encode_audio() (converted to the encoder's sample
+// format, rate and channels).
+OpPtr encode_audio(const AudioEncodeOptions& options);
+
 // The standard filter chain for `packets`: audio trimmed to the packets'
 // window as float planar; video and images as rgb24.
 std::string default_filter_desc(const media::Packets& packets);

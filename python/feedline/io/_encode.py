@@ -18,6 +18,10 @@ The names and defaults are SPDL's (``spdl.io``); the work is done in C++
   ``encode_image`` is unusable: it calls a binding that no longer exists).
 * A ``Muxer`` left by an exception (``with`` block, or garbage-collected)
   still writes what it can and releases its file.
+* ``Muxer(None, format=...)`` writes to memory (``getvalue()`` after
+  ``close()``); SPDL's Muxer needs a path.
+* Audio frames of another sample format, rate or channel count are
+  converted (libswresample); SPDL's encoder takes only its own format.
 """
 
 from __future__ import annotations
@@ -152,10 +156,27 @@ class Muxer:
     ``with muxer.open(): ...`` flushes and closes on leaving, also on an
     exception; a Muxer garbage-collected without :meth:`close` still
     finishes the file as well as it can and releases it.
+
+    ``dst=None`` writes to memory (``format`` is then needed; MP4 and
+    Matroska write their indexes as to a file): :meth:`getvalue` returns
+    the file's bytes after :meth:`close`.
     """
 
-    def __init__(self, dst, /, *, format: str | None = None):
-        self._m = _io.Muxer(os.fspath(dst), format or "")
+    def __init__(self, dst=None, /, *, format: str | None = None):
+        self._value: bytes | None = None
+        if dst is None:
+            if not format:
+                raise ValueError("a Muxer in memory (dst=None) needs format=, e.g. 'mp4' or 'matroska'")
+            self._m = _io.Muxer.in_memory(format)
+        else:
+            self._m = _io.Muxer(os.fspath(dst), format or "")
+
+    def getvalue(self) -> bytes:
+        """The bytes written, for a Muxer in memory (``dst=None``), after
+        :meth:`close`; ``ValueError`` before, or for a Muxer of a path."""
+        if self._value is None:
+            self._value = self._m.take_bytes()
+        return self._value
 
     def add_encode_stream(self, config, *, encoder: str | None = None, encoder_config: dict | None = None) -> Encoder:
         """A stream encoded by ``encoder`` (by name; None: the format's
@@ -230,7 +251,8 @@ def _native_array(data) -> tuple[Any, list[int], str]:
 def create_reference_video_frame(array, pix_fmt: str, frame_rate, pts: int = 0):
     """VideoFrames from an array (copied): ``rgb24``/``bgr24`` (N, H, W, 3),
     ``rgba``/``bgra``/``argb``/``abgr`` (N, H, W, 4), ``gray8`` (N, H, W)
-    uint8, ``gray16``/``gray16le``/``gray16be`` (N, H, W) uint16,
+    uint8, ``gray16``/``gray16le``/``gray16be`` (N, H, W) uint16 (or int16,
+    as SPDL passes them: the same bits),
     ``yuv444p``/``gbrp`` (N, 3, H, W), ``yuv420p`` (N, 1, H*3/2, W); frame i
     has time ``pts + i`` in time base 1/frame_rate."""
     data, shape, dtype = _native_array(array)

@@ -286,6 +286,38 @@ def encode_video(
     return _on(_io.encode_video_op(format, encoder or "", config, enc, mux), field)
 
 
+def encode_audio(
+    *,
+    format: str = "wav",
+    encoder: str | None = None,
+    encoder_config: dict | None = None,
+    muxer_config: dict | None = None,
+    sample_fmt: str | None = None,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+    bit_rate: int = -1,
+    compression_level: int = -1,
+    qscale: int = -1,
+    field: Field | None = 0,
+):
+    """Native op: AudioFrames -> the bytes of a complete file (``format``:
+    the muxer), encoded by ``encoder`` (None: the format's default) with
+    ``encoder_config``. Channels and rate default to the frames',
+    ``sample_fmt`` to the encoder's first; the frames are converted to
+    them. After :func:`demux_audio` and :func:`decode_packets`, an audio
+    transcoding pipeline that never takes the GIL."""
+    from ._encode import AudioEncodeConfig
+
+    config = AudioEncodeConfig()
+    config.num_channels = int(num_channels or 0)
+    config.sample_rate = int(sample_rate or 0)
+    config.sample_fmt = sample_fmt or ""
+    config.bit_rate, config.compression_level, config.qscale = bit_rate, compression_level, qscale
+    enc = {str(k): str(v) for k, v in (encoder_config or {}).items()}
+    mux = {str(k): str(v) for k, v in (muxer_config or {}).items()}
+    return _on(_io.encode_audio_op(format, encoder or "", config, enc, mux), field)
+
+
 # -- pickling -----------------------------------------------------------------------
 # An op made here pickles as its factory call (name and keyword arguments),
 # so that pipeline configs with native ops cross to worker processes
@@ -294,7 +326,7 @@ def encode_video(
 _FACTORIES = (
     "read_file decode_image decode_batch stack load_npy load_wav tar_members zip_members load_audio "
     "load_video load_video_clips demux_video demux_audio demux_image decode_packets convert_frames "
-    "encode_image encode_video"
+    "encode_image encode_video encode_audio"
 ).split()
 
 

@@ -123,6 +123,13 @@ inline media::Rational from_av(AVRational r) {
   return media::Rational{r.num, r.den};
 }
 
+// Time `pts` in seconds: pts * num, then one division by den, so that a
+// time the time base can state exactly (6144 / 10240) is the double nearest
+// it (0.6), as multiplying by a rounded 1 / den is not.
+inline double seconds(int64_t pts, AVRational tb) {
+  return static_cast<double>(pts) * tb.num / tb.den;
+}
+
 // Whether time `pts` (in time base `tb`) is before `t` seconds, exactly.
 inline bool before(int64_t pts, AVRational tb, media::Rational t) {
   return av_compare_ts(pts, tb, t.num, AVRational{1, t.den}) < 0;

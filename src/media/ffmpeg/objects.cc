@@ -203,7 +203,7 @@ std::vector<double> Packets::timestamps(bool raw) const {
       continue;
     }
     if (raw || in_window(p->pts, tb, window_))
-      out.push_back(static_cast<double>(p->pts) * av_q2d(tb));
+      out.push_back(seconds(p->pts, tb));
   }
   if (!raw) std::sort(out.begin(), out.end());
   return out;
@@ -365,11 +365,9 @@ std::vector<double> Frames::timestamps() const {
   check();
   std::vector<double> out;
   out.reserve(frames_.size());
-  const double tb = time_base_.to_double();
-  for (const AVFrame* f : frames_) {
-    out.push_back(f->pts == AV_NOPTS_VALUE ? 0.0
-                                           : static_cast<double>(f->pts) * tb);
-  }
+  const AVRational tb = to_av(time_base_);
+  for (const AVFrame* f : frames_)
+    out.push_back(f->pts == AV_NOPTS_VALUE ? 0.0 : seconds(f->pts, tb));
   return out;
 }
 

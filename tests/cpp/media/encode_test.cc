@@ -2,7 +2,8 @@
 //
 // feedline::media encoding from C++: lossless round trips through Muxer and
 // encode_image read back with feedline's own demuxer and decoder, audio
-// regrouped into the encoder's frame size, and typed errors.
+// regrouped into the encoder's frame size and converted to its sample
+// format, rate and channels, and typed errors.
 
 #include "feedline/media/encode.h"
 
@@ -133,6 +134,57 @@ TEST_F(EncodeTest, AudioIsRegroupedIntoTheEncodersFrames) {
   const Buffer out = convert_frames(std::move(*frames));
   ASSERT_EQ(out.nbytes(), pcm.nbytes());
   EXPECT_EQ(std::memcmp(out.data(), pcm.data(), pcm.nbytes()), 0);
+}
+
+TEST_F(EncodeTest, EncodeAudioConvertsFormatRateAndChannels) {
+  // Float samples k / 32768 into a FLAC s16 stream: exactly the int16 k.
+  constexpr int kSamples = 5000;
+  Buffer pcm = Buffer::allocate(DType::kInt16, {kSamples, 2});
+  Buffer flt = Buffer::allocate(DType::kFloat32, {kSamples, 2});
+  for (int i = 0; i < kSamples * 2; ++i) {
+    pcm.data_as<int16_t>()[i] = static_cast<int16_t>((i * 131) % 20000 - 10000);
+    flt.data_as<float>()[i] =
+        static_cast<float>(pcm.data_as<int16_t>()[i]) / 32768.0F;
+  }
+  AudioEncodeConfig c;  // channels and rate: the frames'
+  c.sample_fmt = "s16";
+  const Buffer flac =
+      encode_audio(std::move(*audio_frames_from(flt, "flt", 16000)), "flac", c);
+  {
+    Demuxer d(Source{"", flac.bytes(), flac.owner()}, DemuxConfig{});
+    EXPECT_EQ(d.codec(Media::kAudio).sample_rate(), 16000);
+    auto frames =
+        decode_packets(std::move(*d.demux(Media::kAudio, {})),
+                       std::string("aformat=sample_fmts=s16"), DecodeConfig{});
+    const Buffer out = convert_frames(std::move(*frames));
+    ASSERT_EQ(out.nbytes(), pcm.nbytes());
+    EXPECT_EQ(std::memcmp(out.data(), pcm.data(), pcm.nbytes()), 0);
+  }
+  // 16 kHz stereo to 48 kHz mono: three times the samples, the resampler's
+  // tail included.
+  AudioEncodeConfig mono;
+  mono.num_channels = 1;
+  mono.sample_rate = 48000;
+  const Buffer wav = encode_audio(
+      std::move(*audio_frames_from(pcm, "s16", 16000)), "wav", mono);
+  Demuxer d(Source{"", wav.bytes(), wav.owner()}, DemuxConfig{});
+  auto frames =
+      decode_packets(std::move(*d.demux(Media::kAudio, {})),
+                     std::string("aformat=sample_fmts=s16"), DecodeConfig{});
+  EXPECT_EQ(frames->num_channels(), 1);
+  const Buffer out = convert_frames(std::move(*frames));
+  EXPECT_EQ(out.nbytes(), std::size_t{3} * kSamples * sizeof(int16_t));
+  // Mixed-up streams are refused: the first frame fixes the input.
+  Muxer muxer(path("mixed.wav"));
+  Encoder& enc = muxer.add_encode_stream(mono);
+  muxer.open();
+  enc.encode(std::move(*audio_frames_from(pcm, "s16", 16000)));
+  EXPECT_THROW(enc.encode(std::move(*audio_frames_from(pcm, "s16", 8000))),
+               InvalidArgument);
+  EXPECT_THROW(encode_audio(std::move(*video_frames_from(rgb_frames(1), "rgb24",
+                                                         Rational{25, 1})),
+                            "wav", mono),
+               InvalidArgument);
 }
 
 TEST_F(EncodeTest, ErrorsAreTyped) {

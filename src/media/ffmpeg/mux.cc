@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The Muxer, encode_video and encode_audio (feedline/media/encode.h).
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "media/ffmpeg/encoding.h"
+
+namespace feedline::media {
+
+using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
+
+// --- Muxer ---
+
+struct Muxer::State {
+  AVFormatContext* fmt = nullptr;
+  std::vector<std::unique_ptr<Encoder>> encoders;
+  bool opened = false;
+  bool closed = false;
+  // In memory: the file so far, the write position, and the AVIO on it.
+  bool in_memory = false;
+  std::vector<uint8_t> bytes;
+  std::size_t pos = 0;
+  AvioPtr memory_io;
+
+  ~State() {
+    if (fmt == nullptr) return;
+    if (opened && !closed) av_write_trailer(fmt);  // finish what is there
+    if (in_memory) {
+      fmt->pb = nullptr;  // memory_io is freed by its owner
+    } else if ((fmt->oformat->flags & AVFMT_NOFILE) == 0 &&
+               fmt->pb != nullptr) {
+      avio_closep(&fmt->pb);
+    }
+    avformat_free_context(fmt);
+  }
+
+  static int write(void* opaque, AvioWriteData buf, int size) {
+    auto* s = static_cast<State*>(opaque);
+    const auto n = static_cast<std::size_t>(size);
+    if (s->pos + n > s->bytes.size()) s->bytes.resize(s->pos + n);
+    std::memcpy(s->bytes.data() + s->pos, buf, n);
+    s->pos += n;
+    return size;
+  }
+  static int64_t seek(void* opaque, int64_t offset, int whence) {
+    auto* s = static_cast<State*>(opaque);
+    const auto size = static_cast<int64_t>(s->bytes.size());
+    int64_t at = 0;
+    switch (whence & ~AVSEEK_FORCE) {
+      case AVSEEK_SIZE:
+        return size;
+      case SEEK_SET:
+        at = offset;
+        break;
+      case SEEK_CUR:
+        at = static_cast<int64_t>(s->pos) + offset;
+        break;
+      case SEEK_END:
+        at = size + offset;
+        break;
+      default:
+        return AVERROR(EINVAL);
+    }
+    if (at < 0) return AVERROR(EINVAL);
+    s->pos = static_cast<std::size_t>(at);
+    return at;
+  }
+};
+
+Muxer::Muxer(std::string dst, const std::string& format)
+    : dst_(std::move(dst)), state_(std::make_unique<State>()) {
+  quiet_logging();
+  const int rc = avformat_alloc_output_context2(
+      &state_->fmt, nullptr, format.empty() ? nullptr : format.c_str(),
+      dst_.c_str());
+  if (rc < 0 || state_->fmt == nullptr) {
+    throw InvalidArgument(
+        dst_ + ": " +
+        (format.empty() ? std::string("cannot tell the format from the name; "
+                                      "give format=")
+                        : "no muxer named \"" + format + "\""));
+  }
+}
+
+Muxer::~Muxer() = default;
+
+std::unique_ptr<Muxer> Muxer::in_memory(const std::string& format) {
+  if (format.empty()) throw InvalidArgument("a Muxer in memory needs a format");
+  auto m = std::make_unique<Muxer>("<memory>", format);
+  State& s = *m->state_;
+  if ((s.fmt->oformat->flags & AVFMT_NOFILE) != 0) {
+    throw InvalidArgument("the " + format +
+                          " muxer writes files of its own, not to memory");
+  }
+  constexpr int kBufferSize = 1 << 16;
+  auto* buffer = static_cast<uint8_t*>(av_malloc(kBufferSize));
+  if (buffer == nullptr) throw std::bad_alloc();
+  s.memory_io.reset(avio_alloc_context(buffer, kBufferSize, 1, &s, nullptr,
+                                       &State::write, &State::seek));
+  if (!s.memory_io) {
+    av_free(buffer);
+    throw std::bad_alloc();
+  }
+  s.fmt->pb = s.memory_io.get();
+  s.fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+  s.in_memory = true;
+  return m;
+}
+
+Buffer Muxer::take_bytes() {
+  if (!state_->in_memory)
+    throw InvalidArgument(dst_ + ": not a Muxer in memory");
+  if (!state_->closed)
+    throw InvalidArgument(dst_ + ": close the Muxer before taking its bytes");
+  const auto& b = state_->bytes;
+  Buffer out =
+      Buffer::allocate(DType::kUint8, {static_cast<int64_t>(b.size())});
+  if (!b.empty()) std::memcpy(out.data_as<uint8_t>(), b.data(), b.size());
+  state_->bytes = {};
+  return out;
+}
+
+std::string Muxer::format() const { return state_->fmt->oformat->name; }
+int Muxer::num_streams() const {
+  return static_cast<int>(state_->fmt->nb_streams);
+}
+bool Muxer::is_open() const { return state_->opened && !state_->closed; }
+bool Muxer::closed() const { return state_->closed; }
+
+namespace {
+
+void check_adding(const Muxer& m, bool opened, bool closed) {
+  if (opened || closed) {
+    throw InvalidArgument(m.dst() +
+                          ": streams are added before the Muxer is opened");
+  }
+}
+
+}  // namespace
+
+Encoder& Muxer::add_stream(Media media, const std::string& encoder,
+                           const std::map<std::string, std::string>& options,
+                           const std::function<AVCodecContext*(
+                               const AVCodec* codec, bool global_header,
+                               const std::string& label)>& context) {
+  check_adding(*this, state_->opened, state_->closed);
+  AVFormatContext* fmt = state_->fmt;
+  const AVMediaType type =
+      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
+  const AVCodecID id =
+      av_guess_codec(fmt->oformat, nullptr, dst_.c_str(), nullptr, type);
+  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
+    throw InvalidArgument(dst_ + ": " + format() + " does not take " +
+                          (media == Media::kAudio ? "audio" : "video"));
+  }
+  const AVCodec* codec = find_encoder(encoder, id, type, dst_);
+  const int index = num_streams();
+  const std::string label = dst_ + " (stream " + std::to_string(index) + ")";
+  CodecPtr ctx(
+      context(codec, (fmt->oformat->flags & AVFMT_GLOBALHEADER) != 0, label));
+  open_context(ctx.get(), codec, options, label);
+  AVStream* st = avformat_new_stream(fmt, nullptr);
+  if (st == nullptr) throw std::bad_alloc();
+  if (avcodec_parameters_from_context(st->codecpar, ctx.get()) < 0)
+    throw std::bad_alloc();
+  st->time_base = ctx->time_base;
+  Rational rate{0, 1};
+  if (media != Media::kAudio) {
+    st->avg_frame_rate = ctx->framerate;
+    rate = from_av(ctx->framerate);
+  }
+  state_->encoders.push_back(
+      std::unique_ptr<Encoder>(new Encoder(std::make_unique<Encoder::Impl>(
+          media, std::move(ctx), label, index, rate))));
+  return *state_->encoders.back();
+}
+
+Encoder& Muxer::add_encode_stream(
+    const VideoEncodeConfig& config, const std::string& encoder,
+    const std::map<std::string, std::string>& options) {
+  return add_stream(
+      Media::kVideo, encoder, options,
+      [&](const AVCodec* codec, bool global_header, const std::string& label) {
+        return video_context(config, codec, global_header, label,
+                             AV_PIX_FMT_NONE)
+            .release();
+      });
+}
+
+Encoder& Muxer::add_encode_stream(
+    const AudioEncodeConfig& config, const std::string& encoder,
+    const std::map<std::string, std::string>& options) {
+  return add_stream(
+      Media::kAudio, encoder, options,
+      [&](const AVCodec* codec, bool global_header, const std::string& label) {
+        return audio_context(config, codec, global_header, label).release();
+      });
+}
+
+int Muxer::add_remux_stream(const Codec& codec) {
+  check_adding(*this, state_->opened, state_->closed);
+  AVStream* st = avformat_new_stream(state_->fmt, nullptr);
+  if (st == nullptr) throw std::bad_alloc();
+  if (avcodec_parameters_copy(st->codecpar, codec.params()) < 0)
+    throw std::bad_alloc();
+  st->codecpar->codec_tag = 0;  // the input container's tag may not fit
+  st->time_base = to_av(codec.time_base());
+  if (codec.media() != Media::kAudio)
+    st->avg_frame_rate = to_av(codec.frame_rate());
+  return static_cast<int>(st->index);
+}
+
+void Muxer::open(const std::map<std::string, std::string>& options) {
+  if (state_->opened || state_->closed)
+    throw InvalidArgument(dst_ + ": the Muxer was opened already");
+  AVFormatContext* fmt = state_->fmt;
+  if (fmt->nb_streams == 0)
+    throw InvalidArgument(dst_ + ": add a stream before opening the Muxer");
+  std::map<std::string, std::string> opts = options;
+  // One image to one named file, not a numbered sequence.
+  if (std::strcmp(fmt->oformat->name, "image2") == 0 &&
+      opts.find("update") == opts.end()) {
+    opts["update"] = "1";
+  }
+  if (!state_->in_memory && (fmt->oformat->flags & AVFMT_NOFILE) == 0) {
+    // A plain path is written with the file protocol only; a URL with the
+    // protocol it names (the caller asked for it).
+    std::map<std::string, std::string> io;
+    if (dst_.find("://") == std::string::npos)
+      io["protocol_whitelist"] = "file";
+    Options io_opts(io);
+    const int rc = avio_open2(&fmt->pb, dst_.c_str(), AVIO_FLAG_WRITE, nullptr,
+                              io_opts.get());
+    if (rc < 0) {
+      throw IoError(dst_ + ": cannot open for writing: " + av_error_text(rc));
+    }
+  }
+  Options o(opts);
+  clear_ffmpeg_error();
+  const int rc = avformat_write_header(fmt, o.get());
+  if (rc < 0) {
+    const std::string detail = ffmpeg_error();
+    throw InvalidArgument(
+        dst_ + ": cannot write the " + format() +
+        " header: " + (detail.empty() ? av_error_text(rc) : detail));
+  }
+  state_->opened = true;
+  o.check_consumed(dst_, "the " + format() + " muxer");
+}
+
+void Muxer::write(int index, const Packets& packets) {
+  if (!state_->opened || state_->closed) {
+    throw InvalidArgument(dst_ + (state_->closed
+                                      ? ": the Muxer is closed"
+                                      : ": open the Muxer before writing"));
+  }
+  packets.check();
+  AVFormatContext* fmt = state_->fmt;
+  if (index < 0 || index >= num_streams()) {
+    throw InvalidArgument(dst_ + ": no stream " + std::to_string(index) +
+                          " (it has " + std::to_string(num_streams()) + ")");
+  }
+  AVStream* st = fmt->streams[index];
+  const bool audio_stream = st->codecpar->codec_type == AVMEDIA_TYPE_AUDIO;
+  if (audio_stream != (packets.media() == Media::kAudio)) {
+    throw InvalidArgument(dst_ + ": stream " + std::to_string(index) + " is " +
+                          (audio_stream ? "audio" : "video") + ", got " +
+                          media_name(packets.media()) + " packets");
+  }
+  const AVRational tb = to_av(packets.time_base());
+  for (const AVPacket* p : packets.packets()) {
+    PacketPtr c = new_packet();
+    if (av_packet_ref(c.get(), p) < 0) throw std::bad_alloc();
+    av_packet_rescale_ts(c.get(), tb, st->time_base);
+    c->stream_index = index;
+    c->pos = -1;
+    const int rc = av_interleaved_write_frame(fmt, c.get());
+    if (rc < 0) {
+      throw IoError(dst_ + ": cannot write a packet of stream " +
+                    std::to_string(index) + ": " + av_error_text(rc));
+    }
+  }
+}
+
+void Muxer::flush() {
+  if (!state_->opened || state_->closed) return;
+  const int rc = av_interleaved_write_frame(state_->fmt, nullptr);
+  if (rc < 0) throw IoError(dst_ + ": cannot flush: " + av_error_text(rc));
+}
+
+void Muxer::close() {
+  if (state_->closed) throw InvalidArgument(dst_ + ": the Muxer is closed");
+  state_->closed = true;
+  if (!state_->opened) return;
+  AVFormatContext* fmt = state_->fmt;
+  const int rc = av_write_trailer(fmt);
+  int rc_close = 0;
+  if (state_->in_memory) {
+    avio_flush(fmt->pb);
+  } else if ((fmt->oformat->flags & AVFMT_NOFILE) == 0) {
+    rc_close = avio_closep(&fmt->pb);
+  }
+  if (rc < 0)
+    throw IoError(dst_ + ": cannot write the trailer: " + av_error_text(rc));
+  if (rc_close < 0)
+    throw IoError(dst_ + ": cannot close: " + av_error_text(rc_close));
+}
+
+// --- encode_video ---
+
+Buffer encode_video(Frames&& frames, const std::string& format,
+                    VideoEncodeConfig config, const std::string& encoder,
+                    const std::map<std::string, std::string>& options,
+                    const std::map<std::string, std::string>& muxer_options) {
+  frames.check();
+  if (frames.media() == Media::kAudio)
+    throw InvalidArgument("encode_video: got audio frames");
+  if (frames.empty()) throw InvalidArgument("encode_video: no frames");
+  if (config.width == 0) config.width = frames.width();
+  if (config.height == 0) config.height = frames.height();
+  if (!config.frame_rate) {
+    // The spacing of the first two frames; one frame: the time base's.
+    const Rational tb = frames.time_base();
+    const std::vector<int64_t> pts = frames.pts();
+    int64_t step = 1;
+    if (pts.size() >= 2 && pts[1] > pts[0]) step = pts[1] - pts[0];
+    int num = 0;
+    int den = 0;
+    av_reduce(&num, &den, tb.den, int64_t{tb.num} * step, 1 << 30);
+    config.frame_rate = Rational{num, den};
+  }
+  auto muxer = Muxer::in_memory(format);
+  Encoder& enc = muxer->add_encode_stream(config, encoder, options);
+  muxer->open(muxer_options);
+  muxer->write(0, *enc.encode(std::move(frames)));
+  muxer->write(0, *enc.flush());
+  muxer->close();
+  return muxer->take_bytes();
+}
+
+// --- encode_audio ---
+
+Buffer encode_audio(Frames&& frames, const std::string& format,
+                    AudioEncodeConfig config, const std::string& encoder,
+                    const std::map<std::string, std::string>& options,
+                    const std::map<std::string, std::string>& muxer_options) {
+  frames.check();
+  if (frames.media() != Media::kAudio) {
+    throw InvalidArgument(std::string("encode_audio: got ") +
+                          media_name(frames.media()) + " frames");
+  }
+  if (frames.empty()) throw InvalidArgument("encode_audio: no frames");
+  if (config.num_channels == 0) config.num_channels = frames.num_channels();
+  if (config.sample_rate == 0) config.sample_rate = frames.sample_rate();
+  auto muxer = Muxer::in_memory(format);
+  Encoder& enc = muxer->add_encode_stream(config, encoder, options);
+  muxer->open(muxer_options);
+  muxer->write(0, *enc.encode(std::move(frames)));
+  muxer->write(0, *enc.flush());
+  muxer->close();
+  return muxer->take_bytes();
+}
+
+}  // namespace feedline::media
