@@ -36,12 +36,13 @@ cxx=${CXX:-c++}
 packages=(libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
   libswresample-dev libavfilter-dev)
 
-# The files that include FFmpeg headers: every one that includes the one
-# version header (or an FFmpeg header directly).
+# The files that include FFmpeg headers: every one that includes a private
+# header of src/media/ffmpeg (ffmpeg.h, or encoding.h which includes it) or
+# an FFmpeg header directly.
 if [[ -n ${FFMPEG_CHECK_FILES:-} ]]; then
   read -r -a files <<<"$FFMPEG_CHECK_FILES"
 else
-  mapfile -t files < <(grep -rlE '#include ("media/ffmpeg/ffmpeg.h"|<lib(av|sw))' \
+  mapfile -t files < <(grep -rlE '#include ("media/ffmpeg/[a-z_]+\.h"|<lib(av|sw))' \
     src include python tests fuzz bench examples 2>/dev/null |
     grep -E '\.(cc|cpp)$' | sort)
 fi

@@ -38,6 +38,20 @@ using media::VideoEncodeConfig;
 
 using Options = std::map<std::string, std::string>;
 
+// The options of an encode op (ops::VideoEncodeOptions, AudioEncodeOptions).
+template <typename OpOptions, typename Config>
+OpOptions op_options(const std::string& format, const std::string& encoder,
+                     const Config& config, const Options& encoder_options,
+                     const Options& muxer_options) {
+  OpOptions o;
+  o.format = format;
+  o.encoder = encoder;
+  o.config = config;
+  o.encoder_options = encoder_options;
+  o.muxer_options = muxer_options;
+  return o;
+}
+
 // A C-contiguous array given as a bytes-like object with its shape and
 // dtype (the Python layer makes it contiguous).
 Buffer array_from(nb::handle data, const std::vector<int64_t>& shape,
@@ -248,13 +262,10 @@ void bind_encode(nb::module_& m) {
       [](const std::string& format, const std::string& encoder,
          const VideoEncodeConfig& config, const Options& encoder_options,
          const Options& muxer_options) {
-        ops::VideoEncodeOptions o;
-        o.format = format;
-        o.encoder = encoder;
-        o.config = config;
-        o.encoder_options = encoder_options;
-        o.muxer_options = muxer_options;
-        return NativeOp{ops::encode_video(o), "encode_video"};
+        return NativeOp{
+            ops::encode_video(op_options<ops::VideoEncodeOptions>(
+                format, encoder, config, encoder_options, muxer_options)),
+            "encode_video"};
       },
       nb::arg("format"), nb::arg("encoder"), nb::arg("config"),
       nb::arg("encoder_options"), nb::arg("muxer_options"));
@@ -263,13 +274,10 @@ void bind_encode(nb::module_& m) {
       [](const std::string& format, const std::string& encoder,
          const AudioEncodeConfig& config, const Options& encoder_options,
          const Options& muxer_options) {
-        ops::AudioEncodeOptions o;
-        o.format = format;
-        o.encoder = encoder;
-        o.config = config;
-        o.encoder_options = encoder_options;
-        o.muxer_options = muxer_options;
-        return NativeOp{ops::encode_audio(o), "encode_audio"};
+        return NativeOp{
+            ops::encode_audio(op_options<ops::AudioEncodeOptions>(
+                format, encoder, config, encoder_options, muxer_options)),
+            "encode_audio"};
       },
       nb::arg("format"), nb::arg("encoder"), nb::arg("config"),
       nb::arg("encoder_options"), nb::arg("muxer_options"));

@@ -310,7 +310,27 @@ void Muxer::close() {
     throw IoError(dst_ + ": cannot close: " + av_error_text(rc_close));
 }
 
-// --- encode_video ---
+// --- encode_video, encode_audio ---
+
+namespace {
+
+// Frames as one stream of a file in memory.
+template <typename Config>
+Buffer encode_in_memory(
+    Frames&& frames, const std::string& format, const Config& config,
+    const std::string& encoder,
+    const std::map<std::string, std::string>& options,
+    const std::map<std::string, std::string>& muxer_options) {
+  auto muxer = Muxer::in_memory(format);
+  Encoder& enc = muxer->add_encode_stream(config, encoder, options);
+  muxer->open(muxer_options);
+  muxer->write(0, *enc.encode(std::move(frames)));
+  muxer->write(0, *enc.flush());
+  muxer->close();
+  return muxer->take_bytes();
+}
+
+}  // namespace
 
 Buffer encode_video(Frames&& frames, const std::string& format,
                     VideoEncodeConfig config, const std::string& encoder,
@@ -333,16 +353,9 @@ Buffer encode_video(Frames&& frames, const std::string& format,
     av_reduce(&num, &den, tb.den, int64_t{tb.num} * step, 1 << 30);
     config.frame_rate = Rational{num, den};
   }
-  auto muxer = Muxer::in_memory(format);
-  Encoder& enc = muxer->add_encode_stream(config, encoder, options);
-  muxer->open(muxer_options);
-  muxer->write(0, *enc.encode(std::move(frames)));
-  muxer->write(0, *enc.flush());
-  muxer->close();
-  return muxer->take_bytes();
+  return encode_in_memory(std::move(frames), format, config, encoder, options,
+                          muxer_options);
 }
-
-// --- encode_audio ---
 
 Buffer encode_audio(Frames&& frames, const std::string& format,
                     AudioEncodeConfig config, const std::string& encoder,
@@ -356,13 +369,8 @@ Buffer encode_audio(Frames&& frames, const std::string& format,
   if (frames.empty()) throw InvalidArgument("encode_audio: no frames");
   if (config.num_channels == 0) config.num_channels = frames.num_channels();
   if (config.sample_rate == 0) config.sample_rate = frames.sample_rate();
-  auto muxer = Muxer::in_memory(format);
-  Encoder& enc = muxer->add_encode_stream(config, encoder, options);
-  muxer->open(muxer_options);
-  muxer->write(0, *enc.encode(std::move(frames)));
-  muxer->write(0, *enc.flush());
-  muxer->close();
-  return muxer->take_bytes();
+  return encode_in_memory(std::move(frames), format, config, encoder, options,
+                          muxer_options);
 }
 
 }  // namespace feedline::media
