@@ -339,7 +339,7 @@ std::unique_ptr<Packets> Encoder::Impl::flush() {
   auto out = new_packets();
   if (flushed_) return out;
   flushed_ = true;
-  if (swr_) resample(nullptr, *out);
+  if (swr_) drain_resampler(*out);
   if (fifo_ != nullptr && av_audio_fifo_size(fifo_) > 0) {
     const int left = av_audio_fifo_size(fifo_);
     const bool small_last =
@@ -429,6 +429,7 @@ void Encoder::Impl::add_audio(const AVFrame* f, Packets& out) {
         audio_params(f->format, f->sample_rate, channels));
   }
   if (swr_) {
+    resampled_in_ += f->nb_samples;
     resample(f, out);
   } else {
     add_encoder_audio(f, out);
@@ -462,19 +463,47 @@ void Encoder::Impl::open_resampler(const AVFrame* f) {
   }
 }
 
-void Encoder::Impl::resample(const AVFrame* f, Packets& out) {
+void Encoder::Impl::resample(const AVFrame* f, Packets& out, int64_t limit) {
   const int in_samples = f != nullptr ? f->nb_samples : 0;
   const int capacity = swr_get_out_samples(swr_.get(), in_samples);
   if (capacity <= 0) return;
   FramePtr c = audio_frame(capacity);
-  const int n = swr_convert(
+  int n = swr_convert(
       swr_.get(), c->extended_data, capacity,
       f != nullptr ? const_cast<const uint8_t**>(f->extended_data) : nullptr,
       in_samples);
   if (n < 0) fail(label_, "sample conversion failed", n);
-  if (n == 0) return;
+  if (limit >= 0)
+    n = static_cast<int>(std::min<int64_t>(n, limit - resampled_out_));
+  if (n <= 0) return;
   c->nb_samples = n;
+  resampled_out_ += n;
   add_encoder_audio(c.get(), out);
+}
+
+void Encoder::Impl::drain_resampler(Packets& out) {
+  // The length the input makes at the encoder's rate.
+  const int64_t want = av_rescale_rnd(resampled_in_, ctx_->sample_rate,
+                                      in_rate_, AV_ROUND_NEAR_INF);
+  resample(nullptr, out, want);
+  // libswresample keeps back the last input samples that its filter has
+  // not passed (all of a stream shorter than the filter) even when
+  // drained: push them out with silence.
+  for (int i = 0; i < 4 && resampled_out_ < want; ++i) {
+    const int64_t missing = av_rescale_rnd(want - resampled_out_, in_rate_,
+                                           ctx_->sample_rate, AV_ROUND_UP);
+    const int64_t pad = swr_get_delay(swr_.get(), in_rate_) + missing + 32;
+    FramePtr silence = new_frame();
+    silence->format = in_format_;
+    silence->sample_rate = in_rate_;
+    silence->nb_samples = static_cast<int>(std::min<int64_t>(pad, 1 << 20));
+    av_channel_layout_default(&silence->ch_layout, in_channels_);
+    if (av_frame_get_buffer(silence.get(), 0) < 0) throw std::bad_alloc();
+    av_samples_set_silence(silence->extended_data, 0, silence->nb_samples,
+                           in_channels_,
+                           static_cast<AVSampleFormat>(in_format_));
+    resample(silence.get(), out, want);
+  }
 }
 
 void Encoder::Impl::add_encoder_audio(const AVFrame* f, Packets& out) {

@@ -56,8 +56,12 @@ class Encoder::Impl {
   // flush()).
   void add_audio(const AVFrame* f, Packets& out);
   void open_resampler(const AVFrame* f);
-  // Converts `f` (null: what the resampler still holds) for the encoder.
-  void resample(const AVFrame* f, Packets& out);
+  // Converts `f` (null: what the resampler still holds) for the encoder,
+  // keeping the stream's output to `limit` samples (-1: no limit).
+  void resample(const AVFrame* f, Packets& out, int64_t limit = -1);
+  // At the end of the stream: every sample the input makes at the
+  // encoder's rate, none more.
+  void drain_resampler(Packets& out);
   // `f` has the encoder's sample format, rate and channel count: regrouped
   // into frames of frame_size where the encoder needs that.
   void add_encoder_audio(const AVFrame* f, Packets& out);
@@ -76,6 +80,9 @@ class Encoder::Impl {
   int in_format_ = -1;
   int in_rate_ = 0;
   int in_channels_ = 0;
+  // Samples into and out of the resampler (the latter at the encoder's rate).
+  int64_t resampled_in_ = 0;
+  int64_t resampled_out_ = 0;
   AVAudioFifo* fifo_ = nullptr;
   int64_t next_pts_ = 0;
   bool flushed_ = false;
