@@ -30,12 +30,14 @@ scenarios, and then how many files per second each library demuxes:
 - ``demux`` (files per second, not frames): each clip's video packets read
   into memory, ``--demux-opens`` files per pass (the clips in turn) spread
   over a ``ThreadPoolExecutor`` of 1, 2, 4 and 8 threads
-  (``--demux-threads``). Opening a container may probe its streams by
-  opening decoders (``avformat_find_stream_info``), which FFmpeg serialises
-  behind a global lock: feedline skips the probe where the container's
-  header carries the codec parameters (MP4, Matroska) and is measured both
-  ways; SPDL and PyAV probe every file. The packet count of every file is
-  checked against the clip's frame count.
+  (``--demux-threads``). Opening a container may probe its streams
+  (``avformat_find_stream_info``: opening decoders, which FFmpeg may
+  serialise behind a global lock, and decoding the first frames).
+  feedline's ``demux_video`` probes by default, as SPDL's and PyAV's do, so
+  that the codec metadata (pixel format, ...) is complete; it is measured
+  also with ``find_stream_info=False`` (what its native ``load_video`` and
+  ``ops.demux_video`` do for MP4 and Matroska). The packet count of every
+  file is checked against the clip's frame count.
 
 Frames/s counts delivered frames only (whole: all of them; window: 8 per
 sample), in a pass over all items of the scenario, 720p and 1080p mixed.
@@ -841,7 +843,7 @@ def print_summary(args, ratios, demux_rates, failed):
     """One line: feedline's defaults over the best baseline per scenario, and demux files/s."""
     parts = [f"{s} {'n/a' if r is None else f'{r:.2f}x'}" for s, r in ratios.items()]
     threads = [int(t) for t in args.demux_threads.split(",")]
-    for name in ("feedline", "feedline-probe", "spdl", "pyav"):
+    for name in ("feedline", "feedline-noprobe", "spdl", "pyav"):
         got = [f"{demux_rates[(name, n)]:,.0f}" for n in (threads[0], threads[-1]) if (name, n) in demux_rates]
         if len(got) == 2:
             parts.append(f"demux {name} {got[0]}->{got[1]} files/s ({threads[0]}->{threads[-1]} thr)")

@@ -257,8 +257,8 @@ def make_loader(config):
 
 # (name, library, label) of the demux-throughput contenders.
 DEMUXERS = (
-    ("feedline", "feedline", "demux_video, defaults (MP4: codec parameters from the header, no probe)"),
-    ("feedline-probe", "feedline", "demux_video, demux_config(find_stream_info=True)"),
+    ("feedline", "feedline", "demux_video, defaults (probes the streams, as SPDL: complete codec metadata)"),
+    ("feedline-noprobe", "feedline", "demux_video, demux_config(find_stream_info=False): the MP4 header only"),
     ("spdl", "spdl", "spdl.io.demux_video, defaults"),
     ("pyav", "pyav", "av.open + container.demux(video stream)"),
 )
@@ -266,10 +266,10 @@ DEMUXERS = (
 
 def make_demuxer(name):
     """Returns demux(path) -> packet count. Raises ImportError etc. if unavailable."""
-    if name in ("feedline", "feedline-probe"):
+    if name in ("feedline", "feedline-noprobe"):
         import feedline.io as fio
 
-        cfg = fio.demux_config(find_stream_info=True) if name == "feedline-probe" else None
+        cfg = fio.demux_config(find_stream_info=False) if name == "feedline-noprobe" else None
         return lambda path: len(fio.demux_video(path, demux_config=cfg))
     if name == "spdl":
         import spdl.io
