@@ -2,8 +2,8 @@
 //
 // Internal to src/media/ffmpeg: what the encoding files share. encode.cc
 // holds the Encoder and the checks of encoder configurations, mux.cc the
-// Muxer and encode_video, encode_arrays.cc frames from arrays and
-// encode_image.
+// Muxer, encode_video and encode_audio, encode_arrays.cc frames from arrays
+// and encode_image.
 
 #pragma once
 
