@@ -18,7 +18,7 @@ Checked for every file under include/ and src/:
   a public header);
 - no nanobind or Python.h;
 - FFmpeg (libav*, libsw*), turbojpeg, libjpeg and libpng headers only under
-  src/media/; zlib only under src/io/.
+  src/media/; zlib only under src/io/ (archives) and src/media/ (PNG).
 
 Usage: check_layers.py [ROOT]   (ROOT: the repository, by default this one)
 Prints one line per crossing, "path:line: message", and exits with 1 if any.
@@ -43,12 +43,12 @@ ALLOWED: dict[str, set[str]] = {
 # Directories of include/feedline/ that belong to another layer.
 ALIASES = {"detail": "pipeline"}
 
-# (pattern of a system include, the directory it is confined to, what it is)
+# (pattern of a system include, the directories it is confined to, what it is)
 CONFINED = [
-    (re.compile(r"^(libav[a-z]*|libsw[a-z]*)/"), "src/media/", "FFmpeg"),
-    (re.compile(r"^(turbojpeg|jpeglib|jconfig|jmorecfg)\.h$"), "src/media/", "libjpeg-turbo"),
-    (re.compile(r"^png(conf)?\.h$"), "src/media/", "libpng"),
-    (re.compile(r"^zlib\.h$"), "src/io/", "zlib"),
+    (re.compile(r"^(libav[a-z]*|libsw[a-z]*)/"), ("src/media/",), "FFmpeg"),
+    (re.compile(r"^(turbojpeg|jpeglib|jconfig|jmorecfg)\.h$"), ("src/media/",), "libjpeg-turbo"),
+    (re.compile(r"^png(conf)?\.h$"), ("src/media/",), "libpng"),
+    (re.compile(r"^zlib\.h$"), ("src/io/", "src/media/"), "zlib"),
 ]
 PYTHON = re.compile(r"^(Python\.h$|nanobind/)")
 
@@ -97,7 +97,7 @@ def check_file(root: pathlib.Path, path: pathlib.Path) -> list[str]:
         if confined is not None:
             where, what = confined
             if not str(rel).startswith(where):
-                error(lineno, f"includes {what} header {target}: allowed only under {where}")
+                error(lineno, f"includes {what} header {target}: allowed only under {' and '.join(where)}")
             continue
         if target.startswith("feedline/"):
             parts = target.split("/")

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "feedline/media/image.h"
 #include "media/resample.h"
@@ -57,6 +58,14 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
 
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name);
+
+// A PNG file of one image: `channels` 1 (grey), 3 (RGB) or 4 (RGBA) of
+// `bit_depth` 8 or 16, rows packed from `pixels` (16-bit samples big-endian
+// as PNG stores them, or byte-swapped when `swap16`); every row
+// Paeth-filtered, deflated at zlib `level` (-1: zlib's default).
+std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
+                               int channels, int bit_depth, bool swap16,
+                               int level);
 
 // Throws DecodeError("<name>: image of W x H pixels exceeds ...") when the
 // image is larger than `max_pixels` or has a zero dimension.

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "media/codecs.h"
 #include "media/ffmpeg/encoding.h"
 
 namespace feedline::media {
@@ -262,6 +264,39 @@ Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
   if (l.frames != 1) {
     throw InvalidArgument(label + ": one image, got " +
                           std::to_string(l.frames));
+  }
+  if (std::strcmp(name, "png") == 0 && options.quality < 0 &&
+      !options.lossless && options.compression_level <= 9) {
+    // feedline's own writer (media/png_write.cc): the same Paeth filter
+    // and zlib settings as FFmpeg's PNG encoder, vectorised.
+    int channels = 0;
+    int depth = 8;
+    switch (in_fmt) {
+      case AV_PIX_FMT_RGB24:
+        channels = 3;
+        break;
+      case AV_PIX_FMT_RGBA:
+        channels = 4;
+        break;
+      case AV_PIX_FMT_GRAY8:
+        channels = 1;
+        break;
+      case AV_PIX_FMT_GRAY16BE:
+      case AV_PIX_FMT_GRAY16LE:
+        channels = 1;
+        depth = 16;
+        break;
+      default:
+        break;
+    }
+    if (channels > 0) {
+      auto png = std::make_shared<std::vector<uint8_t>>(write_png(
+          one.data_as<const uint8_t>(), l.width, l.height, channels, depth,
+          in_fmt == AV_PIX_FMT_GRAY16LE, options.compression_level));
+      // The Buffer keeps the vector alive: no copy.
+      return Buffer::view(png, png->data(), DType::kUint8,
+                          {static_cast<int64_t>(png->size())});
+    }
   }
   auto frames = frames_from_planes(one, in_fmt, l, Rational{1, 1}, 0);
   // The input's format when the encoder takes it; else the closest.
