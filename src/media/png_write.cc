@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -95,6 +96,8 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
                    Z_DEFLATED, 15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     throw std::bad_alloc();
   }
+  // Frees the stream's state however this function ends.
+  const std::unique_ptr<z_stream, int (*)(z_stream*)> end(&z, deflateEnd);
   std::vector<uint8_t> idat(kChunk);
   std::vector<uint8_t> prev(row, 0);
   std::vector<uint8_t> cur(row);
@@ -103,10 +106,7 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
   auto pump = [&](int flush) {
     for (;;) {
       const int rc = deflate(&z, flush);
-      if (rc == Z_STREAM_ERROR) {
-        deflateEnd(&z);
-        throw std::bad_alloc();
-      }
+      if (rc == Z_STREAM_ERROR) throw std::bad_alloc();
       if (z.avail_out == 0) {
         chunk(out, "IDAT", idat.data(), idat.size());
         z.next_out = idat.data();
@@ -142,7 +142,6 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
   pump(Z_FINISH);
   if (z.avail_out < idat.size())
     chunk(out, "IDAT", idat.data(), idat.size() - z.avail_out);
-  deflateEnd(&z);
   chunk(out, "IEND", nullptr, 0);
   return out;
 }
