@@ -306,13 +306,16 @@ def encode_audio(
     ``sample_fmt`` to the encoder's first; the frames are converted to
     them. After :func:`demux_audio` and :func:`decode_packets`, an audio
     transcoding pipeline that never takes the GIL."""
-    from ._encode import AudioEncodeConfig
+    from ._encode import audio_encode_config
 
-    config = AudioEncodeConfig()
-    config.num_channels = int(num_channels or 0)
-    config.sample_rate = int(sample_rate or 0)
-    config.sample_fmt = sample_fmt or ""
-    config.bit_rate, config.compression_level, config.qscale = bit_rate, compression_level, qscale
+    config = audio_encode_config(
+        num_channels=num_channels or 0,
+        sample_rate=sample_rate,
+        sample_fmt=sample_fmt,
+        bit_rate=bit_rate,
+        compression_level=compression_level,
+        qscale=qscale,
+    )
     enc = {str(k): str(v) for k, v in (encoder_config or {}).items()}
     mux = {str(k): str(v) for k, v in (muxer_config or {}).items()}
     return _on(_io.encode_audio_op(format, encoder or "", config, enc, mux), field)

@@ -569,12 +569,11 @@ void check_whole(const Packets& packets, const std::string& src) {
   if (!window || !window->end || !end_ts) return;
   const AVRational tb = to_av(packets.time_base());
   if (!before(*end_ts, tb, *window->end)) return;
-  throw DecodeError(src + ": the window [" +
-                    std::to_string(window->start.to_double()) + ", " +
-                    std::to_string(window->end->to_double()) +
-                    ") s extends past the end of the stream at " +
-                    std::to_string(static_cast<double>(*end_ts) * av_q2d(tb)) +
-                    " s: the clip would be short");
+  throw DecodeError(
+      src + ": the window [" + std::to_string(window->start.to_double()) +
+      ", " + std::to_string(window->end->to_double()) +
+      ") s extends past the end of the stream at " +
+      std::to_string(seconds(*end_ts, tb)) + " s: the clip would be short");
 }
 
 // The load() calls in progress in this process, for the decoder thread

@@ -348,8 +348,7 @@ std::map<int, std::unique_ptr<Packets>> Demuxer::next_chunk(
   auto starts_new_chunk = [&](const AVPacket* p) {
     if (duration <= 0 || selected.count(p->stream_index) == 0) return false;
     if (p->pts == AV_NOPTS_VALUE) return false;
-    const double t = static_cast<double>(p->pts) *
-                     av_q2d(fmt->streams[p->stream_index]->time_base);
+    const double t = seconds(p->pts, fmt->streams[p->stream_index]->time_base);
     if (!chunk_started_) {
       chunk_started_ = true;
       chunk_start_ = t;
