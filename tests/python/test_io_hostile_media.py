@@ -69,6 +69,18 @@ def test_hls_playlist_is_refused_unless_named(files):
     assert fio.load_video(playlist, demux_config=fio.demux_config(format="hls")).shape[0] == 50
     allowed = fio.demux_config(allow_unsafe_formats=True)
     assert fio.load_video(playlist, demux_config=allowed).shape[0] == 50
+    # Demuxer adds the probe to the caller's config: the permission survives.
+    assert fio.demux_video(playlist, demux_config=allowed).num_packets == 50
+    with fio.Demuxer(playlist, demux_config=allowed) as d:
+        assert d.demux_video().num_packets == 50
+
+
+def test_demuxer_config_copy_keeps_every_field():
+    from feedline._feedline_ext import io as native
+    from feedline.io import _av
+
+    fields = {k for k in dir(native.DemuxConfig) if not k.startswith("_")}
+    assert fields == set(_av._DEMUX_FIELDS)
 
 
 def test_concat_script_is_refused_from_path_and_bytes(files):

@@ -318,14 +318,14 @@ class Demuxer:
         return f"Demuxer({self._d.name if self._d is not None else '<closed>'})"
 
 
+# Every field of DemuxConfig (a test checks the list against the class).
+_DEMUX_FIELDS = ("format", "format_options", "buffer_size", "find_stream_info", "allow_unsafe_formats")
+
+
 def _demux_config_copy(cfg: _io.DemuxConfig, **changes) -> _io.DemuxConfig:
     out = _io.DemuxConfig()
-    out.format = cfg.format
-    out.format_options = cfg.format_options
-    out.buffer_size = cfg.buffer_size
-    out.find_stream_info = cfg.find_stream_info
-    for k, v in changes.items():
-        setattr(out, k, v)
+    for k in _DEMUX_FIELDS:
+        setattr(out, k, changes[k] if k in changes else getattr(cfg, k))
     return out
 
 

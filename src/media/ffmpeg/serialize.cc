@@ -639,10 +639,11 @@ std::unique_ptr<Frames> deserialize_frames(const Buffer& blob,
     }
     if (media == Media::kAudio) {
       const auto fmt = static_cast<AVSampleFormat>(f->format);
+      // No picture size either: with one, FFmpeg allocates a picture.
       if (f->format < 0 || f->format >= AV_SAMPLE_FMT_NB ||
           av_get_bytes_per_sample(fmt) <= 0 || f->nb_samples <= 0 ||
           f->nb_samples > kMaxSamples || channels <= 0 || channels > 64 ||
-          f->sample_rate <= 0) {
+          f->sample_rate <= 0 || f->width != 0 || f->height != 0) {
         r.bad("bad audio frame " + std::to_string(i));
       }
       if (native) {
@@ -665,7 +666,11 @@ std::unique_ptr<Frames> deserialize_frames(const Buffer& blob,
       need += p.row_bytes * static_cast<std::size_t>(p.rows);
     if (need > r.size() - r.pos())
       r.bad("frame " + std::to_string(i) + " is truncated");
-    if (av_frame_get_buffer(f.get(), 0) < 0) throw std::bad_alloc();
+    if (const int err = av_frame_get_buffer(f.get(), 0); err < 0) {
+      if (err == AVERROR(ENOMEM)) throw std::bad_alloc();
+      r.bad("frame " + std::to_string(i) + " has no buffer FFmpeg can make (" +
+            av_error_text(err) + ")");
+    }
     const bool audio = media == Media::kAudio;
     for (std::size_t p = 0; p < shapes.size(); ++p) {
       uint8_t* data = audio ? f->extended_data[p] : f->data[p];

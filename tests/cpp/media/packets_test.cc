@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -238,6 +239,34 @@ TEST_F(PacketsTest, FramesRoundTripAndEveryTruncationIsAFormatError) {
   const auto bytes = blob.bytes();
   for (std::size_t n = 0; n < bytes.size(); n += (n < 400 ? 1 : 1009)) {
     EXPECT_THROW(deserialize_frames(copy_of(bytes.first(n))), FormatError) << n;
+  }
+}
+
+// An audio frame whose string gives it a picture size: FFmpeg would allocate
+// a picture for it (and fail on a huge one), so the string is refused as
+// damaged rather than reaching the allocator.
+TEST_F(PacketsTest, AudioFramesWithAPictureSizeAreFormatErrors) {
+  Demuxer d(file("tone.m4a"), DemuxConfig{});
+  auto audio = d.demux(Media::kAudio, std::nullopt);
+  auto frames = decode_packets(std::move(*audio), std::nullopt, DecodeConfig{});
+  const Buffer blob = serialize_frames(*frames);
+  ASSERT_EQ(deserialize_frames(blob)->num_frames(), frames->num_frames());
+  // magic, version, media, time base, count, then the first frame's format;
+  // its width and height follow.
+  constexpr std::size_t kWidthAt = 4 + 4 + 1 + 8 + 8 + 4;
+  for (const auto& [width, height] :
+       {std::pair{2560, 1380338758}, std::pair{16, 16}, std::pair{0, 9}}) {
+    std::vector<uint8_t> bad(blob.bytes().begin(), blob.bytes().end());
+    std::memcpy(bad.data() + kWidthAt, &width, sizeof width);
+    std::memcpy(bad.data() + kWidthAt + 4, &height, sizeof height);
+    try {
+      deserialize_frames(copy_of(bad), "tone frames");
+      ADD_FAILURE() << width << "x" << height << ": no error";
+    } catch (const FormatError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("tone frames"), std::string::npos) << what;
+      EXPECT_NE(what.find("bad audio frame 0"), std::string::npos) << what;
+    }
   }
 }
 
