@@ -21,7 +21,7 @@ readonly DEB_PACKAGES=(
   clang libclang-rt-14-dev clang-format clang-tidy
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
   libswresample-dev libavfilter-dev
-  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev libdeflate-dev
   ffmpeg
   python3-venv
 )

@@ -17,8 +17,8 @@ Checked for every file under include/ and src/:
 - a private header of src/<layer>/ only from src/<layer>/ itself (never from
   a public header);
 - no nanobind or Python.h;
-- FFmpeg (libav*, libsw*), turbojpeg, libjpeg and libpng headers only under
-  src/media/; zlib only under src/io/ (archives) and src/media/ (PNG).
+- FFmpeg (libav*, libsw*), turbojpeg, libjpeg, libpng and libdeflate headers
+  only under src/media/; zlib only under src/io/ (archives).
 
 Usage: check_layers.py [ROOT]   (ROOT: the repository, by default this one)
 Prints one line per crossing, "path:line: message", and exits with 1 if any.
@@ -48,7 +48,8 @@ CONFINED = [
     (re.compile(r"^(libav[a-z]*|libsw[a-z]*)/"), ("src/media/",), "FFmpeg"),
     (re.compile(r"^(turbojpeg|jpeglib|jconfig|jmorecfg)\.h$"), ("src/media/",), "libjpeg-turbo"),
     (re.compile(r"^png(conf)?\.h$"), ("src/media/",), "libpng"),
-    (re.compile(r"^zlib\.h$"), ("src/io/", "src/media/"), "zlib"),
+    (re.compile(r"^zlib\.h$"), ("src/io/",), "zlib"),
+    (re.compile(r"^libdeflate\.h$"), ("src/media/",), "libdeflate"),
 ]
 PYTHON = re.compile(r"^(Python\.h$|nanobind/)")
 

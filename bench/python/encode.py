@@ -14,15 +14,16 @@ script with ``--worker NAME``, which prints one JSON line):
   frames as raw RGB from a pipe (the reference: no Python at all).
 - **PNG**: ``--images`` photographs (scikit-image's samples, RGB, up to
   512 px) encoded to PNG bytes on a ``ThreadPoolExecutor`` of 2 threads,
-  default compression with the Paeth filter (what PyAV's PNGs have; the
-  files come out the same size): ``feedline.io.encode_image`` | PyAV (a
+  default compression with the Paeth filter (what PyAV's PNGs have;
+  feedline deflates with libdeflate, PyAV with zlib, at the same level 6): ``feedline.io.encode_image`` | PyAV (a
   ``png`` CodecContext per image) | Pillow (``Image.save(format="PNG")``,
   adaptive filters) | the CLI (``image2pipe`` of the same raw frames with
   2 threads, one process for each image size).
 
 Frames/s or images/s is the median of ``--repeat`` timed runs after a
-warm-up; CPU is the worker's user+sys per item; peak RSS its ``ru_maxrss``
-(which includes the frames in memory). Every contender's output is checked:
+warm-up; CPU is the worker's user+sys per item; KiB out/item the size of
+what it wrote (the same work: files of about the same size); peak RSS its
+``ru_maxrss`` (which includes the frames in memory). Every contender's output is checked:
 the H.264 files must hold every frame (ffprobe's count) at a PSNR over 30 dB
 against the input, and every PNG must decode to the input exactly.
 
@@ -272,6 +273,7 @@ def worker_main(name, args):
                 times.append(time.perf_counter() - t0)
                 cpus.append(benchlib.cpu_seconds() - c0)
             result["error"] = _check_h264(path, frames)
+            result["out_kib"] = path.stat().st_size / len(frames) / 1024
         items = len(frames)
     else:
         images = _images(args.images)
@@ -284,6 +286,8 @@ def worker_main(name, args):
             times.append(time.perf_counter() - t0)
             cpus.append(benchlib.cpu_seconds() - c0)
         result["error"] = "" if name == "cli-png" else _check_png(blobs, images)
+        sizes = [len(b.getvalue()) if hasattr(b, "getvalue") else len(b) for b in blobs]
+        result["out_kib"] = sum(sizes) / len(images) / 1024
         items = len(images)
     seconds = statistics.median(times)
     result.update(
@@ -325,14 +329,15 @@ def parent_main(args):
             continue
         base = results.get(names[1])
         print(f"\n{group} ({results[rows[0]]['items']} items, median of {args.repeat})")
-        print(f"| contender | {unit} | vs PyAV | CPU ms/item | peak RSS MiB | check |")
-        print("|---|---:|---:|---:|---:|---|")
+        print(f"| contender | {unit} | vs PyAV | CPU ms/item | KiB out/item | peak RSS MiB | check |")
+        print("|---|---:|---:|---:|---:|---:|---|")
         for n in rows:
             r = results[n]
             ratio = f"{r['rate'] / base['rate']:.2f}x" if base else "-"
             check = r["error"] or "ok"
             failed = failed or bool(r["error"])
-            print(f"| {LABELS[n]} | {r['rate']:,.1f} | {ratio} | {r['cpu_ms']:.1f} | {r['rss_mib']:.0f} | {check} |")
+            cells = f"{r['rate']:,.1f} | {ratio} | {r['cpu_ms']:.1f} | {r['out_kib']:,.1f} | {r['rss_mib']:.0f}"
+            print(f"| {LABELS[n]} | {cells} | {check} |")
 
     def ratio(a, b):
         return f"{results[a]['rate'] / results[b]['rate']:.2f}" if a in results and b in results else "n/a"

@@ -62,7 +62,8 @@ DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
 // A PNG file of one image: `channels` 1 (grey), 3 (RGB) or 4 (RGBA) of
 // `bit_depth` 8 or 16, rows packed from `pixels` (16-bit samples big-endian
 // as PNG stores them, or byte-swapped when `swap16`); every row
-// Paeth-filtered, deflated at zlib `level` (-1: zlib's default).
+// Paeth-filtered, deflated by libdeflate at `level` 0-9 on zlib's scale
+// (-1: 6, the default).
 std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
                                int channels, int bit_depth, bool swap16,
                                int level);

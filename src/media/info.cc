@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include <libdeflate.h>
 #include <png.h>
 
 #include "feedline/media/audio.h"
@@ -56,6 +57,8 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
       {"libswresample", av_version_text(swresample_version())},
       {"libjpeg-turbo", turbojpeg_version()},
       {"libpng", png_version()},
+      // libdeflate has no run-time version query: the headers' ("1.14").
+      {"libdeflate", LIBDEFLATE_VERSION_STRING},
   };
 }
 

@@ -25,7 +25,7 @@ GOOD = {
     "src/media/codecs.h": "#include <turbojpeg.h>\n#include <png.h>\n",
     "src/media/ffmpeg/ffmpeg.h": '#include <libavcodec/avcodec.h>\n#include "media/codecs.h"\n',
     "src/io/zip.cc": "#include <zlib.h>\n",
-    "src/media/png_write.cc": "#include <zlib.h>\n",
+    "src/media/png_write.cc": "#include <libdeflate.h>\n",
 }
 
 # One crossing each: (path, text, what the message says).
@@ -42,6 +42,8 @@ BAD = [
     ("src/io/bad.cc", "#include <turbojpeg.h>\n", "libjpeg-turbo header"),
     ("src/pipeline/bad.cc", "#include <png.h>\n", "libpng header"),
     ("src/ops/bad.cc", "#include <zlib.h>\n", "zlib header"),
+    ("src/media/bad.cc", "#include <zlib.h>\n", "zlib header"),
+    ("src/io/bad.cc", "#include <libdeflate.h>\n", "libdeflate header"),
     ("src/pipeline/bad.cc", '#include "nowhere.h"\n', "no file of include/ or src/"),
     ("src/gpu/bad.cc", "#include <vector>\n", "unknown layer 'gpu'"),
 ]

@@ -26,12 +26,14 @@ def test_version_is_the_cmake_project_version():
     assert importlib.metadata.version("feedline") == expected
 
 
-def test_library_versions_name_feedline_ffmpeg_jpeg_and_png():
+def test_library_versions_name_feedline_ffmpeg_jpeg_png_and_deflate():
     versions = utils.get_library_versions()
-    assert list(versions) == ["feedline", *FFMPEG_LIBS, "libjpeg-turbo", "libpng"]
+    assert list(versions) == ["feedline", *FFMPEG_LIBS, "libjpeg-turbo", "libpng", "libdeflate"]
     assert versions["feedline"] == feedline.__version__
     for name, version in versions.items():
-        assert re.fullmatch(r"\d+\.\d+\.\d+", version), (name, version)
+        # libdeflate numbers its releases major.minor.
+        pattern = r"\d+\.\d+" if name == "libdeflate" else r"\d+\.\d+\.\d+"
+        assert re.fullmatch(pattern, version), (name, version)
     ffmpeg = utils.get_ffmpeg_versions()
     assert list(ffmpeg) == FFMPEG_LIBS
     for lib in FFMPEG_LIBS:
@@ -63,16 +65,21 @@ def test_libpng_version_is_that_of_the_loaded_library():
     assert utils.get_library_versions()["libpng"] == f"{v // 10000}.{v // 100 % 100}.{v % 100}"
 
 
-def test_libjpeg_turbo_version_is_the_one_compiled_against():
-    # TurboJPEG has no run-time version query: the version reported is that
-    # of the headers feedline was built with, which pkg-config describes.
-    assert loaded_library("libturbojpeg")
+@pytest.mark.parametrize(
+    ("key", "stem", "module"),
+    [("libjpeg-turbo", "libjpeg", "libturbojpeg"), ("libdeflate", "libdeflate", "libdeflate")],
+)
+def test_version_is_the_one_compiled_against(key, stem, module):
+    # TurboJPEG and libdeflate have no run-time version query: the version
+    # reported is that of the headers feedline was built with, which
+    # pkg-config describes.
+    assert loaded_library(stem)
     if shutil.which("pkg-config") is None:
         pytest.skip("needs pkg-config")
-    done = subprocess.run(["pkg-config", "--modversion", "libturbojpeg"], capture_output=True, text=True)
+    done = subprocess.run(["pkg-config", "--modversion", module], capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip("pkg-config has no libturbojpeg")
-    assert utils.get_library_versions()["libjpeg-turbo"] == done.stdout.strip()
+        pytest.skip(f"pkg-config has no {module}")
+    assert utils.get_library_versions()[key] == done.stdout.strip()
 
 
 def test_decoders_by_codec():

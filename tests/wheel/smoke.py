@@ -87,7 +87,7 @@ def library_versions(tmp: Path) -> None:
 
     versions = utils.get_library_versions()
     assert versions["feedline"] == feedline.__version__
-    for lib in ("libavcodec", "libavformat", "libavutil", "libjpeg-turbo", "libpng"):
+    for lib in ("libavcodec", "libavformat", "libavutil", "libjpeg-turbo", "libpng", "libdeflate"):
         major = int(versions[lib].split(".")[0])
         assert major > 0, (lib, versions[lib])
     assert "h264" in utils.get_ffmpeg_decoders()

@@ -268,7 +268,7 @@ Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
   if (std::strcmp(name, "png") == 0 && options.quality < 0 &&
       !options.lossless && options.compression_level <= 9) {
     // feedline's own writer (media/png_write.cc): the same Paeth filter
-    // and zlib settings as FFmpeg's PNG encoder, vectorised.
+    // as FFmpeg's PNG encoder, vectorised, and libdeflate.
     int channels = 0;
     int depth = 8;
     switch (in_fmt) {
