@@ -3,17 +3,19 @@
 // ZIP from its central directory: the end-of-central-directory record (and
 // the zip64 one when a field overflows), then one record per member, then
 // each member's local header for where its data starts. Deflated members are
-// inflated with zlib into a buffer of their declared size, which bounds the
-// work a zip bomb can cause. Every member read is checked against the CRC-32
-// of its central record.
+// inflated in one call (libdeflate, about twice zlib's speed) into a buffer
+// of their declared size, which bounds the work a zip bomb can cause. Every
+// member read is checked against the CRC-32 of its central record.
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include "feedline/base/error.h"
 #include "feedline/io/formats.h"
@@ -79,11 +81,26 @@ void apply_zip64(const io::Reader& r, uint64_t extra, uint64_t extra_len,
   }
 }
 
+struct FreeDecompressor {
+  void operator()(libdeflate_decompressor* d) const {
+    libdeflate_free_decompressor(d);
+  }
+};
+
+// This thread's decompressor (about 10 KiB of tables), made on first use.
+libdeflate_decompressor* decompressor() {
+  thread_local std::unique_ptr<libdeflate_decompressor, FreeDecompressor> d;
+  if (!d) {
+    d.reset(libdeflate_alloc_decompressor());
+    if (!d) throw std::bad_alloc();
+  }
+  return d.get();
+}
+
 // Throws unless `bytes` has the CRC-32 the central directory gives.
 void check_crc(const io::Reader& r, const ZipEntry& e, const std::string& who,
                std::span<const uint8_t> bytes) {
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32_z(crc32_z(0, nullptr, 0), bytes.data(), bytes.size()));
+  const uint32_t crc = libdeflate_crc32(0, bytes.data(), bytes.size());
   if (crc != e.crc32) {
     char found[64];
     std::snprintf(found, sizeof found, "0x%08x, the directory says 0x%08x", crc,
@@ -154,45 +171,23 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
                               std::to_string(max_size));
   }
   Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(e.size)});
-  z_stream z{};
-  if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
-    throw Internal("zlib: inflateInit2 failed");
-  struct End {
-    z_stream* z;
-    ~End() { inflateEnd(z); }
-  } end{&z};
-  z.next_in = const_cast<Bytef*>(src.data());
-  uint8_t* dst = out.data_as<uint8_t>();
-  uint64_t in_left = src.size();
-  uint64_t out_left = e.size;
-  int rc = Z_OK;
-  // zlib counts in uInt: feed and drain in chunks that fit.
-  while (rc == Z_OK) {
-    z.avail_in = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
-    z.avail_out = static_cast<uInt>(std::min<uint64_t>(out_left, 1u << 30));
-    z.next_out = dst + (e.size - out_left);
-    uInt in_before = z.avail_in;
-    uInt out_before = z.avail_out;
-    rc = inflate(&z, Z_NO_FLUSH);
-    in_left -= in_before - z.avail_in;
-    out_left -= out_before - z.avail_out;
-    if (rc == Z_OK && out_left == 0) {
-      // Full: anything more would exceed the declared size.
-      uint8_t probe = 0;
-      z.next_out = &probe;
-      z.avail_out = 1;
-      z.avail_in = static_cast<uInt>(std::min<uint64_t>(in_left, 1u << 30));
-      rc = inflate(&z, Z_NO_FLUSH);
-      if (z.avail_out == 0)
-        r.fail(e.data_offset, who + " inflates beyond its declared size");
-    }
-    if (rc == Z_BUF_ERROR && in_left == 0) break;
+  // An empty member still goes through the decoder (its stream must be
+  // valid), into a byte of its own rather than a null buffer.
+  uint8_t empty = 0;
+  uint8_t* dst = e.size > 0 ? out.data_as<uint8_t>() : &empty;
+  std::size_t written = 0;
+  switch (libdeflate_deflate_decompress_ex(
+      decompressor(), src.data(), src.size(), dst,
+      static_cast<std::size_t>(e.size), nullptr, &written)) {
+    case LIBDEFLATE_SUCCESS:
+      break;
+    case LIBDEFLATE_INSUFFICIENT_SPACE:
+      r.fail(e.data_offset, who + " inflates beyond its declared size");
+    default:
+      r.fail(e.data_offset,
+             who + ": corrupt deflate data (damaged or cut short)");
   }
-  if (rc != Z_STREAM_END) {
-    r.fail(e.data_offset, who + ": corrupt deflate data" +
-                              (z.msg ? std::string(" (") + z.msg + ")" : ""));
-  }
-  if (out_left != 0)
+  if (written != e.size)
     r.fail(e.data_offset, who + " inflates to fewer bytes than declared");
   check_crc(r, e, who, {dst, static_cast<std::size_t>(e.size)});
   return out;

@@ -50,7 +50,7 @@ struct ZipEntry {
   uint64_t compressed_size = 0;
   uint64_t size = 0;    // uncompressed
   uint16_t method = 0;  // 0 stored, 8 deflate
-  uint32_t crc32 = 0;   // of the uncompressed bytes (zlib's crc32)
+  uint32_t crc32 = 0;   // of the uncompressed bytes (ZIP's CRC-32)
 };
 
 // Lists the members of a ZIP archive (zip64 included) from its central

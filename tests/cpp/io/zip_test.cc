@@ -153,6 +153,22 @@ TEST(ZipTest, WrongCrcInTheDirectoryIsAnError) {
       << message;
 }
 
+// A deflate stream cut short is an error, not a shorter member.
+TEST(ZipTest, CutDeflateStreamIsAnError) {
+  Bytes a = zip({{"x", kText, true}});
+  Buffer b = buffer_of(a);
+  const ZipEntry e = list_zip(bytes_of(b), "a.zip").at(0);
+  for (uint64_t keep : {uint64_t{0}, uint64_t{1}, e.compressed_size / 2,
+                        e.compressed_size - 1}) {
+    ZipEntry cut = e;
+    cut.compressed_size = keep;
+    const std::string message =
+        error_of<FormatError>([&] { read_zip_entry(b, cut, "a.zip"); });
+    EXPECT_NE(message.find("'x': corrupt deflate data"), std::string::npos)
+        << keep << ": " << message;
+  }
+}
+
 // The uncompressed size of the directory is checked both ways.
 TEST(ZipTest, SizeMismatchIsAnError) {
   Bytes a = zip({{"x", kText, true}});
