@@ -34,6 +34,13 @@ def _trim_args(timestamp) -> str:
     return ":".join(args)
 
 
+def _chain(parts: list[str], filter_desc: str | None, output_format: str | None) -> str | None:
+    """``parts``, then the user's ``filter_desc``, then the output format
+    filter, joined; None when there is nothing to do."""
+    parts = parts + [p for p in (filter_desc, output_format) if p]
+    return ",".join(parts) if parts else None
+
+
 def get_audio_filter_desc(
     *,
     sample_rate: int | None = None,
@@ -59,11 +66,7 @@ def get_audio_filter_desc(
     if num_frames is not None:
         parts.append("apad")
         parts.append(f"atrim=end_sample={num_frames}")
-    if filter_desc:
-        parts.append(filter_desc)
-    if sample_fmt is not None:
-        parts.append(f"aformat=sample_fmts={sample_fmt}")
-    return ",".join(parts) if parts else None
+    return _chain(parts, filter_desc, None if sample_fmt is None else f"aformat=sample_fmts={sample_fmt}")
 
 
 def get_video_filter_desc(
@@ -120,11 +123,7 @@ def get_video_filter_desc(
         else:
             parts.append(f"tpad=stop=-1:stop_mode=add:color={pad_mode}")
         parts.append(f"trim=end_frame={num_frames}")
-    if filter_desc:
-        parts.append(filter_desc)
-    if pix_fmt is not None:
-        parts.append(f"format=pix_fmts={pix_fmt}")
-    return ",".join(parts) if parts else None
+    return _chain(parts, filter_desc, None if pix_fmt is None else f"format=pix_fmts={pix_fmt}")
 
 
 def get_filter_desc(packets, **kwargs) -> str | None:
