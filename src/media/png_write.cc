@@ -12,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <new>
 #include <string_view>
@@ -101,8 +100,9 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
   const std::size_t row = bpp * static_cast<std::size_t>(width);
   const std::size_t raw = (row + 1) * static_cast<std::size_t>(height);
 
-  // The filtered image: a filter-type byte, then the row.
-  std::vector<uint8_t> filtered(raw);
+  // The filtered image: a filter-type byte, then the row. Every byte is
+  // written below, so neither buffer is cleared first.
+  auto filtered = std::make_unique_for_overwrite<uint8_t[]>(raw);
   std::vector<uint8_t> swapped(swap16 ? 2 * row : 0);
   const uint8_t* prev = nullptr;
   for (int y = 0; y < height; ++y) {
@@ -116,7 +116,7 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
       }
       src = dst;
     }
-    uint8_t* out = filtered.data() + static_cast<std::size_t>(y) * (row + 1);
+    uint8_t* out = filtered.get() + static_cast<std::size_t>(y) * (row + 1);
     if (prev == nullptr) {
       out[0] = 1;  // Sub: there is no row above
       sub(src, out + 1, row, bpp);
@@ -128,14 +128,15 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
   }
 
   libdeflate_compressor* c = compressor(level < 0 ? 6 : std::min(level, 9));
-  std::vector<uint8_t> z(libdeflate_zlib_compress_bound(c, raw));
+  const std::size_t bound = libdeflate_zlib_compress_bound(c, raw);
+  auto z = std::make_unique_for_overwrite<uint8_t[]>(bound);
   const std::size_t zsize =
-      libdeflate_zlib_compress(c, filtered.data(), raw, z.data(), z.size());
+      libdeflate_zlib_compress(c, filtered.get(), raw, z.get(), bound);
   if (zsize == 0) {
     // The bound always suffices; 0 would mean it did not.
     throw Internal("write_png: libdeflate's output exceeded its own bound");
   }
-  filtered = {};  // free the filtered image before the file grows
+  filtered.reset();  // free the filtered image before the file grows
 
   std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   constexpr std::size_t kChunk = std::size_t{256} * 1024;  // IDAT payload
@@ -149,7 +150,7 @@ std::vector<uint8_t> write_png(const uint8_t* pixels, int width, int height,
   ihdr.insert(ihdr.end(), rest.begin(), rest.end());
   chunk(out, "IHDR", ihdr.data(), ihdr.size());
   for (std::size_t at = 0; at < zsize; at += kChunk)
-    chunk(out, "IDAT", z.data() + at, std::min(kChunk, zsize - at));
+    chunk(out, "IDAT", z.get() + at, std::min(kChunk, zsize - at));
   chunk(out, "IEND", nullptr, 0);
   return out;
 }
