@@ -20,7 +20,8 @@
 # to run, so a finding on one machine may not appear on another. Every
 # finding's input is written to BUILD_DIR/fuzz-smoke/ and printed as
 # base64; keep it in fuzz/corpus/<format>/ as a regression-* seed once
-# fixed. The time cap is the only part that depends on the machine's speed. New inputs go to a scratch directory, never into fuzz/corpus; logs
+# fixed. The time cap is the only part that depends on the machine's
+# speed. New inputs go to a scratch directory, never into fuzz/corpus; logs
 # and crash inputs are kept in BUILD_DIR/fuzz-smoke/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

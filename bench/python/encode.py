@@ -15,16 +15,17 @@ script with ``--worker NAME``, which prints one JSON line):
 - **PNG**: ``--images`` photographs (scikit-image's samples, RGB, up to
   512 px) encoded to PNG bytes on a ``ThreadPoolExecutor`` of 2 threads,
   default compression with the Paeth filter (what PyAV's PNGs have;
-  feedline deflates with libdeflate, PyAV with zlib, at the same level 6): ``feedline.io.encode_image`` | PyAV (a
-  ``png`` CodecContext per image) | Pillow (``Image.save(format="PNG")``,
+  feedline deflates with libdeflate, PyAV with zlib, at the same level
+  6): ``feedline.io.encode_image`` | PyAV (a ``png`` CodecContext per
+  image) | Pillow (``Image.save(format="PNG")``,
   adaptive filters) | the CLI (``image2pipe`` of the same raw frames with
   2 threads, one process for each image size).
 
 Frames/s or images/s is the median of ``--repeat`` timed runs after a
 warm-up; CPU is the worker's user+sys per item; KiB out/item the size of
 what it wrote (the same work: files of about the same size); peak RSS its
-``ru_maxrss`` (which includes the frames in memory). Every contender's output is checked:
-the H.264 files must hold every frame (ffprobe's count) at a PSNR over 30 dB
+``ru_maxrss`` (which includes the frames in memory). Every contender's
+output is checked: the H.264 files must hold every frame (ffprobe's count) at a PSNR over 30 dB
 against the input, and every PNG must decode to the input exactly.
 
 Goals for feedline (the issue's): >= 1.0x PyAV on both.
