@@ -147,7 +147,6 @@ class OutputWriter final : public media::RowSink {
         pad_x_(p.flip ? p.canvas_w - p.out_w - p.pad_x : p.pad_x),
         pad_y_(p.pad_y),
         out_(out) {
-    if (p.flip) flipped_.resize(static_cast<std::size_t>(row_w_) * channels_);
     for (int c = 0; c < 3; ++c) {
       scale_[c] = 1.f / (255.f * o.std[static_cast<std::size_t>(c)]);
       bias_[c] = -o.mean[static_cast<std::size_t>(c)] /
@@ -156,16 +155,9 @@ class OutputWriter final : public media::RowSink {
     if (p.canvas_w != p.out_w || p.canvas_h != p.out_h) fill_black();
   }
 
+  // `v`: the row's out_w pixels in output order (already mirrored when the
+  // image is flipped).
   void row(int y, const float* v) override {
-    if (!flipped_.empty()) {
-      for (int x = 0; x < row_w_; ++x) {
-        const float* from = v + static_cast<std::ptrdiff_t>(x) * channels_;
-        float* to = flipped_.data() +
-                    static_cast<std::ptrdiff_t>(row_w_ - 1 - x) * channels_;
-        std::copy(from, from + channels_, to);
-      }
-      v = flipped_.data();
-    }
     y += pad_y_;
     const std::size_t plane =
         static_cast<std::size_t>(w_) * static_cast<std::size_t>(h_);
@@ -240,7 +232,6 @@ class OutputWriter final : public media::RowSink {
   const int pad_x_;
   const int pad_y_;
   void* const out_;
-  std::vector<float> flipped_;  // the row mirrored, when flipping
   float scale_[3];
   float bias_[3];
 };
@@ -320,13 +311,23 @@ class Renderer {
       resampler_->run(src, writer);
       return;
     }
-    std::vector<float> row(static_cast<std::size_t>(plan_.out_w) * px.channels);
+    const int c = px.channels;
+    std::vector<float> row(static_cast<std::size_t>(plan_.out_w) * c);
     for (int y = 0; y < plan_.out_h; ++y) {
       const uint8_t* s =
           px.data +
           static_cast<std::ptrdiff_t>(y + plan_.y0 - px.top) * px.stride +
-          static_cast<std::ptrdiff_t>(plan_.x0 - px.left) * px.channels;
-      for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
+          static_cast<std::ptrdiff_t>(plan_.x0 - px.left) * c;
+      if (plan_.flip) {
+        for (int x = 0; x < plan_.out_w; ++x) {
+          const uint8_t* from = s + static_cast<std::ptrdiff_t>(x) * c;
+          float* to =
+              row.data() + static_cast<std::ptrdiff_t>(plan_.out_w - 1 - x) * c;
+          for (int k = 0; k < c; ++k) to[k] = from[k];
+        }
+      } else {
+        for (std::size_t i = 0; i < row.size(); ++i) row[i] = s[i];
+      }
       writer.row(y, row.data());
     }
   }
@@ -342,12 +343,15 @@ class Renderer {
       resampler_ = media::Resampler::for_box(
           width, height, plan.box.left * sx, plan.box.top * sy,
           plan.box.width * sx, plan.box.height * sy, plan.out_w, plan.out_h);
-      return resampler_->region();
-    }
-    if (!needs_resize(plan, width, height, extent_w, extent_h))
+    } else if (!needs_resize(plan, width, height, extent_w, extent_h)) {
       return media::Region{plan.x0, plan.y0, plan.out_w, plan.out_h};
-    resampler_.emplace(width, height, extent_w, extent_h, plan.scaled_w,
-                       plan.scaled_h, plan.x0, plan.y0, plan.out_w, plan.out_h);
+    } else {
+      resampler_.emplace(width, height, extent_w, extent_h, plan.scaled_w,
+                         plan.scaled_h, plan.x0, plan.y0, plan.out_w,
+                         plan.out_h);
+    }
+    // The flip happens in the resampler's horizontal pass.
+    if (plan.flip) resampler_->mirror();
     return resampler_->region();
   }
 

@@ -8,6 +8,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 namespace feedline::media {
 namespace {
 
@@ -131,75 +135,156 @@ inline Float4 load4(const float* p) {
   return v;
 }
 
-// The horizontal pass over one row of column sums. `row` holds the inputs
-// from column col_lo on, followed by at least (ax.taps + 1) * C zeros: an RGB
-// pixel is read as four floats, the fourth ignored, and a group of outputs
-// reads as many taps as its widest member (the others' weights are zero
-// there).
-//
-// Four outputs are computed side by side, each with its own accumulator: a
-// single output's taps form one chain of dependent adds, which would leave
-// the adder waiting on its own latency.
+// The horizontal weights laid out for horizontal(): every weight repeated
+// four times (one per lane of a pixel's four floats), the outputs in pairs,
+// a pair's taps one after the other: the weight of tap k of output o starts
+// at ((o / 2) * taps + k) * 8 + (o % 2) * 4. A pair at tap k is then eight
+// consecutive floats, one AVX register. An odd last output is paired with
+// zeros.
+std::vector<float> lane_weights(const Axis& ax) {
+  const auto taps = static_cast<std::size_t>(ax.taps);
+  const std::size_t out = ax.first.size();
+  std::vector<float> lanes((out + 1) / 2 * taps * 8, 0.f);
+  for (std::size_t o = 0; o < out; ++o) {
+    for (std::size_t k = 0; k < taps; ++k) {
+      const float w = ax.weights[o * taps + k];
+      float* to = &lanes[((o / 2) * taps + k) * 8 + (o % 2) * 4];
+      for (int lane = 0; lane < 4; ++lane) to[lane] = w;
+    }
+  }
+  return lanes;
+}
+
+// The widest of outputs [o, o + n): how many taps a group of them reads
+// together.
+int group_taps(const int* count, int o, int n) {
+  int taps = 0;
+  for (int j = 0; j < n; ++j) taps = std::max(taps, count[o + j]);
+  return taps;
+}
+
+// What horizontal() reads: `row` holds the inputs from column col_lo on,
+// followed by at least (ax.taps + 1) * C zeros: an RGB pixel is read as
+// four floats, the fourth ignored, and a group of outputs reads as many
+// taps as its widest member (the others' weights are zero there).
 template <int C>
-void horizontal(const float* row, const Axis& ax, int out_w, int col_lo,
-                float* out) {
-  auto source = [&](int o) {
-    return row + static_cast<std::ptrdiff_t>(
-                     ax.first[static_cast<std::size_t>(o)] - col_lo) *
-                     C;
-  };
-  auto weights = [&](int o) {
-    return &ax.weights[static_cast<std::size_t>(o) *
-                       static_cast<std::size_t>(ax.taps)];
-  };
-  int o = 0;
-  if constexpr (C == 3 || C == 4) {
+struct HorizontalPass {
+  const float* row;
+  int col_lo;
+  const int* first;    // the axis's
+  const int* count;    // the axis's
+  int taps;            // the axis's
+  const float* lanes;  // lane_weights(axis)
+
+  const float* source(int o) const {
+    return row + static_cast<std::ptrdiff_t>(first[o] - col_lo) * C;
+  }
+  const float* weights(int o, int k) const {
+    const std::ptrdiff_t pair = o / 2;
+    const std::ptrdiff_t half = o % 2;
+    return lanes + ((pair * taps + k) * 8 + half * 4);
+  }
+
+  // Outputs [o, out_w), four at a time with an accumulator each (a single
+  // output's taps form one chain of dependent adds, which would leave the
+  // adder waiting on its own latency), then one at a time. Each store's
+  // fourth float is overwritten by the next output (the output row has one
+  // float to spare).
+  void run4(int o, int out_w, float* out) const {
     for (; o + 4 <= out_w; o += 4) {
       const float* s0 = source(o);
       const float* s1 = source(o + 1);
       const float* s2 = source(o + 2);
       const float* s3 = source(o + 3);
-      const float* w0 = weights(o);
-      const float* w1 = weights(o + 1);
-      const float* w2 = weights(o + 2);
-      const float* w3 = weights(o + 3);
-      int n = 0;
-      for (int j = 0; j < 4; ++j)
-        n = std::max(n, ax.count[static_cast<std::size_t>(o) +
-                                 static_cast<std::size_t>(j)]);
+      const int n = group_taps(count, o, 4);
       Float4 a0 = {0.f, 0.f, 0.f, 0.f};
       Float4 a1 = a0;
       Float4 a2 = a0;
       Float4 a3 = a0;
       for (int k = 0; k < n; ++k) {
         const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(k) * C;
-        a0 += w0[k] * load4(s0 + at);
-        a1 += w1[k] * load4(s1 + at);
-        a2 += w2[k] * load4(s2 + at);
-        a3 += w3[k] * load4(s3 + at);
+        a0 += load4(weights(o, k)) * load4(s0 + at);
+        a1 += load4(weights(o + 1, k)) * load4(s1 + at);
+        a2 += load4(weights(o + 2, k)) * load4(s2 + at);
+        a3 += load4(weights(o + 3, k)) * load4(s3 + at);
       }
-      // Each store's fourth float is overwritten by the next output (the
-      // output row has one float to spare).
       std::memcpy(out + static_cast<std::ptrdiff_t>(o) * C, &a0, sizeof a0);
       std::memcpy(out + static_cast<std::ptrdiff_t>(o + 1) * C, &a1, sizeof a1);
       std::memcpy(out + static_cast<std::ptrdiff_t>(o + 2) * C, &a2, sizeof a2);
       std::memcpy(out + static_cast<std::ptrdiff_t>(o + 3) * C, &a3, sizeof a3);
     }
-  }
-  for (; o < out_w; ++o) {
-    const float* w = weights(o);
-    const float* s = source(o);
-    const int n = ax.count[static_cast<std::size_t>(o)];
-    if constexpr (C == 3 || C == 4) {
+    for (; o < out_w; ++o) {
+      const float* s = source(o);
+      const int n = count[o];
       Float4 acc = {0.f, 0.f, 0.f, 0.f};
       for (int k = 0; k < n; ++k)
-        acc += w[k] * load4(s + static_cast<std::ptrdiff_t>(k) * C);
+        acc += load4(weights(o, k)) *
+               load4(s + static_cast<std::ptrdiff_t>(k) * C);
       std::memcpy(out + static_cast<std::ptrdiff_t>(o) * C, &acc, sizeof acc);
-    } else {
-      float acc = 0.f;
-      for (int k = 0; k < n; ++k) acc += w[k] * s[k];
-      out[o] = acc;
     }
+  }
+};
+
+#ifdef FEEDLINE_RESAMPLE_AVX2
+// Eight outputs at a time, two to an AVX register (two pixels of four
+// floats side by side): the same multiplies and adds, lane for lane and in
+// the same order, as run4(), so the results are equal. Then run4() for the
+// rest.
+template <int C>
+__attribute__((target("avx2"))) void horizontal_avx2(const HorizontalPass<C>& h,
+                                                     int out_w, float* out) {
+  int o = 0;
+  for (; o + 8 <= out_w; o += 8) {
+    const int n = group_taps(h.count, o, 8);
+    __m256 a[4];
+    const float* even[4];  // outputs o, o + 2, o + 4, o + 6
+    const float* odd[4];   // and the ones after them
+    for (__m256& v : a) v = _mm256_setzero_ps();
+    for (int p = 0; p < 4; ++p) {
+      even[p] = h.source(o + (2 * p));
+      odd[p] = h.source(o + (2 * p) + 1);
+    }
+    for (int k = 0; k < n; ++k) {
+      const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(k) * C;
+      for (int p = 0; p < 4; ++p) {
+        const __m256 px = _mm256_loadu2_m128(odd[p] + at, even[p] + at);
+        const __m256 w = _mm256_loadu_ps(h.weights(o + 2 * p, k));
+        a[p] = _mm256_add_ps(a[p], _mm256_mul_ps(w, px));
+      }
+    }
+    for (int p = 0; p < 4; ++p) {
+      _mm256_storeu2_m128(out + static_cast<std::ptrdiff_t>(o + 2 * p + 1) * C,
+                          out + static_cast<std::ptrdiff_t>(o + 2 * p) * C,
+                          a[p]);
+    }
+  }
+  h.run4(o, out_w, out);
+}
+#endif
+
+// The horizontal pass over one row of column sums (see HorizontalPass).
+template <int C>
+void horizontal(const HorizontalPass<C>& h, int out_w, float* out) {
+#ifdef FEEDLINE_RESAMPLE_AVX2
+  if (has_avx2()) {
+    horizontal_avx2<C>(h, out_w, out);
+    return;
+  }
+#endif
+  h.run4(0, out_w, out);
+}
+
+// One channel: a plain dot product per output.
+void horizontal_gray(const float* row, const Axis& ax, int out_w, int col_lo,
+                     float* out) {
+  for (int o = 0; o < out_w; ++o) {
+    const float* w = &ax.weights[static_cast<std::size_t>(o) *
+                                 static_cast<std::size_t>(ax.taps)];
+    const float* s = row + (ax.first[static_cast<std::size_t>(o)] - col_lo);
+    const int n = ax.count[static_cast<std::size_t>(o)];
+    float acc = 0.f;
+    for (int k = 0; k < n; ++k) acc += w[k] * s[k];
+    out[o] = acc;
   }
 }
 
@@ -230,6 +315,19 @@ Resampler::Resampler(Axis hx, Axis vy)
   region_.h = y1 - region_.y;
 }
 
+void Resampler::mirror() {
+  std::reverse(hx_.first.begin(), hx_.first.end());
+  std::reverse(hx_.count.begin(), hx_.count.end());
+  const auto taps = static_cast<std::size_t>(hx_.taps);
+  const std::size_t n = hx_.first.size();
+  for (std::size_t i = 0; i < n / 2; ++i) {
+    std::swap_ranges(
+        hx_.weights.begin() + static_cast<std::ptrdiff_t>(i * taps),
+        hx_.weights.begin() + static_cast<std::ptrdiff_t>((i + 1) * taps),
+        hx_.weights.begin() + static_cast<std::ptrdiff_t>((n - 1 - i) * taps));
+  }
+}
+
 Resampler Resampler::for_box(int width, int height, double box_x, double box_y,
                              double box_w, double box_h, int out_w, int out_h) {
   return Resampler(make_box_axis(width, box_x, box_w, out_w),
@@ -250,6 +348,10 @@ void Resampler::run_channels(const Pixels& src, RowSink& sink) const {
   std::vector<float> out(static_cast<std::size_t>(out_w) * C + 1);
   const std::ptrdiff_t column_offset =
       static_cast<std::ptrdiff_t>(region_.x - src.left) * C;
+  const std::vector<float> lanes =
+      C == 1 ? std::vector<float>() : lane_weights(hx_);
+  const HorizontalPass<C> pass{column_sums.data(), region_.x, hx_.first.data(),
+                               hx_.count.data(),   hx_.taps,  lanes.data()};
   for (int o = 0; o < out_h; ++o) {
     const float* w = &vy_.weights[static_cast<std::size_t>(o) *
                                   static_cast<std::size_t>(vy_.taps)];
@@ -266,7 +368,11 @@ void Resampler::run_channels(const Pixels& src, RowSink& sink) const {
         accumulate_row<false>(row, w[k], span, column_sums.data());
       }
     }
-    horizontal<C>(column_sums.data(), hx_, out_w, region_.x, out.data());
+    if constexpr (C == 1) {
+      horizontal_gray(column_sums.data(), hx_, out_w, region_.x, out.data());
+    } else {
+      horizontal<C>(pass, out_w, out.data());
+    }
     sink.row(o, out.data());
   }
 }

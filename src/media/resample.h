@@ -76,6 +76,11 @@ class Resampler {
   // The source pixels run() reads.
   Region region() const { return region_; }
 
+  // Makes run() give every row mirrored left to right (output column x
+  // becomes out_w - 1 - x): the horizontal taps are put in reverse order,
+  // so a flip costs nothing. Calling it again undoes it.
+  void mirror();
+
   // Passes each output row, top to bottom, to `sink` as out_w * channels
   // floats in [0, 255]. `src` must hold region() of an image of the size
   // given to the constructor, with 1, 3 or 4 channels.

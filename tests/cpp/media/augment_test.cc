@@ -240,6 +240,26 @@ TEST(RandomResizedCropTest, FlipMirrorsTheOutput) {
       }
     }
   }
+  // Without a resize (the pixels are copied, not resampled), and in float.
+  for (DType dtype : {DType::kUint8, DType::kFloat32}) {
+    ImageOptions copy{.crop_width = 30, .crop_height = 20, .dtype = dtype};
+    ImageOptions mirrored = copy;
+    mirrored.flip_probability = 1.0;
+    Buffer a = decode_image(png, copy, "a.png");
+    Buffer b = decode_image(png, mirrored, "a.png");
+    const std::size_t size = dtype == DType::kUint8 ? 1 : 4;
+    const auto* pa = static_cast<const uint8_t*>(a.data());
+    const auto* pb = static_cast<const uint8_t*>(b.data());
+    for (int y = 0; y < 20; ++y) {
+      for (int x = 0; x < 30; ++x) {
+        const std::size_t at = static_cast<std::size_t>(y * 30 + x) * 3 * size;
+        const std::size_t from =
+            static_cast<std::size_t>(y * 30 + 29 - x) * 3 * size;
+        ASSERT_EQ(std::memcmp(pb + at, pa + from, 3 * size), 0)
+            << "row " << y << " column " << x;
+      }
+    }
+  }
   // A padded image keeps its padding on the mirrored side.
   ImageOptions pad{.resize_width = 40,
                    .resize_height = 40,
