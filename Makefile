@@ -150,6 +150,7 @@ bench: build python test-ext
 	$(PY) bench/python/pipeline_overhead.py
 	$(PY) bench/python/images.py
 	$(PY) bench/python/arrays.py
+	$(PY) bench/python/png.py
 	$(PY) bench/python/video.py
 	$(PY) bench/python/encode.py
 

@@ -5,14 +5,63 @@
 // crop only, resize + crop + float, grey padded, random resized crops with a
 // flip, seeded by the input's size; the crops decode only part of a JPEG). Any
 // outcome but a result or a feedline exception (a crash, a sanitizer report, an
-// unexpected exception type) is a finding.
+// unexpected exception type) is a finding. PNG input is also decoded by the
+// direct path and by libpng alone: a different outcome (other pixels, or an
+// error from only one of them, or another message) is a finding too.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "feedline/base/error.h"
 #include "feedline/media/image.h"
+#include "media/codecs.h"
+
+namespace {
+
+// The pixels a PNG decode gives, or its error message.
+struct Outcome {
+  std::optional<std::vector<uint8_t>> pixels;
+  std::string error;
+  bool operator==(const Outcome&) const = default;
+};
+
+template <typename Decode>
+Outcome outcome(Decode decode) {
+  try {
+    const feedline::media::DecodedPixels p = decode();
+    std::vector<uint8_t> v;
+    const std::size_t row = static_cast<std::size_t>(p.width) * p.channels;
+    for (int y = 0; y < p.height; ++y) {
+      const uint8_t* r = p.data + static_cast<std::ptrdiff_t>(y) * p.stride;
+      v.insert(v.end(), r, r + row);
+    }
+    return {std::move(v), ""};
+  } catch (const feedline::DecodeError& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
+void compare_png_paths(std::span<const uint8_t> bytes, int64_t max_pixels) {
+  using feedline::media::PixelFormat;
+  for (PixelFormat f :
+       {PixelFormat::kRgb, PixelFormat::kBgr, PixelFormat::kGray}) {
+    const Outcome direct = outcome([&] {
+      return feedline::media::decode_png(bytes, f, max_pixels, "fuzz");
+    });
+    const Outcome libpng = outcome([&] {
+      return feedline::media::decode_png_with_libpng(bytes, f, max_pixels,
+                                                     "fuzz");
+    });
+    if (!(direct == libpng)) std::abort();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using feedline::DType;
@@ -53,6 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     feedline::media::probe_image(bytes, "fuzz");
   } catch (const feedline::DecodeError&) {
   }
+  if (feedline::media::is_png(bytes)) compare_png_paths(bytes, max_pixels);
   for (const ImageOptions& o : options) {
     try {
       feedline::Buffer b = feedline::media::decode_image(bytes, o, "fuzz");

@@ -87,18 +87,6 @@ def _frames(n: int):
     return np.frombuffer(raw, np.uint8).reshape(n, H, W, 3)
 
 
-def _images(n: int):
-    import numpy as np
-    from skimage import data
-
-    photos = []
-    for name in ("astronaut", "chelsea", "coffee", "rocket", "immunohistochemistry", "hubble_deep_field"):
-        img = getattr(data, name)()
-        if img.ndim == 3 and img.shape[2] == 3:
-            photos.append(np.ascontiguousarray(img[:512, :512]))
-    return [photos[i % len(photos)] for i in range(n)]
-
-
 def _psnr(a, b) -> float:
     import numpy as np
 
@@ -277,7 +265,7 @@ def worker_main(name, args):
             result["out_kib"] = path.stat().st_size / len(frames) / 1024
         items = len(frames)
     else:
-        images = _images(args.images)
+        images = benchlib.photos(args.images)
         run = {"feedline-png": png_feedline, "pyav-png": png_pyav, "pillow-png": png_pillow, "cli-png": png_cli}[name]
         run(images[:4])
         times, cpus = [], []

@@ -56,8 +56,18 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                           unsigned scale_denom, int64_t max_pixels,
                           std::string_view name, const RegionFor& region_for);
 
+// 8-bit greyscale, RGB and RGBA PNGs with no colour chunks are decoded
+// directly (libdeflate, in-place unfiltering); every other PNG, and any the
+// direct path finds unusual, by libpng (decode_png_with_libpng), which alone
+// decides what is an error. Both give the same pixels.
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name);
+
+// libpng's simplified API alone (for any PNG; for tests and fuzzing, the
+// reference the direct path is compared with).
+DecodedPixels decode_png_with_libpng(std::span<const uint8_t> data,
+                                     PixelFormat format, int64_t max_pixels,
+                                     std::string_view name);
 
 // A PNG file of one image: `channels` 1 (grey), 3 (RGB) or 4 (RGBA) of
 // `bit_depth` 8 or 16, rows packed from `pixels` (16-bit samples big-endian

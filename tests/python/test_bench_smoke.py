@@ -135,3 +135,17 @@ def test_encode_benchmark_runs():
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"\| feedline \(Muxer \+ libx264\) \| [\d.,]+ \| .* \| ok \|", r.stdout), r.stdout
     assert "ENCODE h264 feedline/PyAV" in r.stdout
+
+
+def test_png_benchmark_runs():
+    # Pillow and SPDL are optional baselines; feedline must decode every file
+    # to its photograph exactly and give the summary line.
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "png.py"), "--quick", "--only", "feedline"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"\| feedline \(decode_image\) \| [\d,]+ \| .* \| ok \|", r.stdout), r.stdout
+    assert "PNG decode feedline/Pillow" in r.stdout
