@@ -172,8 +172,7 @@ bool unfilter(uint8_t filter, uint8_t* row, const uint8_t* prev, std::size_t n,
 // libpng should decode this file.
 std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
                                            PixelFormat format,
-                                           int64_t max_pixels,
-                                           std::string_view name) {
+                                           int64_t max_pixels) {
   const uint8_t* p = data.data();
   const std::size_t size = data.size();
   std::size_t at = 8;
@@ -223,7 +222,8 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
       return std::nullopt;
     }
   }
-  check_dimensions(width, height, max_pixels, name);
+  // Too large: libpng's path says so, after its own header checks.
+  if (int64_t{width} * height > max_pixels) return std::nullopt;
 
   std::vector<uint8_t> joined;
   std::span<const uint8_t> stream = idat.front();
@@ -315,7 +315,7 @@ DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name) {
   if (is_png(data)) {
     std::optional<DecodedPixels> direct =
-        decode_direct(data, format, max_pixels, name);
+        decode_direct(data, format, max_pixels);
     if (direct) return std::move(*direct);
   }
   return decode_png_with_libpng(data, format, max_pixels, name);

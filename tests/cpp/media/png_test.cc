@@ -312,6 +312,17 @@ TEST(PngTest, DamagedFilesFailAsLibpngDecides) {
     cases.emplace_back("bad IHDR CRC", f);
   }
   for (const auto& [what, file] : cases) expect_same(file, what);
+  // Over max_pixels: the same error from both, before any pixel memory.
+  for (PixelFormat f : kFormats) {
+    const Outcome direct =
+        outcome([&] { return decode_png(good, f, 31, "x"); });
+    EXPECT_TRUE(direct == outcome([&] {
+                  return decode_png_with_libpng(good, f, 31, "x");
+                }));
+    EXPECT_NE(direct.error.find("exceeds the limit of 31 pixels"),
+              std::string::npos)
+        << direct.error;
+  }
 }
 
 }  // namespace
