@@ -14,6 +14,7 @@
 // does: alpha dropped, grey as ITU-R 601-2 luma; the direct path gives the
 // same pixels (tested against libpng on every filter and colour type).
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -41,8 +42,45 @@ struct ImageGuard {
   ~ImageGuard() { png_image_free(image); }
 };
 
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
+         (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// libpng allocates and clears a buffer of a chunk's declared length before
+// it reads the chunk (text chunks, for one): 71 bytes claiming a 1 GiB
+// zTXt chunk cost 1 GiB and seconds, only to end in "read beyond end of
+// data". libpng reads every chunk before the first IDAT whole, so each of
+// them must fit in the data before libpng sees it; a file where one runs
+// past the end is refused here, as libpng would refuse it, but at once.
+// (From the image data on, libpng reads only what the rows need, and its
+// simplified API decodes a file cut after the image data.)
+void check_chunk_lengths(std::span<const uint8_t> data, std::string_view name) {
+  std::size_t at = 8;
+  while (data.size() >= at + 8) {
+    const uint32_t length = be32(&data[at]);
+    const uint8_t* type = &data[at + 4];
+    if (std::memcmp(type, "IDAT", 4) == 0) return;
+    const std::size_t left = data.size() - at - 8;
+    if (length > 0x7FFFFFFFu || left < std::size_t{length} + 4) {
+      std::string shown;
+      for (int i = 0; i < 4; ++i) {
+        const auto ch = static_cast<char>(type[i]);
+        shown += std::isalpha(static_cast<unsigned char>(ch)) != 0 ? ch : '?';
+      }
+      throw DecodeError(std::string(name) + ": invalid PNG: the '" + shown +
+                        "' chunk at byte " + std::to_string(at) + " declares " +
+                        std::to_string(length) + " bytes, but only " +
+                        std::to_string(left >= 4 ? left - 4 : 0) +
+                        " follow (cut short or damaged)");
+    }
+    at += std::size_t{length} + 12;
+  }
+}
+
 void begin(png_image* image, std::span<const uint8_t> data,
            std::string_view name) {
+  check_chunk_lengths(data, name);
   std::memset(image, 0, sizeof(*image));
   image->version = PNG_IMAGE_VERSION;
   if (png_image_begin_read_from_memory(image, data.data(), data.size()) == 0) {
@@ -53,11 +91,6 @@ void begin(png_image* image, std::span<const uint8_t> data,
 uint8_t luma(const uint8_t* rgb) {
   return static_cast<uint8_t>(
       (rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
-}
-
-uint32_t be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
-         (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
 bool is_type(const uint8_t* type, const char (&name)[5]) {

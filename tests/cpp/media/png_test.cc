@@ -325,5 +325,29 @@ TEST(PngTest, DamagedFilesFailAsLibpngDecides) {
   }
 }
 
+TEST(PngTest, AChunkLongerThanTheFileIsRefusedAtOnce) {
+  // 71 bytes whose zTXt chunk claims 1,124,073,481 bytes (found by the
+  // image fuzzer): libpng would allocate and clear that much before
+  // finding the data missing.
+  PngSpec s{.width = 4, .height = 4};
+  std::vector<uint8_t> file = write(s, samples(s));
+  file.resize(33);  // the signature and IHDR
+  const uint8_t ztxt[] = {0x43, 0x00, 0x00, 0x09, 'z', 'T', 'X', 't',
+                          'k',  0,    0,    1,    2,   3,   4,   5};
+  file.insert(file.end(), std::begin(ztxt), std::end(ztxt));
+  for (PixelFormat f : kFormats) {
+    try {
+      decode_png(file, f, kDefaultMaxPixels, "huge.png");
+      ADD_FAILURE() << "decoded";
+    } catch (const DecodeError& e) {
+      EXPECT_STREQ(e.what(),
+                   "huge.png: invalid PNG: the 'zTXt' chunk at byte 33 "
+                   "declares 1124073481 bytes, but only 4 follow (cut short "
+                   "or damaged)");
+    }
+  }
+  EXPECT_THROW(probe_png(file, "huge.png"), DecodeError);
+}
+
 }  // namespace
 }  // namespace feedline::media
