@@ -56,14 +56,15 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                           unsigned scale_denom, int64_t max_pixels,
                           std::string_view name, const RegionFor& region_for);
 
-// 8-bit greyscale, RGB and RGBA PNGs with no colour chunks are decoded
+// The samples as stored (no colour management; 16-bit samples cut to their
+// high byte). 8-bit non-interlaced greyscale, RGB and RGBA PNGs are decoded
 // directly (libdeflate, in-place unfiltering); every other PNG, and any the
 // direct path finds unusual, by libpng (decode_png_with_libpng), which alone
 // decides what is an error. Both give the same pixels.
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name);
 
-// libpng's simplified API alone (for any PNG; for tests and fuzzing, the
+// libpng's full API alone (for any PNG; for tests and fuzzing, the
 // reference the direct path is compared with).
 DecodedPixels decode_png_with_libpng(std::span<const uint8_t> data,
                                      PixelFormat format, int64_t max_pixels,

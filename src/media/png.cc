@@ -1,24 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// PNG decoding. The common case, an 8-bit non-interlaced greyscale, RGB or
-// RGBA image whose chunks say nothing about colour (no gAMA, cHRM, iCCP,
-// sBIT, tRNS), is decoded directly: CRCs checked, the IDAT stream inflated
-// by libdeflate in one call into the exact size the header implies, rows
-// unfiltered in place, and RGB handed out without a copy. Everything else,
-// and any file the direct path finds anything unusual in (a CRC mismatch,
-// data that does not inflate to exactly the image, an unknown filter),
-// goes through libpng's simplified API, which handles every colour type
-// and bit depth and reports errors without longjmp reaching our frames:
-// libpng alone decides what is an error. Its images are read as 8-bit RGBA
-// and then reduced to the requested format the way Pillow's convert()
-// does: alpha dropped, grey as ITU-R 601-2 luma; the direct path gives the
-// same pixels (tested against libpng on every filter and colour type).
+// PNG decoding, to the samples the file stores (no colour management, as
+// Pillow, OpenCV and FFmpeg decode). The common case, an 8-bit
+// non-interlaced greyscale, RGB or RGBA image, is decoded directly: CRCs
+// checked, the IDAT stream inflated by libdeflate in one call into the
+// exact size the header implies, rows unfiltered in place, and RGB handed
+// out without a copy. Everything else, and any file the direct path finds
+// anything unusual in (a CRC mismatch, data that does not inflate to
+// exactly the image, an unknown filter or chunk), goes through libpng's
+// full API, which handles every colour type and bit depth: libpng alone
+// decides what is an error. Alpha is dropped and grey computed as ITU-R
+// 601-2 luma, as Pillow's convert() does; both paths give the same pixels
+// (tested on every filter and colour type, and by the image fuzzer).
 
 #include <cctype>
+#include <csetjmp>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,13 +99,17 @@ bool is_type(const uint8_t* type, const char (&name)[5]) {
   return std::memcmp(type, name, 4) == 0;
 }
 
-// Ancillary chunks that do not change the pixels libpng's simplified API
-// gives for an 8-bit image read as RGBA (text, time, physical size, and
-// sRGB, which is what it assumes anyway).
+// Ancillary chunks that do not change a decoded sample: text, time,
+// physical size, colour information (gAMA, cHRM, iCCP, sRGB, sBIT, bKGD:
+// samples are given as stored), EXIF, and tRNS (alpha is dropped).
 bool ignorable(const uint8_t* type) {
-  return is_type(type, "tEXt") || is_type(type, "zTXt") ||
-         is_type(type, "iTXt") || is_type(type, "tIME") ||
-         is_type(type, "pHYs") || is_type(type, "sRGB");
+  static constexpr const char* kNames[] = {
+      "tEXt", "zTXt", "iTXt", "tIME", "pHYs", "sRGB", "gAMA",
+      "cHRM", "iCCP", "sBIT", "bKGD", "eXIf", "tRNS"};
+  for (const char* n : kNames) {
+    if (std::memcmp(type, n, 4) == 0) return true;
+  }
+  return false;
 }
 
 // One decompressor per thread (libdeflate's are not thread-safe and cost
@@ -236,8 +242,9 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
       const uint32_t h = be32(body + 4);
       const uint8_t depth = body[8];
       const uint8_t colour = body[9];
-      if (w == 0 || h == 0 || w > 0x7FFFFFFFu || h > 0x7FFFFFFFu ||
-          depth != 8 || body[10] != 0 || body[11] != 0 || body[12] != 0) {
+      if (w == 0 || h == 0 || w > PNG_USER_WIDTH_MAX ||
+          h > PNG_USER_HEIGHT_MAX || depth != 8 || body[10] != 0 ||
+          body[11] != 0 || body[12] != 0) {
         return std::nullopt;
       }
       bpp = colour == 0 ? 1 : colour == 2 ? 3 : colour == 6 ? 4 : 0;
@@ -328,6 +335,82 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
   return out;
 }
 
+// libpng's full API, for every PNG the direct path does not take. It
+// reports errors by longjmp, so the two functions that call setjmp below
+// hold only plain data, and nothing between them and libpng has a
+// destructor; the caller owns every allocation.
+struct FullReader {
+  std::span<const uint8_t> data;
+  std::size_t at = 0;
+  char message[160] = "unknown error";
+};
+
+void on_png_error(png_structp png, png_const_charp message) {
+  auto* reader = static_cast<FullReader*>(png_get_error_ptr(png));
+  std::snprintf(reader->message, sizeof(reader->message), "%s", message);
+  png_longjmp(png, 1);
+}
+
+void on_png_warning(png_structp /*png*/, png_const_charp /*message*/) {}
+
+void read_from_span(png_structp png, png_bytep out, std::size_t n) {
+  auto* reader = static_cast<FullReader*>(png_get_io_ptr(png));
+  if (reader->data.size() - reader->at < n) {
+    png_error(png, "read beyond end of data");
+  }
+  std::memcpy(out, reader->data.data() + reader->at, n);
+  reader->at += n;
+}
+
+struct ReadGuard {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  ~ReadGuard() { png_destroy_read_struct(&png, &info, nullptr); }
+};
+
+struct Header {
+  png_uint_32 width = 0;
+  png_uint_32 height = 0;
+  int depth = 0;
+  int colour = 0;
+};
+
+// Reads the chunks up to the image data; false when libpng refuses them.
+bool read_header(png_structp png, png_infop info, Header* header) {
+  if (setjmp(png_jmpbuf(png)) != 0) return false;
+  png_read_info(png, info);
+  png_get_IHDR(png, info, &header->width, &header->height, &header->depth,
+               &header->colour, nullptr, nullptr, nullptr);
+  return true;
+}
+
+// Decodes the image as 8-bit RGB into `rows` (`row_bytes` each), the
+// samples as the file stores them: palettes looked up, grey of 1, 2 or 4
+// bits widened to 8 (0..255) and repeated, 16-bit samples cut to their
+// high byte (as Pillow and OpenCV do), alpha and tRNS left out, Adam7
+// interlacing undone. No colour management: gAMA, cHRM, iCCP and sBIT do
+// not change a sample, as in Pillow, OpenCV and FFmpeg (libpng's simplified
+// API would convert 16-bit and gAMA-tagged images to sRGB).
+bool read_rgb_rows(png_structp png, png_infop info, const Header& header,
+                   std::size_t row_bytes, png_bytep* rows) {
+  if (setjmp(png_jmpbuf(png)) != 0) return false;
+  if (header.colour == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (header.colour == PNG_COLOR_TYPE_GRAY && header.depth < 8) {
+    png_set_expand_gray_1_2_4_to_8(png);
+  }
+  if (header.depth == 16) png_set_strip_16(png);
+  png_set_strip_alpha(png);
+  if ((header.colour & PNG_COLOR_MASK_COLOR) == 0) png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  if (png_get_rowbytes(png, info) != row_bytes ||
+      png_get_bit_depth(png, info) != 8 || png_get_channels(png, info) != 3) {
+    png_error(png, "libpng did not give 8-bit RGB rows");
+  }
+  png_read_image(png, rows);
+  return true;
+}
+
 }  // namespace
 
 bool is_png(std::span<const uint8_t> data) {
@@ -357,43 +440,58 @@ DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
 DecodedPixels decode_png_with_libpng(std::span<const uint8_t> data,
                                      PixelFormat format, int64_t max_pixels,
                                      std::string_view name) {
-  png_image image;
-  begin(&image, data, name);
-  ImageGuard guard{&image};
-  if (image.width > 0x7FFFFFFF || image.height > 0x7FFFFFFF) {
+  check_chunk_lengths(data, name);
+  FullReader reader{data};
+  ReadGuard guard;
+  guard.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader,
+                                     on_png_error, on_png_warning);
+  if (guard.png == nullptr) throw std::bad_alloc();
+  guard.info = png_create_info_struct(guard.png);
+  if (guard.info == nullptr) throw std::bad_alloc();
+  png_set_read_fn(guard.png, &reader, read_from_span);
+  // Damaged ancillary chunks are warnings, as in libpng's simplified API.
+  png_set_benign_errors(guard.png, 1);
+  Header header;
+  if (!read_header(guard.png, guard.info, &header)) {
+    throw DecodeError(std::string(name) + ": invalid PNG: " + reader.message);
+  }
+  if (header.width > 0x7FFFFFFF || header.height > 0x7FFFFFFF) {
     check_dimensions(0, 0, max_pixels, name);
   }
-  const int w = static_cast<int>(image.width);
-  const int h = static_cast<int>(image.height);
+  const int w = static_cast<int>(header.width);
+  const int h = static_cast<int>(header.height);
   check_dimensions(w, h, max_pixels, name);
-  image.format = PNG_FORMAT_RGBA;
-  const std::size_t n =
-      static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
-  std::unique_ptr<uint8_t[]> rgba(new uint8_t[n * 4]);
-  if (png_image_finish_read(&image, nullptr, rgba.get(), 0, nullptr) == 0) {
+  const std::size_t row = static_cast<std::size_t>(w) * 3;
+  auto rgb = std::make_unique_for_overwrite<uint8_t[]>(
+      row * static_cast<std::size_t>(h));
+  std::vector<png_bytep> rows(static_cast<std::size_t>(h));
+  for (std::size_t y = 0; y < rows.size(); ++y) rows[y] = rgb.get() + y * row;
+  if (!read_rgb_rows(guard.png, guard.info, header, row, rows.data())) {
     throw DecodeError(std::string(name) +
-                      ": corrupt PNG data: " + image.message);
+                      ": corrupt PNG data: " + reader.message);
   }
   DecodedPixels out;
   out.width = w;
   out.height = h;
   out.channels = format == PixelFormat::kGray ? 1 : 3;
   out.stride = static_cast<std::ptrdiff_t>(w) * out.channels;
-  out.owned.reset(new uint8_t[n * static_cast<std::size_t>(out.channels)]);
+  if (format == PixelFormat::kRgb) {
+    out.data = rgb.get();
+    out.owned = std::move(rgb);
+    return out;
+  }
+  const std::size_t n =
+      static_cast<std::size_t>(w) * static_cast<std::size_t>(h);
+  out.owned = std::make_unique_for_overwrite<uint8_t[]>(
+      n * static_cast<std::size_t>(out.channels));
   uint8_t* dst = out.owned.get();
   out.data = dst;
   for (std::size_t i = 0; i < n; ++i) {
-    const uint8_t* px = &rgba[4 * i];
-    switch (format) {
-      case PixelFormat::kRgb:
-        dst[3 * i] = px[0], dst[3 * i + 1] = px[1], dst[3 * i + 2] = px[2];
-        break;
-      case PixelFormat::kBgr:
-        dst[3 * i] = px[2], dst[3 * i + 1] = px[1], dst[3 * i + 2] = px[0];
-        break;
-      case PixelFormat::kGray:
-        dst[i] = luma(px);
-        break;
+    const uint8_t* px = &rgb[3 * i];
+    if (format == PixelFormat::kGray) {
+      dst[i] = luma(px);
+    } else {
+      dst[3 * i] = px[2], dst[3 * i + 1] = px[1], dst[3 * i + 2] = px[0];
     }
   }
   return out;

@@ -109,6 +109,46 @@ def test_png_of_every_writer_and_filter_equals_pillows_decode(photos, mode, writ
         assert np.array_equal(np.asarray(fio.decode_image(png, pix_fmt="gray"))[:, :, 0], np.asarray(ref))
 
 
+@pytest.mark.parametrize("kind", ["rgb48", "gray16", "gamma-1.0", "gamma-cHRM-iCCP-sBIT"])
+def test_png_samples_are_decoded_as_stored_without_colour_management(photos, kind):
+    # 16-bit files (from the ffmpeg CLI) give the high byte of each sample, and
+    # colour chunks change no sample: as Pillow, OpenCV and FFmpeg decode. (A 16-bit
+    # file without gAMA, or one tagged gAMA 1.0, used to come out converted to sRGB.)
+    import struct
+    import subprocess
+    import zlib
+
+    from PIL import PngImagePlugin
+
+    arr = photos["chelsea"][:97, :131]
+    if kind in ("rgb48", "gray16"):
+        src = arr if kind == "rgb48" else np.asarray(PIL.fromarray(arr).convert("L"))
+        low = np.random.default_rng(0).integers(0, 256, src.shape, dtype=np.uint16)
+        raw = (src.astype(np.uint16) * 256 + low).astype(">u2").tobytes()
+        cmd = ["ffmpeg", "-v", "error", "-f", "rawvideo", "-pix_fmt", kind + "be", "-s", "131x97", "-i", "-"]
+        cmd += ["-c:v", "png", "-frames:v", "1", "-f", "image2pipe", "-"]
+        png = subprocess.run(cmd, input=raw, check=True, capture_output=True).stdout
+        assert png[24:26] == bytes([16, 2 if kind == "rgb48" else 0])  # bit depth, colour type
+        if kind == "rgb48":
+            assert np.array_equal(np.asarray(PIL.open(io.BytesIO(png)).convert("RGB")), arr)
+            assert np.array_equal(np.asarray(fio.decode_image(png)), arr)
+        else:
+            assert np.array_equal(np.asarray(fio.decode_image(png, pix_fmt="gray"))[:, :, 0], src)
+        return
+    info = PngImagePlugin.PngInfo()
+    info.add(b"gAMA", struct.pack(">I", 100000))
+    if kind != "gamma-1.0":
+        info.add(b"cHRM", struct.pack(">8I", 31270, 32900, 64000, 33000, 30000, 60000, 15000, 6000))
+        info.add(b"iCCP", b"profile\0\0" + zlib.compress(b"\0" * 132))
+        info.add(b"sBIT", bytes([5, 6, 5]))
+    b = io.BytesIO()
+    PIL.fromarray(arr).save(b, format="PNG", pnginfo=info)
+    png = b.getvalue()
+    assert b"gAMA" in png
+    assert np.array_equal(np.asarray(PIL.open(io.BytesIO(png)).convert("RGB")), arr)
+    assert np.array_equal(np.asarray(fio.decode_image(png)), arr)
+
+
 def test_float32_is_normalised(jpegs):
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     u8 = np.asarray(fio.decode_image(jpegs["chelsea"], width=64, height=48)).astype(np.float32)

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The direct PNG path (media::decode_png) against libpng's simplified API
+// The direct PNG path (media::decode_png) against libpng's full API
 // (media::decode_png_with_libpng) on files written by libpng with every
-// row filter, colour type and the chunks that send a file to libpng, and on
-// damaged files, where both must fail alike.
+// row filter, colour type, bit depth and colour chunk, and on damaged
+// files, where both must fail alike; both must give the samples as stored.
 
 #include <csetjmp>
 #include <cstdint>
@@ -31,7 +31,10 @@ struct PngSpec {
   bool interlaced = false;
   bool linear_gamma = false;  // a gAMA chunk of 1.0
   bool text = false;          // tEXt, pHYs and sRGB chunks
+  bool transparency = false;  // a tRNS chunk
 };
+
+int bytes_per_sample(const PngSpec& s) { return s.depth == 16 ? 2 : 1; }
 
 int channels_of(int colour) {
   switch (colour) {
@@ -50,7 +53,7 @@ int channels_of(int colour) {
 // Samples with edges, gradients and wrap-around, so that every filter has
 // work to do.
 std::vector<uint8_t> samples(const PngSpec& s) {
-  const int bytes = channels_of(s.colour) * (s.depth / 8);
+  const int bytes = channels_of(s.colour) * bytes_per_sample(s);
   std::vector<uint8_t> v(static_cast<std::size_t>(s.width) * s.height * bytes);
   uint32_t state = 12345;
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -62,6 +65,8 @@ std::vector<uint8_t> samples(const PngSpec& s) {
   }
   if (s.colour == PNG_COLOR_TYPE_PALETTE)
     for (auto& b : v) b %= 16;
+  if (s.depth < 8)
+    for (auto& b : v) b &= static_cast<uint8_t>((1 << s.depth) - 1);
   return v;
 }
 
@@ -85,6 +90,7 @@ std::vector<uint8_t> write(const PngSpec& s, const std::vector<uint8_t>& px) {
     return {};
   }
   png_set_write_fn(png, &out, append, no_flush);
+  png_set_user_limits(png, 0x7FFFFFFF, 0x7FFFFFFF);
   png_set_IHDR(png, info, static_cast<png_uint_32>(s.width),
                static_cast<png_uint_32>(s.height), s.depth, s.colour,
                s.interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
@@ -101,6 +107,14 @@ std::vector<uint8_t> write(const PngSpec& s, const std::vector<uint8_t>& px) {
     png_set_PLTE(png, info, palette.data(), 16);
   }
   if (s.linear_gamma) png_set_gAMA(png, info, 1.0);
+  if (s.transparency) {
+    const png_byte alpha[4] = {0, 64, 128, 200};
+    png_color_16 colour{};
+    colour.gray = 3;
+    colour.red = 7, colour.green = 9, colour.blue = 11;
+    png_set_tRNS(png, info, alpha, s.colour == PNG_COLOR_TYPE_PALETTE ? 4 : 0,
+                 &colour);
+  }
   if (s.text) {
     png_text text{};
     text.compression = PNG_TEXT_COMPRESSION_NONE;
@@ -111,8 +125,9 @@ std::vector<uint8_t> write(const PngSpec& s, const std::vector<uint8_t>& px) {
     png_set_sRGB(png, info, PNG_sRGB_INTENT_PERCEPTUAL);
   }
   png_write_info(png, info);
-  const std::size_t row =
-      static_cast<std::size_t>(s.width) * channels_of(s.colour) * (s.depth / 8);
+  if (s.depth < 8) png_set_packing(png);  // one sample per byte in `px`
+  const std::size_t row = static_cast<std::size_t>(s.width) *
+                          channels_of(s.colour) * bytes_per_sample(s);
   std::vector<png_bytep> rows(static_cast<std::size_t>(s.height));
   for (int y = 0; y < s.height; ++y) {
     rows[static_cast<std::size_t>(y)] =
@@ -209,7 +224,6 @@ TEST(PngTest, DirectPathEqualsLibpngForEveryFilterAndColourType) {
 
 TEST(PngTest, OtherPngsGoToLibpng) {
   const PngSpec specs[] = {
-      {.linear_gamma = true},  // libpng converts the samples to sRGB
       {.colour = PNG_COLOR_TYPE_PALETTE},
       {.colour = PNG_COLOR_TYPE_GRAY_ALPHA},
       {.depth = 16},
@@ -226,6 +240,73 @@ TEST(PngTest, OtherPngsGoToLibpng) {
     }
     ++i;
   }
+}
+
+// The RGB a decode must give for `px` written as `s`: the samples as
+// stored, whatever the colour chunks say (see write() for the palette).
+std::vector<uint8_t> stored_rgb(const PngSpec& s,
+                                const std::vector<uint8_t>& px) {
+  const int channels = channels_of(s.colour);
+  const int bytes = bytes_per_sample(s);
+  std::vector<uint8_t> rgb;
+  const auto step = static_cast<std::size_t>(channels * bytes);
+  for (std::size_t i = 0; i < px.size(); i += step) {
+    const uint8_t* p = &px[i];
+    if (s.colour == PNG_COLOR_TYPE_PALETTE) {
+      rgb.insert(rgb.end(), {static_cast<uint8_t>(p[0] * 16),
+                             static_cast<uint8_t>(255 - p[0] * 8),
+                             static_cast<uint8_t>(p[0] * 3)});
+    } else if (channels <= 2) {  // grey, widened to 8 bits
+      const auto v = static_cast<uint8_t>(p[0] * 255 / ((1 << s.depth) - 1));
+      const uint8_t g = s.depth == 16 ? p[0] : v;  // high byte first
+      rgb.insert(rgb.end(), {g, g, g});
+    } else {
+      rgb.insert(rgb.end(), {p[0], p[bytes], p[2 * bytes]});
+    }
+  }
+  return rgb;
+}
+
+TEST(PngTest, SamplesAreDecodedAsStoredWithoutColourManagement) {
+  // libpng's simplified API, which this library once used, gave sRGB: a
+  // 16-bit file without gAMA was taken as linear light (a sample of 32/255
+  // came out as 99), and so was any file tagged gAMA 1.0.
+  const PngSpec specs[] = {
+      {.linear_gamma = true},
+      {.linear_gamma = true, .transparency = true},
+      {.colour = PNG_COLOR_TYPE_GRAY, .linear_gamma = true},
+      {.colour = PNG_COLOR_TYPE_RGB_ALPHA, .linear_gamma = true},
+      {.depth = 16},
+      {.depth = 16, .linear_gamma = true},
+      {.colour = PNG_COLOR_TYPE_GRAY, .depth = 16},
+      {.colour = PNG_COLOR_TYPE_GRAY_ALPHA, .depth = 16},
+      {.colour = PNG_COLOR_TYPE_RGB_ALPHA, .depth = 16, .interlaced = true},
+      {.colour = PNG_COLOR_TYPE_GRAY, .depth = 1},
+      {.colour = PNG_COLOR_TYPE_GRAY, .depth = 2, .transparency = true},
+      {.colour = PNG_COLOR_TYPE_GRAY, .depth = 4, .interlaced = true},
+      {.colour = PNG_COLOR_TYPE_PALETTE, .transparency = true},
+      {.colour = PNG_COLOR_TYPE_PALETTE, .depth = 4},
+  };
+  int i = 0;
+  for (const PngSpec& s : specs) {
+    const std::string what = "spec " + std::to_string(i++);
+    const std::vector<uint8_t> px = samples(s);
+    const std::vector<uint8_t> file = write(s, px);
+    const std::vector<uint8_t> want = stored_rgb(s, px);
+    EXPECT_EQ(pixels_of(decode_png(file, PixelFormat::kRgb, kDefaultMaxPixels,
+                                   "x.png")),
+              want)
+        << what;
+    EXPECT_EQ(pixels_of(decode_png_with_libpng(file, PixelFormat::kRgb,
+                                               kDefaultMaxPixels, "x.png")),
+              want)
+        << what;
+    expect_same(file, what);
+  }
+  // Colour chunks no longer send an 8-bit file to libpng.
+  const PngSpec tagged{.linear_gamma = true, .transparency = true};
+  EXPECT_TRUE(in_place(decode_png(write(tagged, samples(tagged)),
+                                  PixelFormat::kRgb, kDefaultMaxPixels, "x")));
 }
 
 uint32_t crc32_of(const uint8_t* p, std::size_t n) {
@@ -323,6 +404,18 @@ TEST(PngTest, DamagedFilesFailAsLibpngDecides) {
               std::string::npos)
         << direct.error;
   }
+}
+
+TEST(PngTest, LibpngsWidthLimitHoldsOnTheDirectPath) {
+  // libpng refuses an image over 1,000,000 pixels wide (its default user
+  // limit): the direct path must not decode one either.
+  PngSpec wide{.width = 1000001, .height = 1, .colour = PNG_COLOR_TYPE_GRAY};
+  const std::vector<uint8_t> wide_file = write(wide, samples(wide));
+  expect_same(wide_file, "1,000,001 wide");
+  EXPECT_FALSE(outcome([&] {
+                 return decode_png(wide_file, PixelFormat::kGray,
+                                   kDefaultMaxPixels, "x");
+               }).pixels);
 }
 
 TEST(PngTest, AChunkLongerThanTheFileIsRefusedAtOnce) {
