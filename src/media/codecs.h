@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -57,12 +58,19 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                           std::string_view name, const RegionFor& region_for);
 
 // The samples as stored (no colour management; 16-bit samples cut to their
-// high byte). 8-bit non-interlaced greyscale, RGB and RGBA PNGs are decoded
-// directly (libdeflate, in-place unfiltering); every other PNG, and any the
-// direct path finds unusual, by libpng (decode_png_with_libpng), which alone
-// decides what is an error. Both give the same pixels.
+// high byte). Non-interlaced PNGs of 8-bit palette or 8- or 16-bit grey,
+// grey + alpha, RGB or RGBA samples are decoded directly (libdeflate,
+// in-place unfiltering); every other PNG, and any the direct path finds
+// unusual, by libpng (decode_png_with_libpng), which alone decides what is
+// an error. Both give the same pixels.
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name);
+
+// The direct path alone: the pixels, or nothing when the file is one for
+// libpng (for tests and fuzzing).
+std::optional<DecodedPixels> decode_png_direct(std::span<const uint8_t> data,
+                                               PixelFormat format,
+                                               int64_t max_pixels);
 
 // libpng's full API alone (for any PNG; for tests and fuzzing, the
 // reference the direct path is compared with).

@@ -1,18 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // PNG decoding, to the samples the file stores (no colour management, as
-// Pillow, OpenCV and FFmpeg decode). The common case, an 8-bit
-// non-interlaced greyscale, RGB or RGBA image, is decoded directly: CRCs
-// checked, the IDAT stream inflated by libdeflate in one call into the
-// exact size the header implies, rows unfiltered in place, and RGB handed
-// out without a copy. Everything else, and any file the direct path finds
-// anything unusual in (a CRC mismatch, data that does not inflate to
-// exactly the image, an unknown filter or chunk), goes through libpng's
-// full API, which handles every colour type and bit depth: libpng alone
-// decides what is an error. Alpha is dropped and grey computed as ITU-R
-// 601-2 luma, as Pillow's convert() does; both paths give the same pixels
-// (tested on every filter and colour type, and by the image fuzzer).
+// Pillow, OpenCV and FFmpeg decode). The common cases, non-interlaced
+// images of 8-bit palette or 8- or 16-bit grey, grey + alpha, RGB or RGBA
+// samples, are decoded directly: CRCs checked, the IDAT stream inflated by
+// libdeflate in one call into the exact size the header implies, rows
+// unfiltered in place, and 8-bit RGB or grey handed out without a copy.
+// Everything else (fewer than 8 bits, interlaced), and any file the direct
+// path finds anything unusual in (a CRC mismatch, data that does not
+// inflate to exactly the image, an unknown filter or chunk, a palette index
+// past the palette), goes through libpng's full API, which handles every
+// colour type and bit depth: libpng alone decides what is an error. 16-bit
+// samples are cut to their high byte, alpha is dropped and grey computed as
+// ITU-R 601-2 luma, as Pillow's convert() does; both paths give the same
+// pixels (tested on every filter, colour type and depth, and by the image
+// fuzzer).
 
+#include <algorithm>
 #include <cctype>
 #include <csetjmp>
 #include <cstdint>
@@ -193,7 +197,7 @@ bool unfilter(uint8_t filter, uint8_t* row, const uint8_t* prev, std::size_t n,
       return true;
     case 4:
 #if defined(__SSE2__)
-      if (bpp >= 3) {
+      if (bpp == 3 || bpp == 4) {
         paeth_sse2(row, prev, n, bpp);
         return true;
       }
@@ -217,7 +221,11 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
   std::size_t at = 8;
   int width = 0;
   int height = 0;
+  int colour = 0;
+  int channels = 0;      // samples per pixel in the file
+  int sample_bytes = 0;  // 1 or 2 (16-bit samples, high byte first)
   int bpp = 0;
+  std::span<const uint8_t> palette;
   bool seen_idat = false;
   bool idat_ended = false;
   bool ended = false;
@@ -241,18 +249,34 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
       const uint32_t w = be32(body);
       const uint32_t h = be32(body + 4);
       const uint8_t depth = body[8];
-      const uint8_t colour = body[9];
+      colour = body[9];
       if (w == 0 || h == 0 || w > PNG_USER_WIDTH_MAX ||
-          h > PNG_USER_HEIGHT_MAX || depth != 8 || body[10] != 0 ||
-          body[11] != 0 || body[12] != 0) {
+          h > PNG_USER_HEIGHT_MAX || (depth != 8 && depth != 16) ||
+          (colour == 3 && depth != 8) || body[10] != 0 || body[11] != 0 ||
+          body[12] != 0) {
         return std::nullopt;
       }
-      bpp = colour == 0 ? 1 : colour == 2 ? 3 : colour == 6 ? 4 : 0;
-      if (bpp == 0) return std::nullopt;
+      channels = colour == 0   ? 1
+                 : colour == 2 ? 3
+                 : colour == 3 ? 1
+                 : colour == 4 ? 2
+                 : colour == 6 ? 4
+                               : 0;
+      if (channels == 0) return std::nullopt;
+      sample_bytes = depth / 8;
+      bpp = channels * sample_bytes;
       width = static_cast<int>(w);
       height = static_cast<int>(h);
+    } else if (is_type(type, "PLTE")) {
+      // One palette, before the image data, of 1 to 256 entries; a
+      // suggested palette of an RGB image goes to libpng.
+      if (colour != 3 || seen_idat || !palette.empty() || length == 0 ||
+          length % 3 != 0 || length > 768) {
+        return std::nullopt;
+      }
+      palette = {body, length};
     } else if (is_type(type, "IDAT")) {
-      if (idat_ended) return std::nullopt;
+      if (idat_ended || (colour == 3 && palette.empty())) return std::nullopt;
       seen_idat = true;
       idat.emplace_back(body, length);
     } else if (is_type(type, "IEND")) {
@@ -298,8 +322,8 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
   out.width = width;
   out.height = height;
   out.channels = format == PixelFormat::kGray ? 1 : 3;
-  if ((bpp == 3 && format == PixelFormat::kRgb) ||
-      (bpp == 1 && format == PixelFormat::kGray)) {
+  if ((colour == 2 && bpp == 3 && format == PixelFormat::kRgb) ||
+      (colour == 0 && bpp == 1 && format == PixelFormat::kGray)) {
     // The rows as they are, each after its filter byte.
     out.data = raw.get() + 1;
     out.stride = static_cast<std::ptrdiff_t>(stride);
@@ -312,11 +336,24 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
       n * static_cast<std::size_t>(out.channels));
   uint8_t* dst = out.owned.get();
   out.data = dst;
+  // Every index of a palette image, looked up in a table of 256 entries;
+  // an index past the file's palette sends the file to libpng.
+  uint8_t table[256][3] = {};
+  if (!palette.empty()) std::memcpy(table, palette.data(), palette.size());
+  unsigned largest_index = 0;
+  const auto s = static_cast<std::size_t>(sample_bytes);
   for (int y = 0; y < height; ++y) {
     const uint8_t* src = raw.get() + static_cast<std::size_t>(y) * stride + 1;
     for (int x = 0; x < width; ++x, src += bpp) {
-      const uint8_t rgb[3] = {src[0], bpp >= 3 ? src[1] : src[0],
-                              bpp >= 3 ? src[2] : src[0]};
+      uint8_t rgb[3];
+      if (colour == 3) {
+        largest_index = std::max(largest_index, unsigned{src[0]});
+        std::memcpy(rgb, table[src[0]], 3);
+      } else if (channels >= 3) {
+        rgb[0] = src[0], rgb[1] = src[s], rgb[2] = src[2 * s];
+      } else {
+        rgb[0] = rgb[1] = rgb[2] = src[0];
+      }
       switch (format) {
         case PixelFormat::kRgb:
           dst[0] = rgb[0], dst[1] = rgb[1], dst[2] = rgb[2];
@@ -331,6 +368,9 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
           break;
       }
     }
+  }
+  if (colour == 3 && std::size_t{largest_index} * 3 >= palette.size()) {
+    return std::nullopt;
   }
   return out;
 }
@@ -427,13 +467,18 @@ ImageInfo probe_png(std::span<const uint8_t> data, std::string_view name) {
                    static_cast<int>(image.height), "png"};
 }
 
+std::optional<DecodedPixels> decode_png_direct(std::span<const uint8_t> data,
+                                               PixelFormat format,
+                                               int64_t max_pixels) {
+  if (!is_png(data)) return std::nullopt;
+  return decode_direct(data, format, max_pixels);
+}
+
 DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
                          int64_t max_pixels, std::string_view name) {
-  if (is_png(data)) {
-    std::optional<DecodedPixels> direct =
-        decode_direct(data, format, max_pixels);
-    if (direct) return std::move(*direct);
-  }
+  std::optional<DecodedPixels> direct =
+      decode_png_direct(data, format, max_pixels);
+  if (direct) return std::move(*direct);
   return decode_png_with_libpng(data, format, max_pixels, name);
 }
 
