@@ -6,9 +6,11 @@
 // flip, seeded by the input's size; the crops decode only part of a JPEG). Any
 // outcome but a result or a feedline exception (a crash, a sanitizer report, an
 // unexpected exception type) is a finding. PNG input is also decoded by the
-// direct path and by libpng alone: a different outcome (other pixels, or an
-// error from only one of them, or another message) is a finding too.
+// direct path and by libpng alone, as given and with every chunk's CRC made
+// right: a different outcome (other pixels, or an error from only one of
+// them, or another message) is a finding too.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -61,6 +63,33 @@ void compare_png_paths(std::span<const uint8_t> bytes, int64_t max_pixels) {
   }
 }
 
+// The same bytes with every chunk's CRC made right, so that a mutated chunk
+// reaches the direct path (which hands any file with a wrong CRC to libpng)
+// instead of stopping at its CRC check.
+std::vector<uint8_t> with_crcs_made_right(std::span<const uint8_t> bytes) {
+  std::vector<uint8_t> v(bytes.begin(), bytes.end());
+  std::size_t at = 8;
+  while (v.size() >= at + 12) {
+    const uint32_t n = (uint32_t{v[at]} << 24) | (uint32_t{v[at + 1]} << 16) |
+                       (uint32_t{v[at + 2]} << 8) | v[at + 3];
+    if (n > v.size() - at - 12) break;
+    uint32_t crc = 0xFFFFFFFFu;
+    for (std::size_t i = at + 4; i < at + 8 + n; ++i) {
+      crc ^= v[i];
+      for (int k = 0; k < 8; ++k) {
+        crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+      }
+    }
+    crc = ~crc;
+    for (int k = 0; k < 4; ++k) {
+      v[at + 8 + n + static_cast<std::size_t>(k)] =
+          static_cast<uint8_t>(crc >> (24 - 8 * k));
+    }
+    at += std::size_t{n} + 12;
+  }
+  return v;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -102,7 +131,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     feedline::media::probe_image(bytes, "fuzz");
   } catch (const feedline::DecodeError&) {
   }
-  if (feedline::media::is_png(bytes)) compare_png_paths(bytes, max_pixels);
+  if (feedline::media::is_png(bytes)) {
+    compare_png_paths(bytes, max_pixels);
+    const std::vector<uint8_t> fixed = with_crcs_made_right(bytes);
+    if (!std::equal(fixed.begin(), fixed.end(), bytes.begin())) {
+      compare_png_paths(fixed, max_pixels);
+    }
+  }
   for (const ImageOptions& o : options) {
     try {
       feedline::Buffer b = feedline::media::decode_image(bytes, o, "fuzz");
