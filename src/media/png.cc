@@ -99,6 +99,23 @@ uint8_t luma(const uint8_t* rgb) {
       (rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
 }
 
+// Writes one RGB pixel in `format` (grey as Pillow's convert("L") computes
+// it); returns the next pixel's place.
+uint8_t* put_pixel(const uint8_t* rgb, PixelFormat format, uint8_t* dst) {
+  switch (format) {
+    case PixelFormat::kRgb:
+      dst[0] = rgb[0], dst[1] = rgb[1], dst[2] = rgb[2];
+      return dst + 3;
+    case PixelFormat::kBgr:
+      dst[0] = rgb[2], dst[1] = rgb[1], dst[2] = rgb[0];
+      return dst + 3;
+    case PixelFormat::kGray:
+      *dst = luma(rgb);
+      return dst + 1;
+  }
+  return dst;
+}
+
 bool is_type(const uint8_t* type, const char (&name)[5]) {
   return std::memcmp(type, name, 4) == 0;
 }
@@ -354,19 +371,7 @@ std::optional<DecodedPixels> decode_direct(std::span<const uint8_t> data,
       } else {
         rgb[0] = rgb[1] = rgb[2] = src[0];
       }
-      switch (format) {
-        case PixelFormat::kRgb:
-          dst[0] = rgb[0], dst[1] = rgb[1], dst[2] = rgb[2];
-          dst += 3;
-          break;
-        case PixelFormat::kBgr:
-          dst[0] = rgb[2], dst[1] = rgb[1], dst[2] = rgb[0];
-          dst += 3;
-          break;
-        case PixelFormat::kGray:
-          *dst++ = luma(rgb);
-          break;
-      }
+      dst = put_pixel(rgb, format, dst);
     }
   }
   if (colour == 3 && std::size_t{largest_index} * 3 >= palette.size()) {
@@ -531,14 +536,7 @@ DecodedPixels decode_png_with_libpng(std::span<const uint8_t> data,
       n * static_cast<std::size_t>(out.channels));
   uint8_t* dst = out.owned.get();
   out.data = dst;
-  for (std::size_t i = 0; i < n; ++i) {
-    const uint8_t* px = &rgb[3 * i];
-    if (format == PixelFormat::kGray) {
-      dst[i] = luma(px);
-    } else {
-      dst[3 * i] = px[2], dst[3 * i + 1] = px[1], dst[3 * i + 2] = px[0];
-    }
-  }
+  for (std::size_t i = 0; i < n; ++i) dst = put_pixel(&rgb[3 * i], format, dst);
   return out;
 }
 
