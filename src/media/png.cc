@@ -42,12 +42,6 @@
 namespace feedline::media {
 namespace {
 
-// Frees what libpng allocated for `image` on every path.
-struct ImageGuard {
-  png_image* image;
-  ~ImageGuard() { png_image_free(image); }
-};
-
 uint32_t be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) |
          (uint32_t{p[2]} << 8) | uint32_t{p[3]};
@@ -59,8 +53,8 @@ uint32_t be32(const uint8_t* p) {
 // data". libpng reads every chunk before the first IDAT whole, so each of
 // them must fit in the data before libpng sees it; a file where one runs
 // past the end is refused here, as libpng would refuse it, but at once.
-// (From the image data on, libpng reads only what the rows need, and its
-// simplified API decodes a file cut after the image data.)
+// (From the image data on, libpng reads only what the rows need, and a file
+// cut after the image data still decodes.)
 void check_chunk_lengths(std::span<const uint8_t> data, std::string_view name) {
   std::size_t at = 8;
   while (data.size() >= at + 8) {
@@ -81,16 +75,6 @@ void check_chunk_lengths(std::span<const uint8_t> data, std::string_view name) {
                         " follow (cut short or damaged)");
     }
     at += std::size_t{length} + 12;
-  }
-}
-
-void begin(png_image* image, std::span<const uint8_t> data,
-           std::string_view name) {
-  check_chunk_lengths(data, name);
-  std::memset(image, 0, sizeof(*image));
-  image->version = PNG_IMAGE_VERSION;
-  if (png_image_begin_read_from_memory(image, data.data(), data.size()) == 0) {
-    throw DecodeError(std::string(name) + ": invalid PNG: " + image->message);
   }
 }
 
@@ -429,6 +413,26 @@ bool read_header(png_structp png, png_infop info, Header* header) {
   return true;
 }
 
+// Sets libpng up to read `data` (held by `reader`) and reads its header;
+// throws DecodeError, naming `name`, when libpng refuses it.
+Header start_reading(std::span<const uint8_t> data, std::string_view name,
+                     FullReader* reader, ReadGuard* guard) {
+  check_chunk_lengths(data, name);
+  guard->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, reader,
+                                      on_png_error, on_png_warning);
+  if (guard->png == nullptr) throw std::bad_alloc();
+  guard->info = png_create_info_struct(guard->png);
+  if (guard->info == nullptr) throw std::bad_alloc();
+  png_set_read_fn(guard->png, reader, read_from_span);
+  // Damaged ancillary chunks are warnings, not errors.
+  png_set_benign_errors(guard->png, 1);
+  Header header;
+  if (!read_header(guard->png, guard->info, &header)) {
+    throw DecodeError(std::string(name) + ": invalid PNG: " + reader->message);
+  }
+  return header;
+}
+
 // Decodes the image as 8-bit RGB into `rows` (`row_bytes` each), the
 // samples as the file stores them: palettes looked up, grey of 1, 2 or 4
 // bits widened to 8 (0..255) and repeated, 16-bit samples cut to their
@@ -465,11 +469,11 @@ bool is_png(std::span<const uint8_t> data) {
 }
 
 ImageInfo probe_png(std::span<const uint8_t> data, std::string_view name) {
-  png_image image;
-  begin(&image, data, name);
-  ImageGuard guard{&image};
-  return ImageInfo{static_cast<int>(image.width),
-                   static_cast<int>(image.height), "png"};
+  FullReader reader{data};
+  ReadGuard guard;
+  const Header header = start_reading(data, name, &reader, &guard);
+  return ImageInfo{static_cast<int>(header.width),
+                   static_cast<int>(header.height), "png"};
 }
 
 std::optional<DecodedPixels> decode_png_direct(std::span<const uint8_t> data,
@@ -490,21 +494,9 @@ DecodedPixels decode_png(std::span<const uint8_t> data, PixelFormat format,
 DecodedPixels decode_png_with_libpng(std::span<const uint8_t> data,
                                      PixelFormat format, int64_t max_pixels,
                                      std::string_view name) {
-  check_chunk_lengths(data, name);
   FullReader reader{data};
   ReadGuard guard;
-  guard.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader,
-                                     on_png_error, on_png_warning);
-  if (guard.png == nullptr) throw std::bad_alloc();
-  guard.info = png_create_info_struct(guard.png);
-  if (guard.info == nullptr) throw std::bad_alloc();
-  png_set_read_fn(guard.png, &reader, read_from_span);
-  // Damaged ancillary chunks are warnings, as in libpng's simplified API.
-  png_set_benign_errors(guard.png, 1);
-  Header header;
-  if (!read_header(guard.png, guard.info, &header)) {
-    throw DecodeError(std::string(name) + ": invalid PNG: " + reader.message);
-  }
+  const Header header = start_reading(data, name, &reader, &guard);
   if (header.width > 0x7FFFFFFF || header.height > 0x7FFFFFFF) {
     check_dimensions(0, 0, max_pixels, name);
   }
