@@ -11,7 +11,11 @@
 // beat it with the same decoder, so loaders are reported as a fraction of it.
 //
 // Usage:
-//   image_limit THREADS [--repeat R] (--list FILE | PATH...)
+//   image_limit THREADS [--repeat R] [--rrc] (--list FILE | PATH...)
+// --rrc: the training transform of images.py's RRC contenders instead:
+// RandomResizedCrop(224) + horizontal flip with probability 0.5, seeded
+// (seed 0, each image keyed by its index in the list), into the same CHW
+// float32 output.
 // FILE holds one path per line. One untimed warm-up pass (page cache, the
 // allocator's arenas, libjpeg-turbo's tables), then R timed passes
 // (default 1). Prints one JSON object on stdout:
@@ -52,6 +56,7 @@ struct Run {
 struct Args {
   int threads = 0;
   int repeat = 1;
+  bool rrc = false;
   std::vector<std::string> paths;
 };
 
@@ -66,6 +71,20 @@ feedline::media::ImageOptions imagenet_options() {
   options.dtype = feedline::DType::kFloat32;
   options.mean = {0.485f, 0.456f, 0.406f};
   options.std = {0.229f, 0.224f, 0.225f};
+  return options;
+}
+
+// The same work as images.py's feedline_rrc_options(): random resized crop
+// to 224x224 and a flip with probability 0.5, normalised CHW float32.
+feedline::media::ImageOptions rrc_options() {
+  feedline::media::ImageOptions options = imagenet_options();
+  options.resize_shorter = 0;
+  options.crop_width = 0;
+  options.crop_height = 0;
+  options.random_resized_crop.width = 224;
+  options.random_resized_crop.height = 224;
+  options.flip_probability = 0.5;
+  options.seed.seeded = true;
   return options;
 }
 
@@ -99,7 +118,7 @@ int64_t decode_stride(const std::vector<std::string>& paths, std::size_t first,
       std::span<const uint8_t> data(bytes.data_as<const uint8_t>(),
                                     bytes.nbytes());
       feedline::Buffer image =
-          feedline::media::decode_image(data, options, paths[i]);
+          feedline::media::decode_image(data, options, paths[i], i);
       // Touch the result so that no compiler can call the work unused.
       if (image.numel() != 3 * 224 * 224)
         throw std::runtime_error("wrong output shape");
@@ -149,11 +168,11 @@ void print_run(const Run& run) {
 }
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(
-      stderr,
-      "image_limit: %s\n"
-      "usage: image_limit THREADS [--repeat R] (--list FILE | PATH...)\n",
-      why);
+  std::fprintf(stderr,
+               "image_limit: %s\n"
+               "usage: image_limit THREADS [--repeat R] [--rrc] (--list FILE | "
+               "PATH...)\n",
+               why);
   std::exit(2);
 }
 
@@ -164,7 +183,9 @@ Args parse_args(int argc, char** argv) {
   if (args.threads < 1) usage("THREADS must be a positive integer");
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--repeat" || arg == "--list") {
+    if (arg == "--rrc") {
+      args.rrc = true;
+    } else if (arg == "--repeat" || arg == "--list") {
       if (i + 1 >= argc) usage("option needs a value");
       const std::string value = argv[++i];
       if (arg == "--repeat") {
@@ -189,7 +210,8 @@ Args parse_args(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
-  const feedline::media::ImageOptions options = imagenet_options();
+  const feedline::media::ImageOptions options =
+      args.rrc ? rrc_options() : imagenet_options();
   feedline::media::check_image_options(options);
 
   const Run warmup = run_once(args, options);

@@ -40,6 +40,10 @@ Resize(shorter side 256, bilinear) + CenterCrop(224), with 2 threads or
   Bare libjpeg-turbo decode + resize on each core, summed: the machine's
   limit for this decoder. It warms up on a full pass, not on a subset.
   Build it with ``cmake --build build/release --target image_limit``.
+- ``rrc-limit``: the same program with ``--rrc``: the RRC contenders'
+  transform (random resized crop to 224x224 with partial decoding, flip
+  with probability 0.5, seed 0 and each image keyed by its position in the
+  list) in the same plain loop: the limit of the augmentation table.
 
 The Pillow transform (feedline-pillow, dataloader) is what torchvision's
 ``Resize(256) + CenterCrop(224) + ToTensor() + Normalize()`` does with the
@@ -144,6 +148,7 @@ CONTENDERS = [
     Contender("rrc-full-decode", "RRC feedline, full decode then crop"),
     Contender("rrc-dataloader", "RRC DataLoader + Pillow"),
     Contender("rrc-spdl", "RRC SPDL + Pillow augmentation"),
+    Contender("rrc-limit", "RRC limit: bare decode loop (C++)"),
 ]
 RRC_CONTENDERS = [c.name for c in CONTENDERS if c.name.startswith("rrc-")]
 BY_NAME = {c.name: c for c in CONTENDERS}
@@ -563,8 +568,8 @@ def describe_dataset(paths):
 
 def run_contender(contender, args):
     result = Result(contender)
-    if contender.name == "limit":
-        report, result.note = _run_limit(args)
+    if contender.name in ("limit", "rrc-limit"):
+        report, result.note = _run_limit(args, rrc=contender.name == "rrc-limit")
     else:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", contender.name]
         cmd += ["--images", str(args.images), "--repeat", str(args.repeat), "--data", str(args.data)]
@@ -576,7 +581,7 @@ def run_contender(contender, args):
     return result
 
 
-def _run_limit(args):
+def _run_limit(args, rrc=False):
     binary = pathlib.Path(args.limit_bin)
     if not binary.exists():
         return None, "not built (cmake --build build/release --target image_limit)"
@@ -584,7 +589,9 @@ def _run_limit(args):
         listing.write("\n".join(dataset_paths(args.data, args.images)) + "\n")
         listing.flush()
         cmd = [str(binary), str(NUM_THREADS), "--repeat", str(args.repeat), "--list", listing.name]
-        return run_json(cmd, args.timeout, "limit", require_success=False)
+        if rrc:
+            cmd.append("--rrc")
+        return run_json(cmd, args.timeout, "rrc-limit" if rrc else "limit", require_success=False)
 
 
 def print_same_work(args):
@@ -640,7 +647,7 @@ def parent_main(args):
     if augment:
         print("\nTraining augmentation: RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3))")
         print("  + RandomHorizontalFlip(0.5) -> float32 CHW normalised, batches of 32")
-        print_table(augment, baselines=("rrc-dataloader", "rrc-spdl", "limit"))
+        print_table(augment, baselines=("rrc-dataloader", "rrc-spdl", "rrc-limit"))
         print_rrc_goals(results, args.quick)
     failed = [r for r in results if not r.items_ok and not r.skipped]
     return 1 if failed else 0

@@ -174,6 +174,9 @@ def print_rrc_goals(results, quick):
         print(
             f"  partial decoding saves {100 * saved:.0f}% of the CPU time of decoding the whole image at the same scale"
         )
+    limit = _ok_rate(by_name.get("rrc-limit"))
+    if limit is not None:
+        print(f"  feedline RRC runs at {100 * rrc.images_per_s / limit:.0f}% of the bare RRC decode loop (rrc-limit)")
     dl_ratio = "n/a" if _ok_rate(dl) is None else f"{rrc.images_per_s / _ok_rate(dl):.2f}"
     full_ratio = "n/a" if _ok_rate(full) is None else f"{rrc.images_per_s / _ok_rate(full):.2f}"
     print(f"\nRRC feedline/DataLoader {dl_ratio}  feedline RRC/full-decode {full_ratio}")

@@ -28,10 +28,16 @@ def test_pipeline_overhead_benchmark_runs():
 def test_images_benchmark_runs():
     # The baselines (torch, SPDL) are optional here; feedline's contenders and
     # the C++ limit (built with the release tree, when present) must run.
-    out = run_bench("images.py", "--quick", "--only", "feedline,feedline-per-image,limit,rrc-feedline,rrc-full-decode")
+    only = "feedline,feedline-per-image,limit,rrc-feedline,rrc-full-decode,rrc-limit"
+    out = run_bench("images.py", "--quick", "--only", only)
     assert "feedline, native ops" in out
     # The augmentation contenders and the run's last line.
     assert "RRC feedline, native (partial decode)" in out
+    # The augmentation table's limit: image_limit --rrc, when it is built.
+    limit_bin = BENCH.parents[1] / "build" / "release" / "bench" / "cpp" / "image_limit"
+    rrc_limit = next(line for line in out.splitlines() if line.startswith("RRC limit: bare decode loop"))
+    if limit_bin.exists():
+        assert rrc_limit.endswith("  yes"), out
     # Every contender hands out torch tensors: without torch (CI installs no
     # benchmark baselines) none can run, and the line says n/a.
     number = r"\d+\.\d\d" if importlib.util.find_spec("torch") else "n/a"
