@@ -295,14 +295,14 @@ def main_parent(args):
         )
 
     # The threads contender runs every item's work under one GIL: one core's
-    # worth. No contender can beat os.cpu_count() times it, so the goals are
-    # also given as shares of that bound.
+    # worth. With WORKERS processes (and at least as many cores) no contender
+    # can beat WORKERS times it, so the goals are also given as shares of
+    # that bound.
     one_core, region, torch = rate("threads"), rate("region"), rate("torch")
     if one_core and region and torch:
-        cores = os.cpu_count() or 1
-        bound = cores * one_core
+        bound = min(WORKERS, os.cpu_count() or 1) * one_core
         print(
-            f"\n{cores}-core bound ({cores} x threads): {bound:,.0f} items/s; region runs at {region / bound:.0%}"
+            f"\nbound ({WORKERS} workers x threads' rate): {bound:,.0f} items/s; region runs at {region / bound:.0%}"
             f" of it, torch at {torch / bound:.0%}; 1.2x torch would be {1.2 * torch / bound:.0%} of it"
         )
 
