@@ -44,6 +44,14 @@ def test_images_benchmark_runs():
     assert re.search(rf"^RRC feedline/DataLoader \S+  feedline RRC/full-decode {number}$", out, re.M), out
 
 
+def test_arena_handoff_benchmark_runs():
+    # mp.Queue and feedline's pool and ring always run; SPDL's are optional.
+    out = run_bench("arena_handoff.py", "--quick", "--sizes", "1")
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["1", "8"])
+    assert row.count("GB/s") >= 3, out
+    assert out.splitlines()[-1].startswith("SUMMARY: feedline pool vs mp.Queue"), out
+
+
 def test_arrays_benchmark_runs():
     # numpy, wave and tarfile are always there; SPDL and soundfile are optional.
     out = run_bench("arrays.py", "--quick")
