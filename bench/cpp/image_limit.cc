@@ -60,13 +60,10 @@ struct Args {
   std::vector<std::string> paths;
 };
 
-// The same work as feedline.io.ops.decode_image(resize_shorter=256, crop=224,
-// layout="CHW", dtype="float32", mean=MEAN, std=STD) in images.py.
-feedline::media::ImageOptions imagenet_options() {
+// The output every contender of images.py produces: CHW float32,
+// normalised with the ImageNet mean and std.
+feedline::media::ImageOptions normalised_chw() {
   feedline::media::ImageOptions options;
-  options.resize_shorter = 256;
-  options.crop_width = 224;
-  options.crop_height = 224;
   options.layout = feedline::media::Layout::kCHW;
   options.dtype = feedline::DType::kFloat32;
   options.mean = {0.485f, 0.456f, 0.406f};
@@ -74,13 +71,20 @@ feedline::media::ImageOptions imagenet_options() {
   return options;
 }
 
+// The same work as feedline.io.ops.decode_image(resize_shorter=256, crop=224,
+// layout="CHW", dtype="float32", mean=MEAN, std=STD) in images.py.
+feedline::media::ImageOptions imagenet_options() {
+  feedline::media::ImageOptions options = normalised_chw();
+  options.resize_shorter = 256;
+  options.crop_width = 224;
+  options.crop_height = 224;
+  return options;
+}
+
 // The same work as images.py's feedline_rrc_options(): random resized crop
 // to 224x224 and a flip with probability 0.5, normalised CHW float32.
 feedline::media::ImageOptions rrc_options() {
-  feedline::media::ImageOptions options = imagenet_options();
-  options.resize_shorter = 0;
-  options.crop_width = 0;
-  options.crop_height = 0;
+  feedline::media::ImageOptions options = normalised_chw();
   options.random_resized_crop.width = 224;
   options.random_resized_crop.height = 224;
   options.flip_probability = 0.5;
