@@ -39,6 +39,22 @@ scenarios, and then how many files per second each library demuxes:
   ``ops.demux_video`` do for MP4 and Matroska). The packet count of every
   file is checked against the clip's frame count.
 
+The bounds (``limit``, whole and resize only): ``build/release/bench/cpp/
+video_limit 2`` decodes the same clips in the same order on two C++ threads
+that take the next clip as a thread pool does, straight on libavformat +
+libavcodec (the system FFmpeg, as feedline's and SPDL's), one decoder thread
+per clip, with no pipeline or Python. ``limit/threads`` converts each frame
+with one ``sws_scale`` call (rgb24 at the clip's size, or 224x224 bicubic)
+into a reused array on huge pages; ``limit/threads-decode`` drops the frames
+undecoded into pixels: decoding alone, which no loader that decodes with
+FFmpeg one clip per core can pass, however it converts. Their frames/s count
+both threads busy from start to end (the clips' decode times summed, over
+2): a pass ends with one thread waiting for the other's last clip, which a
+loader that gives that clip more decoder threads partly avoids. The goals block
+prints each scenario's feedline and best baseline as a share of both, and
+where the goal would sit. Build it with ``cmake --build build/release
+--target video_limit``; it is reported as not built otherwise.
+
 Frames/s counts delivered frames only (whole: all of them; window: 8 per
 sample), in a pass over all items of the scenario, 720p and 1080p mixed.
 
@@ -132,6 +148,7 @@ Run::
     python bench/python/video.py --quick          # smoke run: 1+1 clips of 1 s, 4 windows
     python bench/python/video.py --configs all    # every configuration (how BEST was chosen)
     python bench/python/video.py --only pyav,spdl --scenarios window --windows 128
+    python bench/python/video.py --only feedline,limit --scenarios resize
     python bench/python/video.py --scenarios demux --demux-threads 1,2,4,8,16
 """
 
@@ -148,6 +165,7 @@ import pathlib
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 from benchlib import cpu_seconds, dispatch, peak_rss_kib, run_json
@@ -220,6 +238,8 @@ CONFIGS = [
     Config("torchcodec/threads-t0", "2 threads, approximate, ffmpeg threads 0", _tc("approximate", 0)),
     Config("torchcodec/processes", "2 processes (DataLoader), approximate, threads 1", _tc("approximate", 1)),
     Config("torchcodec/loop-t0", "1 thread, approximate, ffmpeg threads 0", _tc("approximate", 0)),
+    Config("limit/threads", "bare C++ loop, 2 threads: FFmpeg decode + 1 sws_scale/frame", {"mode": None}),
+    Config("limit/threads-decode", "bare C++ loop, 2 threads: FFmpeg decode only", {"mode": "decode"}),
 ]
 CONFIG_BY_NAME = {c.name: c for c in CONFIGS}
 
@@ -245,12 +265,16 @@ _TWO_EACH = [
     "torchcodec/threads",
     "torchcodec/threads-t0",
 ]
+_LIMITS = ["limit/threads", "limit/threads-decode"]
 BEST = {
-    "whole": _TWO_EACH,
+    "whole": _TWO_EACH + _LIMITS,
     "window": _TWO_EACH,
     # torchcodec does not resize while decoding.
-    "resize": [n for n in _TWO_EACH if not n.startswith("torchcodec/")],
+    "resize": [n for n in _TWO_EACH if not n.startswith("torchcodec/")] + _LIMITS,
 }
+# video_limit's --mode per scenario for limit/threads.
+LIMIT_MODES = {"whole": "rgb", "resize": "resize"}
+DEFAULT_LIMIT_BIN = REPO / "build" / "release" / "bench" / "cpp" / "video_limit"
 
 
 # -- spreading the items over the cores --------------------------------------------
@@ -510,10 +534,37 @@ def _common_args(args):
     return cmd + (["--quick-worker"] if args.quick else [])
 
 
+def _run_limit(scenario, config, items, args):
+    """video_limit over the items' clips, its report shaped as a worker's."""
+    binary = pathlib.Path(args.limit_bin)
+    if not binary.exists():
+        return {"unavailable": "not built (cmake --build build/release --target video_limit)"}, ""
+    mode = config.options["mode"] or LIMIT_MODES[scenario]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+        listing.write("".join(f"{item.path}\n" for item in items))
+        listing.flush()
+        cmd = [str(binary), str(NUM_WORKERS), "--repeat", str(args.repeat), "--mode", mode, "--list", listing.name]
+        report, note = run_json(cmd, args.timeout, f"{scenario}:{config.name}", require_success=False)
+    if report is None:
+        return None, note
+    for r in report["runs"]:
+        # The rate of both threads busy from start to end: the sum of the
+        # clips' decode times over the threads, without the pass's end where
+        # one thread waits for the other's last clip (a loader that gives
+        # that clip more decoder threads does not wait).
+        r.update(wall_s=r["busy_s"] / NUM_WORKERS, items=len(r["counts"]), bad=r["failed"])
+        r["example"] = "see its stderr above" if r["failed"] else ""
+    report["info"] = "limit: video_limit (C++, system FFmpeg)"
+    return report, ""
+
+
 def run_config(scenario, config, items, args):
     result = Result(scenario, config)
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{scenario}:{config.name}", *_common_args(args)]
-    report, result.note = run_json(cmd, args.timeout, f"{scenario}:{config.name}")
+    if config.lib == "limit":
+        report, result.note = _run_limit(scenario, config, items, args)
+    else:
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{scenario}:{config.name}", *_common_args(args)]
+        report, result.note = run_json(cmd, args.timeout, f"{scenario}:{config.name}")
     if report is None:
         return result
     if "unavailable" in report:
@@ -733,6 +784,7 @@ def parse_args(argv):
     p.add_argument("--only", help="comma-separated libraries or configurations (lib/variant)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1+1 clips of 1 s, 4 windows, 1 repeat")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="cache folder for the clips")
+    p.add_argument("--limit-bin", default=str(DEFAULT_LIMIT_BIN), help="the video_limit program (the bounds)")
     p.add_argument("--timeout", type=float, default=900, help="seconds before a worker is given up on")
     # Internal: run one configuration (or the pixel check) in this process.
     p.add_argument("--worker", help=argparse.SUPPRESS)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from video_parts import RESIZE, WINDOW_FRAMES
 
-LIBS = {"feedline": "feedline", "pyav": "PyAV", "spdl": "SPDL", "torchcodec": "torchcodec"}
+# "limit" is video_limit, the bounds (not a baseline).
+LIBS = {"feedline": "feedline", "pyav": "PyAV", "spdl": "SPDL", "torchcodec": "torchcodec", "limit": "limit"}
 BASELINES = ("pyav", "spdl", "torchcodec")
 # feedline with its default settings over the best baseline, per scenario.
 GOALS = {"whole": 1.1, "window": 1.5, "resize": 1.3}
@@ -119,6 +120,24 @@ def default_ratio(results):
     return default.frames_per_s / top_rate, top_cfg, top_rate
 
 
+def _bound_lines(scenario, results, feedline_rate, top_rate):
+    """feedline, the best baseline and the goal as shares of video_limit's
+    two bounds (decode + convert, decode alone), where they ran."""
+    by_name = {r.config.name: r for r in results if r.ok}
+    goal_rate = GOALS[scenario] * top_rate
+    lines = []
+    for name, what in (("limit/threads", "bare decode + sws_scale loop"), ("limit/threads-decode", "decoding alone")):
+        bound = by_name.get(name)
+        if bound is None:
+            continue
+        b = bound.frames_per_s
+        lines.append(
+            f"    {what} ({name}, {b:,.1f} frames/s): feedline {100 * feedline_rate / b:.0f}%,"
+            f" best baseline {100 * top_rate / b:.0f}%, the goal would be {100 * goal_rate / b:.0f}%"
+        )
+    return lines
+
+
 def print_goals(all_results, quick):
     """Returns {scenario: ratio or None} of feedline's defaults over the best baseline."""
     lines, ratios = [], {}
@@ -136,6 +155,7 @@ def print_goals(all_results, quick):
         if best is not None and best[1].name != "feedline/threads":
             line += f"; best feedline ({best[1].name}) {best[0] / top_rate:.2f}x"
         lines.append(line)
+        lines += _bound_lines(scenario, results, ratio * top_rate, top_rate)
     print("\nGoals for feedline" + (" -- smoke run, not meaningful:" if quick else ":"))
     print("\n".join(lines))
     return ratios

@@ -63,11 +63,17 @@ def test_video_benchmark_runs():
     # torchcodec are optional baselines. feedline must run and deliver every
     # frame, in each of its configurations and the three frame scenarios, and
     # demux every packet of every file, with and without the stream probe.
-    out = run_bench("video.py", "--quick", "--only", "feedline,pyav")
+    # The bounds (video_limit, built with the release tree) too, when built.
+    out = run_bench("video.py", "--quick", "--only", "feedline,pyav,limit")
     assert "Whole clips:" in out and "Windows of 8 frames" in out and "decoded to 224x224" in out, out
     lines = out.splitlines()
     rows = [line for line in lines if line.startswith("feedline ") and ": 2 threads" in line]
     assert len(rows) == 6 and all(row.endswith("yes") for row in rows), out
+    limits = [line for line in lines if line.startswith("limit ") and "bare C++ loop" in line]
+    assert len(limits) == 4, out  # decode + convert and decode alone, whole and resize
+    if (BENCH.parents[1] / "build" / "release" / "bench" / "cpp" / "video_limit").exists():
+        assert all(line.endswith("yes") for line in limits), out
+        assert out.count("decoding alone (limit/threads-decode,") == 2, out
     demux = [line for line in lines if line.startswith("feedline") and "demux_video" in line]
     assert len(demux) == 2 and all(" yes " in line for line in demux), out
     assert lines[-1].startswith("SUMMARY: video") and lines[-1].endswith("ok (smoke run)"), out
