@@ -2,6 +2,8 @@
 decode of the same files (made here with the CLI), windows, resampling,
 bad input and the native op."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -109,8 +111,45 @@ def test_ffmpeg_versions_and_log_level():
 
 def test_a_stream_that_decodes_to_nothing_gives_an_empty_array():
     # Found by the fuzzer (null source in a zero-length copy); kept as a seed.
-    import pathlib
-
     seed = pathlib.Path(__file__).resolve().parents[2] / "fuzz/corpus/audio/regression-no-samples.mp4"
     out = fio.load_audio(seed)
     assert out.shape[1] == 0 and out.dtype == "float32"
+
+
+def _joined(tmp_path, ffmpeg, name, parts, encoder):
+    """One file of the streams `parts` (channels, rate) made one after the
+    other and joined byte for byte (MP3 and ADTS frames carry their own
+    headers, so the result is one stream whose layout or rate changes)."""
+    data = b""
+    for i, (channels, rate) in enumerate(parts):
+        part = tmp_path / f"part{i}{pathlib.Path(name).suffix}"
+        ffmpeg.sine(part, channels, rate, 1, encoder)
+        data += part.read_bytes()
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_a_stream_whose_channels_or_rate_change_midway_matches_the_cli(tmp_path, ffmpeg):
+    # Stereo, then mono: the resampler set up for two planes was once fed the
+    # mono frames' one plane (a crash the fuzzer found). Each change now sets
+    # it up again, as the CLI's auto-inserted resampler does: same samples.
+    mp3 = ["-c:a", "libmp3lame", "-b:a", "64k", "-write_xing", "0", "-id3v2_version", "0"]
+    path = _joined(tmp_path, ffmpeg, "stereo-then-mono.mp3", [(2, 44100), (1, 44100)], mp3)
+    got = np.asarray(fio.load_audio(path))
+    np.testing.assert_array_equal(got, ffmpeg.audio(path, 2))
+    assert got.shape[1] > 2 * 44100
+    # 44.1 then 22.05 kHz: the second second is resampled to the first's
+    # rate, not read as 44.1 kHz samples (which made it half as long).
+    path = _joined(tmp_path, ffmpeg, "rate-change.aac", [(1, 44100), (1, 22050)], ["-c:a", "aac", "-f", "adts"])
+    got = np.asarray(fio.load_audio(path))
+    np.testing.assert_array_equal(got, ffmpeg.audio(path, 1))
+    assert got.shape[1] > 2 * 44100
+
+
+def test_the_fuzzers_layout_change_gives_a_typed_error():
+    # The fuzzer's input itself (kept as a seed): a stereo MP3 frame, then a
+    # mono one, then damage. It used to crash the process in libswresample.
+    seed = pathlib.Path(__file__).resolve().parents[2] / "fuzz/corpus/audio/regression-layout-change.mp3"
+    with pytest.raises(feedline.DecodeError, match="regression-layout-change.mp3: decoding failed"):
+        fio.load_audio(seed)

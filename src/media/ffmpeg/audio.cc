@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -37,24 +38,33 @@ class Collector {
   std::vector<std::vector<float>> planes_;
 };
 
+// Resamples decoded frames to planar float at the output layout and rate.
+// The resampler is set up from the first frame and again whenever a frame's
+// format, rate or channel layout differs from the one before (MP3 and ADTS
+// streams may switch mid-stream; a resampler fed a frame of another layout
+// would read planes the frame does not have).
 class Converter {
  public:
-  Converter(AVCodecContext* in, const AVChannelLayout& out_layout, int out_rate,
+  Converter(const AVChannelLayout& out_layout, int out_rate,
             std::string_view name)
-      : channels_(out_layout.nb_channels), name_(name) {
-    SwrContext* swr = nullptr;
-    int rc =
-        swr_alloc_set_opts2(&swr, layout_arg(&out_layout), AV_SAMPLE_FMT_FLTP,
-                            out_rate, layout_arg(&in->ch_layout),
-                            in->sample_fmt, in->sample_rate, 0, nullptr);
-    if (rc < 0) fail(name, "cannot set up sample conversion", rc);
-    swr_.reset(swr);
-    rc = swr_init(swr);
-    if (rc < 0) fail(name, "cannot set up sample conversion", rc);
+      : out_rate_(out_rate), channels_(out_layout.nb_channels), name_(name) {
+    if (av_channel_layout_copy(&out_layout_, &out_layout) < 0)
+      throw std::bad_alloc();
   }
+  ~Converter() {
+    av_channel_layout_uninit(&in_layout_);
+    av_channel_layout_uninit(&out_layout_);
+  }
+  Converter(const Converter&) = delete;
+  Converter& operator=(const Converter&) = delete;
 
   // Converts `frame` (null: flush what the resampler holds) into `out`.
   void convert(const AVFrame* frame, Collector* out) {
+    if (frame != nullptr && !same_input(frame)) {
+      if (swr_) convert(nullptr, out);  // the old input's last samples
+      set_up(frame);
+    }
+    if (!swr_) return;  // a flush before any frame
     const int in_samples = frame != nullptr ? frame->nb_samples : 0;
     const int capacity = swr_get_out_samples(swr_.get(), in_samples);
     if (capacity <= 0) return;
@@ -74,9 +84,60 @@ class Converter {
   }
 
  private:
+  // The frame's layout, with an unspecified order read as the default
+  // layout of its channel count (as for the stream).
+  static AVChannelLayout layout_of(const AVFrame* frame) {
+    AVChannelLayout layout{};
+    if (frame->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
+      av_channel_layout_default(&layout, frame->ch_layout.nb_channels);
+    } else if (av_channel_layout_copy(&layout, &frame->ch_layout) < 0) {
+      throw std::bad_alloc();
+    }
+    return layout;
+  }
+
+  bool same_input(const AVFrame* frame) const {
+    if (!swr_ || frame->format != in_format_ ||
+        frame->sample_rate != in_rate_) {
+      return false;
+    }
+    AVChannelLayout layout = layout_of(frame);
+    const bool same = av_channel_layout_compare(&layout, &in_layout_) == 0;
+    av_channel_layout_uninit(&layout);
+    return same;
+  }
+
+  void set_up(const AVFrame* frame) {
+    if (frame->ch_layout.nb_channels <= 0 || frame->sample_rate <= 0 ||
+        frame->format < 0) {
+      throw DecodeError(std::string(name_) +
+                        ": a decoded audio frame has no channels, sample "
+                        "rate or sample format");
+    }
+    swr_.reset();
+    av_channel_layout_uninit(&in_layout_);
+    in_layout_ = layout_of(frame);
+    in_format_ = frame->format;
+    in_rate_ = frame->sample_rate;
+    SwrContext* swr = nullptr;
+    int rc = swr_alloc_set_opts2(
+        &swr, layout_arg(&out_layout_), AV_SAMPLE_FMT_FLTP, out_rate_,
+        layout_arg(&in_layout_), static_cast<AVSampleFormat>(in_format_),
+        in_rate_, 0, nullptr);
+    if (rc < 0) fail(name_, "cannot set up sample conversion", rc);
+    swr_.reset(swr);
+    rc = swr_init(swr);
+    if (rc < 0) fail(name_, "cannot set up sample conversion", rc);
+  }
+
   SwrPtr swr_;
+  AVChannelLayout out_layout_{};
+  const int out_rate_;
   const int channels_;
   std::string_view name_;
+  AVChannelLayout in_layout_{};
+  int in_format_ = -1;
+  int in_rate_ = 0;
 };
 
 }  // namespace
@@ -152,7 +213,7 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   } layout_guard{&out_layout};
   const int out_rate =
       options.sample_rate > 0 ? options.sample_rate : ctx->sample_rate;
-  Converter converter(ctx.get(), out_layout, out_rate, name);
+  Converter converter(out_layout, out_rate, name);
   Collector collected(out_layout.nb_channels);
 
   PacketPtr packet(av_packet_alloc());
