@@ -139,6 +139,12 @@ def test_a_stream_whose_channels_or_rate_change_midway_matches_the_cli(tmp_path,
     got = np.asarray(fio.load_audio(path))
     np.testing.assert_array_equal(got, ffmpeg.audio(path, 2))
     assert got.shape[1] > 2 * 44100
+    # decode_packets' filter chain is set up for the first frame's layout;
+    # the change is named, with where to go instead.
+    with pytest.raises(
+        feedline.DecodeError, match=r"change mid-stream .*channel_layout=0x3.*channel_layout=0x4.*load_audio"
+    ):
+        fio.decode_packets(fio.demux_audio(path))
     # 44.1 then 22.05 kHz: the second second is resampled to the first's
     # rate, not read as 44.1 kHz samples (which made it half as long).
     path = _joined(tmp_path, ffmpeg, "rate-change.aac", [(1, 44100), (1, 22050)], ["-c:a", "aac", "-f", "adts"])

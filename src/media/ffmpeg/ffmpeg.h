@@ -332,6 +332,7 @@ class Chain {
   bool audio_;
   AVRational in_tb_;
   std::string name_;
+  std::string source_;  // the buffer source's arguments, from the first frame
   ParsedGraph graph_;
   AVFilterContext* src_ = nullptr;
   AVFilterContext* sink_ = nullptr;

@@ -98,11 +98,25 @@ Chain::Chain(std::string middle, bool audio, AVRational in_time_base,
       name_(name) {}
 
 void Chain::push(const AVFrame* frame) {
+  if (audio_ && frame != nullptr && started()) {
+    // An audio graph is configured for one input: FFmpeg's abuffer refuses
+    // a frame of another rate, format or layout (MP3 and ADTS streams may
+    // switch) with a bare "Invalid argument". (Video frames may change
+    // size; the scale filter follows.)
+    std::string source = frame_source_desc(frame, in_tb_, audio_);
+    if (source != source_) {
+      throw DecodeError(name_ + ": the audio frames change mid-stream from '" +
+                        source_ + "' to '" + source + "'; the filter '" +
+                        middle_ +
+                        "' is set up for the first (load_audio resamples "
+                        "such a stream to one layout and rate)");
+    }
+  }
   if (!started()) {
     if (frame == nullptr) return;
-    const std::string desc = frame_source_desc(frame, in_tb_, audio_) + "," +
-                             middle_ + "," +
-                             (audio_ ? "abuffersink" : "buffersink");
+    source_ = frame_source_desc(frame, in_tb_, audio_);
+    const std::string desc =
+        source_ + "," + middle_ + "," + (audio_ ? "abuffersink" : "buffersink");
     graph_ = parse_graph(desc);
     if (graph_.inputs.size() != 1 || graph_.outputs.size() != 1) {
       throw InvalidArgument(name_ + ": the filter '" + middle_ +
