@@ -22,6 +22,7 @@
 
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
+#include "feedline/media/audio.h"
 
 namespace feedline::media {
 namespace {
@@ -50,6 +51,19 @@ class AvTest : public ::testing::Test {
         "-f lavfi -i sine=frequency=440:sample_rate=8000:duration=1 -c:v "
         "libx264 -pix_fmt yuv420p -c:a pcm_s16le " +
         d + "/av.mkv");
+    // An MP3 stream that turns from stereo to mono: two files joined byte
+    // for byte (each MP3 frame carries its own header), and the CLI's
+    // decode of it as float32 samples.
+    for (const char* ch : {"2", "1"}) {
+      run("ffmpeg -v error -y -f lavfi -i "
+          "sine=frequency=440:sample_rate=22050:duration=0.5 -ac " +
+          std::string(ch) +
+          " -c:a libmp3lame -b:a 32k -write_xing 0 -id3v2_version 0 " + d +
+          "/part" + ch + ".mp3");
+    }
+    run("cat " + d + "/part2.mp3 " + d + "/part1.mp3 > " + d + "/joined.mp3");
+    run("ffmpeg -v error -y -i " + d + "/joined.mp3 -f f32le " + d +
+        "/joined.f32");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
@@ -243,6 +257,37 @@ TEST_F(AvTest, AudioConvertsPlanarAndPacked) {
   Buffer packed = convert_frames(std::move(*frames));
   EXPECT_EQ(packed.dtype(), DType::kInt16);
   EXPECT_EQ(packed.shape(), (std::vector<int64_t>{8000, 1}));
+}
+
+TEST_F(AvTest, AudioWhoseChannelsChangeMidStreamEqualsTheCli) {
+  // load_audio sets its resampler up again at the change (a resampler set
+  // up for two planes once read the mono frames' missing second one).
+  const std::vector<uint8_t> data = read_all(path("joined.mp3"));
+  const Buffer got = load_audio(data, AudioOptions{}, "joined.mp3");
+  const std::vector<uint8_t> cli = read_all(path("joined.f32"));
+  const int64_t samples = static_cast<int64_t>(cli.size() / 8);  // 2 x f32
+  ASSERT_EQ(got.shape(), (std::vector<int64_t>{2, samples}));
+  ASSERT_GT(samples, 22050);
+  const auto* want = reinterpret_cast<const float*>(cli.data());
+  const auto* planes = got.data_as<float>();
+  int64_t differ = 0;
+  for (int64_t i = 0; i < samples; ++i) {
+    for (int64_t c = 0; c < 2; ++c) {
+      differ += planes[c * samples + i] != want[i * 2 + c] ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(differ, 0);
+  // A filter chain is set up for the first frame: the change is named.
+  Demuxer d(file("joined.mp3"), DemuxConfig{});
+  try {
+    decode_packets(std::move(*d.demux(Media::kAudio, std::nullopt)),
+                   std::string("aformat=sample_fmts=fltp"), DecodeConfig{});
+    FAIL() << "no DecodeError";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("change mid-stream"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(AvTest, FilterGraphErrorsAreTyped) {
