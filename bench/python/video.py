@@ -165,13 +165,13 @@ import pathlib
 import platform
 import statistics
 import sys
-import tempfile
 import time
 
 from benchlib import cpu_seconds, dispatch, peak_rss_kib, run_json
 from video_parts import (
     DEMUXERS,
     FPS,
+    LIMIT_BIN,
     RESOLUTIONS,
     WINDOW_FRAMES,
     ensure_clips,
@@ -181,6 +181,7 @@ from video_parts import (
     make_loader,
     pyav_loader,
     read_clips,
+    run_limit,
     spdl_loader,
     torchcodec_loader,
     x264_settings,
@@ -272,9 +273,6 @@ BEST = {
     # torchcodec does not resize while decoding.
     "resize": [n for n in _TWO_EACH if not n.startswith("torchcodec/")] + _LIMITS,
 }
-# video_limit's --mode per scenario for limit/threads.
-LIMIT_MODES = {"whole": "rgb", "resize": "resize"}
-DEFAULT_LIMIT_BIN = REPO / "build" / "release" / "bench" / "cpp" / "video_limit"
 
 
 # -- spreading the items over the cores --------------------------------------------
@@ -534,34 +532,10 @@ def _common_args(args):
     return cmd + (["--quick-worker"] if args.quick else [])
 
 
-def _run_limit(scenario, config, items, args):
-    """video_limit over the items' clips, its report shaped as a worker's."""
-    binary = pathlib.Path(args.limit_bin)
-    if not binary.exists():
-        return {"unavailable": "not built (cmake --build build/release --target video_limit)"}, ""
-    mode = config.options["mode"] or LIMIT_MODES[scenario]
-    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
-        listing.write("".join(f"{item.path}\n" for item in items))
-        listing.flush()
-        cmd = [str(binary), str(NUM_WORKERS), "--repeat", str(args.repeat), "--mode", mode, "--list", listing.name]
-        report, note = run_json(cmd, args.timeout, f"{scenario}:{config.name}", require_success=False)
-    if report is None:
-        return None, note
-    for r in report["runs"]:
-        # The rate of both threads busy from start to end: the sum of the
-        # clips' decode times over the threads, without the pass's end where
-        # one thread waits for the other's last clip (a loader that gives
-        # that clip more decoder threads does not wait).
-        r.update(wall_s=r["busy_s"] / NUM_WORKERS, items=len(r["counts"]), bad=r["failed"])
-        r["example"] = "see its stderr above" if r["failed"] else ""
-    report["info"] = "limit: video_limit (C++, system FFmpeg)"
-    return report, ""
-
-
 def run_config(scenario, config, items, args):
     result = Result(scenario, config)
     if config.lib == "limit":
-        report, result.note = _run_limit(scenario, config, items, args)
+        report, result.note = run_limit(scenario, config, items, args, NUM_WORKERS)
     else:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", f"{scenario}:{config.name}", *_common_args(args)]
         report, result.note = run_json(cmd, args.timeout, f"{scenario}:{config.name}")
@@ -784,7 +758,7 @@ def parse_args(argv):
     p.add_argument("--only", help="comma-separated libraries or configurations (lib/variant)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1+1 clips of 1 s, 4 windows, 1 repeat")
     p.add_argument("--data", default=str(DEFAULT_DATA), help="cache folder for the clips")
-    p.add_argument("--limit-bin", default=str(DEFAULT_LIMIT_BIN), help="the video_limit program (the bounds)")
+    p.add_argument("--limit-bin", default=str(LIMIT_BIN), help="the video_limit program (the bounds)")
     p.add_argument("--timeout", type=float, default=900, help="seconds before a worker is given up on")
     # Internal: run one configuration (or the pixel check) in this process.
     p.add_argument("--worker", help=argparse.SUPPRESS)

@@ -14,6 +14,9 @@ import pathlib
 import random
 import re
 import subprocess
+import tempfile
+
+from benchlib import run_json
 
 DATA_VERSION = 1  # bump when the clip generator changes, to regenerate the cache
 FPS = 30
@@ -285,3 +288,34 @@ def make_demuxer(name):
 
         return demux
     raise ValueError(name)
+
+
+# -- the bounds: bench/cpp/video_limit ----------------------------------------------
+
+LIMIT_BIN = pathlib.Path(__file__).resolve().parents[2] / "build" / "release" / "bench" / "cpp" / "video_limit"
+# video_limit's --mode per scenario for limit/threads.
+LIMIT_MODES = {"whole": "rgb", "resize": "resize"}
+
+
+def run_limit(scenario, config, items, args, workers):
+    """video_limit over the items' clips, its report shaped as a worker's."""
+    binary = pathlib.Path(args.limit_bin)
+    if not binary.exists():
+        return {"unavailable": "not built (cmake --build build/release --target video_limit)"}, ""
+    mode = config.options["mode"] or LIMIT_MODES[scenario]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
+        listing.write("".join(f"{item.path}\n" for item in items))
+        listing.flush()
+        cmd = [str(binary), str(workers), "--repeat", str(args.repeat), "--mode", mode, "--list", listing.name]
+        report, note = run_json(cmd, args.timeout, f"{scenario}:{config.name}", require_success=False)
+    if report is None:
+        return None, note
+    for r in report["runs"]:
+        # The rate of both threads busy from start to end: the sum of the
+        # clips' decode times over the threads, without the pass's end where
+        # one thread waits for the other's last clip (a loader that gives
+        # that clip more decoder threads does not wait).
+        r.update(wall_s=r["busy_s"] / workers, items=len(r["counts"]), bad=r["failed"])
+        r["example"] = "see its stderr above" if r["failed"] else ""
+    report["info"] = "limit: video_limit (C++, system FFmpeg)"
+    return report, ""
