@@ -84,24 +84,12 @@ class Converter {
   }
 
  private:
-  // The frame's layout, with an unspecified order read as the default
-  // layout of its channel count (as for the stream).
-  static AVChannelLayout layout_of(const AVFrame* frame) {
-    AVChannelLayout layout{};
-    if (frame->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
-      av_channel_layout_default(&layout, frame->ch_layout.nb_channels);
-    } else if (av_channel_layout_copy(&layout, &frame->ch_layout) < 0) {
-      throw std::bad_alloc();
-    }
-    return layout;
-  }
-
   bool same_input(const AVFrame* frame) const {
     if (!swr_ || frame->format != in_format_ ||
         frame->sample_rate != in_rate_) {
       return false;
     }
-    AVChannelLayout layout = layout_of(frame);
+    AVChannelLayout layout = known_layout(frame->ch_layout);
     const bool same = av_channel_layout_compare(&layout, &in_layout_) == 0;
     av_channel_layout_uninit(&layout);
     return same;
@@ -116,7 +104,7 @@ class Converter {
     }
     swr_.reset();
     av_channel_layout_uninit(&in_layout_);
-    in_layout_ = layout_of(frame);
+    in_layout_ = known_layout(frame->ch_layout);
     in_format_ = frame->format;
     in_rate_ = frame->sample_rate;
     SwrContext* swr = nullptr;
@@ -194,10 +182,10 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
     throw DecodeError(std::string(name) +
                       ": the audio stream has no channels or sample rate");
   }
-  if (ctx->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
-    const int n = ctx->ch_layout.nb_channels;
+  {
+    AVChannelLayout known = known_layout(ctx->ch_layout);
     av_channel_layout_uninit(&ctx->ch_layout);
-    av_channel_layout_default(&ctx->ch_layout, n);
+    ctx->ch_layout = known;
   }
 
   AVChannelLayout out_layout{};

@@ -437,12 +437,7 @@ void Encoder::Impl::add_audio(const AVFrame* f, Packets& out) {
 }
 
 void Encoder::Impl::open_resampler(const AVFrame* f) {
-  AVChannelLayout in_layout{};
-  if (f->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC) {
-    av_channel_layout_default(&in_layout, f->ch_layout.nb_channels);
-  } else if (av_channel_layout_copy(&in_layout, &f->ch_layout) < 0) {
-    throw std::bad_alloc();
-  }
+  AVChannelLayout in_layout = known_layout(f->ch_layout);
   SwrContext* swr = nullptr;
   int rc = swr_alloc_set_opts2(&swr, layout_arg(&ctx_->ch_layout),
                                ctx_->sample_fmt, ctx_->sample_rate, &in_layout,

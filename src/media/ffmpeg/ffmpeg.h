@@ -32,6 +32,7 @@ extern "C" {
 #include <functional>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,6 +60,19 @@ using AvioWriteData = uint8_t*;
 // versions take const): a cast valid for every version.
 inline AVChannelLayout* layout_arg(const AVChannelLayout* layout) {
   return const_cast<AVChannelLayout*>(layout);
+}
+
+// A copy of `layout` (the caller uninits it), with an unspecified channel
+// order, which decoders of formats that name no layout report, read as the
+// default layout of its channel count. Throws: std::bad_alloc.
+inline AVChannelLayout known_layout(const AVChannelLayout& layout) {
+  AVChannelLayout out{};
+  if (layout.order == AV_CHANNEL_ORDER_UNSPEC) {
+    av_channel_layout_default(&out, layout.nb_channels);
+  } else if (av_channel_layout_copy(&out, &layout) < 0) {
+    throw std::bad_alloc();
+  }
+  return out;
 }
 
 // FFmpeg's text for an error code.
