@@ -78,6 +78,10 @@ uint64_t write_ring(SharedRing::Unit& unit, nb::handle data, double timeout) {
 // A bytes object holding `n` bytes of the ring at `offset` (one copy).
 nb::bytes read_ring_bytes(const SharedRing& ring, uint64_t offset,
                           std::size_t n) {
+  if (n > ring.capacity())  // checked again, fully, by read_into()
+    throw OutOfRange("shared ring: read: " + std::to_string(n) +
+                     " bytes do not fit in a ring of " +
+                     std::to_string(ring.capacity()) + " bytes");
   nb::bytes out(nullptr, n);  // not yet shared: filled without the GIL
   char* dst = const_cast<char*>(out.c_str());
   {

@@ -99,7 +99,9 @@ std::shared_ptr<SharedArena> SharedArena::create(std::size_t segment_size,
   auto* states = static_cast<uint8_t*>(base) + sizeof(Header);
   for (std::size_t i = 0; i < count; ++i)
     new (states + i * sizeof(uint32_t)) std::atomic<uint32_t>(kFree);
-  return std::make_shared<SharedArena>(Token{}, file.fd, base, total);
+  return std::make_shared<SharedArena>(
+      Token{}, file.fd, base, total,
+      Geometry{segment_size, count, stride, data_offset});
 }
 
 std::shared_ptr<SharedArena> SharedArena::attach(int fd) {
@@ -108,31 +110,42 @@ std::shared_ptr<SharedArena> SharedArena::attach(int fd) {
       "shared arena", "a shared arena", fd, sizeof(Header));
   const std::size_t total = file.bytes;
   void* base = file.base;
-  const auto* h = static_cast<const Header*>(base);
+  // One read of each field: the header is shared, and what is checked is
+  // what is used. Every product and sum is checked: the sizes come from
+  // another process.
+  const auto* h = static_cast<const volatile Header*>(base);
+  const uint64_t magic = h->magic;
+  const uint32_t version = h->version;
+  const Geometry g{h->segment_size, h->count, h->stride, h->data_offset};
   const std::size_t page = page_size();
+  std::size_t segments_bytes = 0;
+  std::size_t end = 0;
   const bool valid =
-      h->magic == kMagic && h->version == kVersion && h->count >= 1 &&
-      h->count <= kMaxSegments && h->segment_size >= 1 &&
-      h->stride == round_up(h->segment_size, page) &&
-      h->data_offset == round_up(sizeof(Header) + h->count * 4, page) &&
-      h->data_offset + h->stride * h->count == total;
+      magic == kMagic && version == kVersion && g.count >= 1 &&
+      g.count <= kMaxSegments && g.segment_size >= 1 &&
+      g.segment_size <= total && g.stride == round_up(g.segment_size, page) &&
+      g.data_offset == round_up(sizeof(Header) + g.count * 4, page) &&
+      !__builtin_mul_overflow(g.stride, g.count, &segments_bytes) &&
+      !__builtin_add_overflow(g.data_offset, segments_bytes, &end) &&
+      end == total;
   if (!valid) {
     detail::unmap_shared_file(file);
     throw InvalidArgument("shared arena: fd " + std::to_string(fd) +
                           " is not a shared arena (bad header)");
   }
-  return std::make_shared<SharedArena>(Token{}, file.fd, base, total);
+  return std::make_shared<SharedArena>(Token{}, file.fd, base, total, g);
 }
 
-SharedArena::SharedArena(Token, int fd, void* base, std::size_t mapped_bytes)
+SharedArena::SharedArena(Token, int fd, void* base, std::size_t mapped_bytes,
+                         const Geometry& geometry)
     : fd_(fd),
       base_(static_cast<uint8_t*>(base)),
       mapped_bytes_(mapped_bytes),
       header_(static_cast<Header*>(base)),
-      segment_size_(header_->segment_size),
-      count_(header_->count),
-      stride_(header_->stride),
-      data_offset_(header_->data_offset) {}
+      segment_size_(geometry.segment_size),
+      count_(geometry.count),
+      stride_(geometry.stride),
+      data_offset_(geometry.data_offset) {}
 
 SharedArena::~SharedArena() {
   detail::unmap_shared_file({fd_, base_, mapped_bytes_});

@@ -57,40 +57,50 @@ std::shared_ptr<SharedRing> SharedRing::create(std::size_t capacity) {
   header->version = kVersion;
   header->capacity = capacity;
   header->data_offset = data_offset;
-  return std::make_shared<SharedRing>(Token{}, file.fd, file.base, total);
+  return std::make_shared<SharedRing>(Token{}, file.fd, file.base, total,
+                                      capacity, data_offset);
 }
 
 std::shared_ptr<SharedRing> SharedRing::attach(int fd) {
   fork_generation();
   const detail::SharedFile file = detail::map_shared_file(
       "shared ring", "a shared ring", fd, sizeof(Header));
-  const auto* h = static_cast<const Header*>(file.base);
+  // One read of each field: the header is shared, and what is checked is
+  // what is used.
+  const auto* h = static_cast<const volatile Header*>(file.base);
+  const uint64_t magic = h->magic;
+  const uint32_t version = h->version;
+  const uint64_t capacity = h->capacity;
+  const uint64_t data_offset = h->data_offset;
   const std::size_t page = detail::page_size();
   const bool valid =
-      h->magic == kMagic && h->version == kVersion && h->capacity >= 1 &&
-      h->capacity <= kMaxCapacity &&
-      h->data_offset == detail::round_up(sizeof(Header), page) &&
-      h->data_offset + detail::round_up(h->capacity, page) == file.bytes;
+      magic == kMagic && version == kVersion && capacity >= 1 &&
+      capacity <= kMaxCapacity &&
+      data_offset == detail::round_up(sizeof(Header), page) &&
+      data_offset + detail::round_up(capacity, page) == file.bytes;
   if (!valid) {
     detail::unmap_shared_file(file);
     throw InvalidArgument("shared ring: fd " + std::to_string(fd) +
                           " is not a shared ring (bad header)");
   }
-  return std::make_shared<SharedRing>(Token{}, file.fd, file.base, file.bytes);
+  return std::make_shared<SharedRing>(Token{}, file.fd, file.base, file.bytes,
+                                      capacity, data_offset);
 }
 
-SharedRing::SharedRing(Token, int fd, void* base, std::size_t mapped_bytes)
+SharedRing::SharedRing(Token, int fd, void* base, std::size_t mapped_bytes,
+                       std::size_t capacity, std::size_t data_offset)
     : fd_(fd),
       base_(static_cast<uint8_t*>(base)),
       mapped_bytes_(mapped_bytes),
       header_(static_cast<Header*>(base)),
-      capacity_(header_->capacity) {}
+      capacity_(capacity),
+      data_offset_(data_offset) {}
 
 SharedRing::~SharedRing() {
   detail::unmap_shared_file({fd_, base_, mapped_bytes_});
 }
 
-uint8_t* SharedRing::data() const { return base_ + header_->data_offset; }
+uint8_t* SharedRing::data() const { return base_ + data_offset_; }
 
 std::size_t SharedRing::used() const {
   const uint64_t tail = header_->tail.load(std::memory_order_acquire);
@@ -113,7 +123,10 @@ SharedRing::Unit SharedRing::begin_unit() {
 void SharedRing::check_readable(uint64_t offset, std::size_t n) const {
   const uint64_t tail = header_->tail.load(std::memory_order_acquire);
   const uint64_t published = header_->published.load(std::memory_order_acquire);
-  if (offset < tail || offset > published || n > published - offset)
+  // A span longer than the ring cannot be published by a sound writer;
+  // the counters are shared, so a broken one is refused, not read from.
+  if (offset < tail || offset > published || n > published - offset ||
+      n > capacity_)
     throw OutOfRange("shared ring: read: " + bytes(n) + " at position " +
                      std::to_string(offset) +
                      " are not in the published, unreleased part [" +

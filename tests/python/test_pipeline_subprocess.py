@@ -70,6 +70,45 @@ def fails_after_three():
     return _three_then_fail()
 
 
+class WithALock:
+    """Yields an item that does not pickle (a lock) between two that do."""
+
+    def __iter__(self):
+        import threading
+
+        yield 0
+        yield threading.Lock()
+        yield 2
+
+
+def with_a_lock():
+    return WithALock()
+
+
+class NotIterable:
+    def __iter__(self):
+        raise OSError("the shard list is unreadable")
+
+
+def not_iterable():
+    return NotIterable()
+
+
+class FailsInSecondPass:
+    def __init__(self):
+        self.passes = 0
+
+    def __iter__(self):
+        self.passes += 1
+        if self.passes == 2:
+            raise ValueError("pass 2 is broken")
+        return iter(range(3))
+
+
+def fails_in_second_pass():
+    return FailsInSecondPass()
+
+
 class PidThenWait:
     """Yields the worker's pid, then waits on ``event`` before each value."""
 
@@ -114,6 +153,51 @@ def test_break_keeps_the_worker_for_the_next_pass():
         assert list(zip(it, "ab")) == [(0, "a"), (1, "b")]
     assert list(it) == [0, 1, 2, 3, 4]
     assert it.pid == pid
+
+
+def test_an_unpicklable_item_is_an_error_not_a_lost_item():
+    # The multiprocessing queue pickles in a thread of its own, which prints
+    # the error and drops the item: the pass would go on one item short.
+    it = iterate_in_subprocess(with_a_lock)
+    got = []
+    with pytest.raises(RuntimeError, match=r"Failed to pickle the item.*lock"):
+        for x in it:
+            got.append(x)
+    assert got == [0]
+
+
+def test_an_iterable_whose_iter_raises_is_reported():
+    it = iterate_in_subprocess(not_iterable)
+    with pytest.raises(RuntimeError, match="Failed to start a pass.*the shard list is unreadable"):
+        list(it)
+
+
+def test_an_older_iterator_never_takes_a_newer_passs_items():
+    it = iterate_in_subprocess(five, buffer_size=1)
+    a = iter(it)
+    assert next(a) == 0
+    b = iter(it)
+    with pytest.raises(RuntimeError, match="superseded"):
+        next(a)
+    assert list(b) == [0, 1, 2, 3, 4]  # nothing lost to the older iterator
+    # Interleaved (zip of two passes): the older one stops with the error,
+    # the newer one still gets every item.
+    a = iter(it)
+    b = iter(it)
+    with pytest.raises(RuntimeError, match="superseded"):
+        list(zip(b, a))
+    assert list(b) == [1, 2, 3, 4]
+    assert list(it) == [0, 1, 2, 3, 4]
+
+
+def test_a_failure_in_an_abandoned_pass_is_reported_in_the_next():
+    it = iterate_in_subprocess(fails_in_second_pass)
+    assert list(it) == [0, 1, 2]
+    a = iter(it)  # pass 2 fails in the worker; nobody reads it
+    b = iter(it)
+    del a
+    with pytest.raises(RuntimeError, match="during an earlier pass.*pass 2 is broken"):
+        list(b)
 
 
 def test_initializers_run_first_in_the_worker():

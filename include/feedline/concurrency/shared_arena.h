@@ -34,6 +34,10 @@
 // Fork: a child inherits the parent's Units and leases, but they stay the
 // parent's. Dropping them in the child frees nothing (the parent may still
 // read the segment), and an inherited Unit cannot be written or committed.
+// Nor does an inherited view hold its segment: once the parent's last view
+// is gone the segment may be reused under the child's copy of it, so a
+// child copies what it keeps past that (a child that exits without running
+// destructors would otherwise hold the segment for good).
 //
 // A committed segment whose number never reaches a reader stays published;
 // the reader discards such units by adopting them and dropping the lease.
@@ -89,7 +93,17 @@ class SharedArena : public std::enable_shared_from_this<SharedArena> {
   // IoError if it cannot be duplicated or mapped.
   static std::shared_ptr<SharedArena> attach(int fd);
 
-  SharedArena(Token, int fd, void* base, std::size_t mapped_bytes);
+  // Where the segments are, as checked by create() or attach(); never read
+  // again from the header, which any process mapping it could change.
+  struct Geometry {
+    std::size_t segment_size;
+    std::size_t count;
+    std::size_t stride;       // bytes between segment starts
+    std::size_t data_offset;  // where segment 0 starts
+  };
+
+  SharedArena(Token, int fd, void* base, std::size_t mapped_bytes,
+              const Geometry& geometry);
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
   ~SharedArena();

@@ -62,7 +62,10 @@ class SharedRing : public std::enable_shared_from_this<SharedRing> {
   // Throws: InvalidArgument if `fd` is not a ring's; IoError.
   static std::shared_ptr<SharedRing> attach(int fd);
 
-  SharedRing(Token, int fd, void* base, std::size_t mapped_bytes);
+  // `capacity` and `data_offset`: as checked by create() or attach(), never
+  // read again from the header, which any process mapping it could change.
+  SharedRing(Token, int fd, void* base, std::size_t mapped_bytes,
+             std::size_t capacity, std::size_t data_offset);
   SharedRing(const SharedRing&) = delete;
   SharedRing& operator=(const SharedRing&) = delete;
   ~SharedRing();
@@ -102,6 +105,7 @@ class SharedRing : public std::enable_shared_from_this<SharedRing> {
   const std::size_t mapped_bytes_;
   Header* const header_;
   std::size_t capacity_ = 0;
+  std::size_t data_offset_ = 0;
 };
 
 // The writer's handle of one unit. Move-only; dropping an uncommitted unit

@@ -29,10 +29,13 @@ children) stops the worker: ``abort``, then terminate, then kill.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import io
 import logging
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.reduction
 import os
 import pickle
 import queue
@@ -82,6 +85,10 @@ class _Abort(Exception):
     pass
 
 
+class _Superseded(RuntimeError):
+    """An iterator used after a newer iter() of the same iterable."""
+
+
 def _worker_main(fn, initializers, commands, data, sent, arena=None) -> None:
     _watch_parent()
     if arena is not None:
@@ -119,7 +126,11 @@ def _worker_main(fn, initializers, commands, data, sent, arena=None) -> None:
                 data.cancel_join_thread()
                 return
             gen = cmd[1]
-            it = iter(iterable)
+            try:
+                it = iter(iterable)
+            except BaseException as e:  # noqa: BLE001 - relayed to the parent
+                data.put(("failed", gen, f"Failed to start a pass over the iterable: {_describe(e)}"))
+                return
         try:
             value = next(it)
         except StopIteration:
@@ -135,7 +146,24 @@ def _worker_main(fn, initializers, commands, data, sent, arena=None) -> None:
             except BaseException as e:  # noqa: BLE001 - relayed to the parent
                 data.put(("failed", gen, f"Failed to hand the item over in shared memory: {_describe(e)}"))
                 return
+        else:
+            # Pickled here, not in the queue's feeder thread, which would
+            # print the error and drop the item: the parent would get one
+            # item fewer and no error.
+            try:
+                value = _dumps(value)
+            except BaseException as e:  # noqa: BLE001 - relayed to the parent
+                data.put(("failed", gen, f"Failed to pickle the item to send it to the parent: {_describe(e)}"))
+                return
         data.put(("item", gen, value))
+
+
+def _dumps(value: Any) -> bytes:
+    """The pickle of one item, made as a multiprocessing queue would make it
+    (so that what it can send, such as descriptors, still goes)."""
+    out = io.BytesIO()
+    multiprocessing.reduction.ForkingPickler(out, pickle.HIGHEST_PROTOCOL).dump(value)
+    return out.getvalue()
 
 
 # -- parent side ------------------------------------------------------------------
@@ -227,6 +255,10 @@ class _SubprocessIterable(Generic[T]):
             self, _stop_worker, self._process, self._commands, self._data, self._sent, arena
         )
         self._gen = 0
+        # Messages of a newer pass that an older iterator took from the
+        # queue before it learnt it was superseded; the newer one reads
+        # them first.
+        self._pending: collections.deque[Any] = collections.deque()
         self._broken: str | None = None
         self._lock = threading.Lock()
         try:
@@ -281,15 +313,36 @@ class _SubprocessIterable(Generic[T]):
         self._sent.value += 1
         return self._results(gen)
 
+    def _superseded(self, gen: int) -> _Superseded:
+        return _Superseded(
+            f"This iterator (pass {gen}) of iterate_in_subprocess was superseded: a newer iter() "
+            f"started pass {self._gen}, and the worker runs one pass at a time. Finish or drop an "
+            "iterator before starting the next."
+        )
+
+    def _next_message(self):
+        try:
+            return self._pending.popleft()
+        except IndexError:
+            return self._receive("get the next item")
+
     def _results(self, gen: int) -> Iterator[T]:
         try:
             while True:
-                msg = self._receive("get the next item")
+                if gen != self._gen:
+                    raise self._superseded(gen)
+                msg = self._next_message()
+                if len(msg) > 1 and msg[1] > gen:  # a newer pass's: not ours to take
+                    self._pending.append(msg)
+                    raise self._superseded(gen)
                 if len(msg) > 1 and msg[1] != gen:
+                    if msg[0] == "failed":  # an abandoned pass failed: the worker is gone
+                        self._shutdown()
+                        raise RuntimeError(f"The worker subprocess quit during an earlier pass. {msg[2]}")
                     _drop(msg, self._arena)  # left over from an abandoned pass
                     continue
                 if msg[0] == "item":
-                    yield msg[2] if self._arena is None else restore(msg[2], self._arena)
+                    yield pickle.loads(msg[2]) if self._arena is None else restore(msg[2], self._arena)
                 elif msg[0] == "done":
                     return
                 else:  # "failed"
@@ -297,6 +350,8 @@ class _SubprocessIterable(Generic[T]):
                     raise RuntimeError(f"The worker subprocess quit. {msg[2]}")
         except GeneratorExit:
             return  # the consumer stopped early: the worker stays for the next pass
+        except _Superseded:
+            raise  # the worker serves the newer pass
         except BaseException:
             self._shutdown()
             raise

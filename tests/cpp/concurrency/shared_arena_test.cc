@@ -207,6 +207,34 @@ TEST(SharedArenaTest, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(arena->view(nullptr, 0, DType::kUint8, {1}), InvalidArgument);
 }
 
+// The header is in memory every process mapping the arena can write: a
+// corrupt one is refused by attach(), including sizes whose product wraps
+// (2^48-byte segments x 65,536 = 2^64, i.e. 0, the file's size past the
+// header), and attach() never reads a size it did not check.
+TEST(SharedArenaTest, AttachRefusesAHeaderWhoseSizesOverflow) {
+  auto arena = SharedArena::create(4096, 2);
+  const int fd = arena->fd();
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t count = SharedArena::kMaxSegments;
+  const uint64_t segment = uint64_t{1} << 48;
+  // The header: magic, version, reserved, then segment_size, count,
+  // stride, data_offset (64 bytes with its atomics).
+  const uint64_t data_offset = (64 + count * 4 + page - 1) / page * page;
+  ASSERT_EQ(pwrite(fd, &segment, 8, 16), 8);
+  ASSERT_EQ(pwrite(fd, &count, 8, 24), 8);
+  ASSERT_EQ(pwrite(fd, &segment, 8, 32), 8);
+  ASSERT_EQ(pwrite(fd, &data_offset, 8, 40), 8);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(data_offset)), 0);
+  try {
+    SharedArena::attach(fd);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a shared arena (bad header)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Runs `child` in a forked child; returns its exit status (0: passed).
 template <typename F>
 int in_child(F child) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -166,6 +167,27 @@ TEST(SharedRingTest, BadUseIsATypedError) {
   EXPECT_THROW(SharedRing::attach(fds[0]), InvalidArgument);
   close(fds[0]);
   close(fds[1]);
+}
+
+// The counters are shared memory: a reader given a corrupt `published`
+// (past the tail by more than the ring) refuses a span longer than the
+// ring instead of copying past its end.
+TEST(SharedRingTest, AReadLongerThanTheRingIsRefused) {
+  auto ring = SharedRing::create(4096);
+  // The header: magic, version, reserved, capacity, data_offset, tail,
+  // published.
+  const uint64_t published = 3 * 4096;
+  ASSERT_EQ(pwrite(ring->fd(), &published, 8, 40), 8);
+  try {
+    ring->read(0, DType::kUint8, {3 * 4096});
+    FAIL() << "expected OutOfRange";
+  } catch (const OutOfRange& e) {
+    EXPECT_NE(std::string(e.what()).find("12288 bytes at position 0"),
+              std::string::npos)
+        << e.what();
+  }
+  std::vector<uint8_t> out(4096);
+  ring->read_into(0, out.size(), out.data());  // within the ring: read
 }
 
 // A writer process that stamps every unit with its index in every byte;
