@@ -42,6 +42,11 @@ def unpicklable(x):
     return (x, threading.Lock())
 
 
+def lock_on_three(x):
+    """Item 3 becomes a value that does not pickle."""
+    return threading.Lock() if x == 3 else x
+
+
 def drop_lock(pair):
     return pair[0]
 
@@ -295,6 +300,34 @@ def test_a_stage_failure_in_a_worker_follows_the_failure_budget():
     strict = tolerant.build(num_threads=2, max_failures=0)
     with pytest.raises(PipelineFailure, match="item 3 is bad"), strict.auto_stop():
         list(strict)
+
+
+def test_an_item_that_does_not_pickle_into_a_region_fails_the_pipeline_by_name():
+    # The queue would pickle it in its feeder thread, print the error and
+    # drop it: one item fewer and no error. A region's bridge has no
+    # failure budget (a region that fails ends the pipeline), so neither
+    # has this.
+    builder = (
+        PipelineBuilder()
+        .add_source(range(8))
+        .pipe(lock_on_three)
+        .to(_pool(2))
+        .pipe(square)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    pipeline = builder.build(num_threads=2)
+    with pytest.raises(PipelineFailure, match="an item does not pickle, so it cannot reach the region"):
+        with pipeline.auto_stop():
+            list(pipeline)
+
+
+def test_a_region_output_that_does_not_pickle_fails_the_pipeline_by_name():
+    builder = PipelineBuilder().add_source(range(8)).to(_pool(2)).pipe(lock_on_three).to(MAIN_PROCESS).add_sink(3)
+    pipeline = builder.build(num_threads=2)
+    with pytest.raises((RuntimeError, PipelineFailure), match="returned a value that does not pickle"):
+        with pipeline.auto_stop():
+            list(pipeline)
 
 
 def test_an_initializer_failure_surfaces_at_start():

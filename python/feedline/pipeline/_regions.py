@@ -9,8 +9,10 @@ region's stages as a warm pipeline of its own, with a continuous source
 reading the worker's input queue, so the intermediate values never leave the
 worker (and need not pickle); only the region's inputs and outputs cross.
 
-The protocol, per worker: inputs ``("item", value)``, ``("items", [value,
-...])`` (values that gathered while every worker's queue was full), ``("epoch",)`` (end of
+The protocol, per worker (every value as its pickle, made by the sender
+before it queues the message, so that a value that does not pickle is an
+error there, never a value the queue's feeder thread drops): inputs
+``("item", value)``, ``("items", [value, ...])`` (values that gathered while every worker's queue was full), ``("epoch",)`` (end of
 an epoch: the worker's pipeline flushes its aggregates and the worker answers
 ``("epoch_done", index)`` after its last value of the epoch), ``("shutdown",)``;
 outputs ``("ready", index)``, ``("item", value)``, ``("epoch_done", index)``,
@@ -43,6 +45,7 @@ import time
 import weakref
 from typing import Any
 
+from ._subprocess import _dumps
 from .defs import (
     Aggregator,
     ExecutorConfig,
@@ -163,9 +166,10 @@ class _Inbox:
             except queue.Empty:
                 continue
             if msg[0] == "item":
-                yield msg[1]
+                yield pickle.loads(msg[1])
             elif msg[0] == "items":
-                yield from msg[1]
+                for blob in msg[1]:
+                    yield pickle.loads(blob)
             elif msg[0] == "epoch":
                 return
             else:
@@ -271,7 +275,14 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
         epochs = 0
         while True:
             for value in pipeline.get_iterator():
-                outq.put(("item", value))
+                try:
+                    blob = _dumps(value)
+                except Exception as e:
+                    raise TypeError(
+                        "the region's last stage returned a value that does not pickle, so it cannot reach "
+                        f"the main process ({type(e).__name__}: {e})"
+                    ) from e
+                outq.put(("item", blob))
             if inbox.closed:
                 break
             # Every value of the epoch has been sent: so are its counts.
@@ -407,7 +418,7 @@ class RegionPool:
     def _message(self, msg) -> None:
         kind = msg[0]
         if kind == "item":
-            self._pending.append(msg[1])
+            self._pending.append(pickle.loads(msg[1]))
         elif kind == "epoch_done":
             self._epoch_done += 1
         elif kind == "stats":
@@ -492,11 +503,22 @@ class RegionPool:
 
     def put(self, item) -> list:
         self._check_open()
+        # Pickled here, so that an item that does not pickle is an error
+        # (which ends the pipeline, as every failure of a region does); the
+        # queue would pickle it in its feeder thread, print the error and
+        # drop it.
+        try:
+            blob = _dumps(item)
+        except Exception as e:
+            raise TypeError(
+                f"{self.name}: an item does not pickle, so it cannot reach the region's workers "
+                f"({type(e).__name__}: {e})"
+            ) from e
         # While every worker's queue is full, items gather in the outbox and
         # go as one message when a queue has room: fewer messages (and
         # wake-ups) per item exactly when the workers are the bottleneck. A
         # full outbox waits for room.
-        self._outbox.append(item)
+        self._outbox.append(blob)
         if not self._try_send_outbox() and len(self._outbox) >= _OUTBOX:
             self._flush_outbox()
         self._drain()
