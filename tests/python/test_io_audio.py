@@ -55,6 +55,19 @@ def test_window_and_resampling(tmp_path, ffmpeg):
         fio.load_audio(path, timestamp=(1.0, 0.5))
 
 
+def test_a_window_to_infinity_or_past_the_end(tmp_path, ffmpeg):
+    # An infinite end ("to the end") or a start past every sample: the
+    # sample counts were float-to-int casts of infinity (undefined, in
+    # practice a negative count and a "dimensions must be >= 0" error).
+    path = tmp_path / "a.flac"
+    ffmpeg.sine(path, 2, 16000, 2, ["-c:a", "flac"])
+    whole = np.asarray(fio.load_audio(path))
+    np.testing.assert_array_equal(np.asarray(fio.load_audio(path, timestamp=(0, float("inf")))), whole)
+    np.testing.assert_array_equal(np.asarray(fio.load_audio(path, timestamp=(0.5, float("inf")))), whole[:, 8000:])
+    assert np.asarray(fio.load_audio(path, timestamp=(1e300, float("inf")))).shape == (2, 0)
+    assert np.asarray(fio.load_audio(path, timestamp=(1e300, 1e301))).shape == (2, 0)
+
+
 def test_bad_input_raises_decode_error_naming_it(tmp_path, ffmpeg):
     with pytest.raises(feedline.DecodeError, match="empty"):
         fio.load_audio(b"")

@@ -173,6 +173,26 @@ def test_load_video_with_a_filter_equals_the_cli_running_it(media, kwargs, shape
         assert (got[:, :8] == 0).all() and (got[:, -8:] == 0).all() and got[:, 8:-8].max() > 0
 
 
+def test_frames_that_change_size_get_a_new_graph_as_in_the_cli(tmp_path, ffmpeg):
+    # Two raw H.264 streams of different sizes, one after the other: the
+    # decoder's frames shrink from 640x480 to 160x120 mid-stream. crop is
+    # configured for one input size; fed the smaller frames, the graph made
+    # for the first ones read past them (garbage out, or a crash).
+    parts = []
+    for size in ("640x480", "160x120"):
+        part = tmp_path / f"{size}.h264"
+        ffmpeg("-f", "lavfi", "-i", f"testsrc=size={size}:rate=25", "-frames:v", 10, "-c:v", "libx264", part)
+        parts.append(part.read_bytes())
+    path = tmp_path / "shrinking.h264"
+    path.write_bytes(b"".join(parts))
+    desc = "crop=w=100:h=100:x=500:y=350,format=rgb24"
+    got = arr(fio.load_video(path, filter_desc=desc))
+    assert got.shape == (20, 100, 100, 3)
+    np.testing.assert_array_equal(got, ffmpeg.video(path, (100, 100, 3), vf=desc))
+    with pytest.raises(feedline.DecodeError, match="160x120.*does not take the new ones"):
+        fio.load_video(path, filter_desc="crop=w=200:h=200:x=0:y=0,format=rgb24")
+
+
 def test_window_and_filter_together(media, ffmpeg):
     desc = fio.get_video_filter_desc(scale_width=64, scale_height=48)
     got = arr(fio.load_video(media / "h264_444.mp4", timestamp=(0.5, 1.3), filter_desc=desc))

@@ -149,6 +149,34 @@ def test_lossy_video_is_within_40_db_and_ffprobe_agrees(tmp_path, ffmpeg, name, 
     assert fio.load_video(path).shape == (len(frames), H, W, 3)
 
 
+def test_decoded_frames_follow_the_encoders_gop_not_the_sources(media, tmp_path):
+    # Decoded frames carry their type (I, P, B); libx264 honours a given
+    # type, so the source's key frames (every 25th) came out as key frames
+    # too, and the GOP of 10 was cut short at 25.
+    source = fio.Demuxer(media / "h264_420.mp4").video_codec
+    frames = fio.decode_packets(fio.demux_video(media / "h264_420.mp4"), filter_desc=None)
+    muxer = fio.Muxer(None, format="mp4")
+    cfg = fio.video_encode_config(
+        height=source.height, width=source.width, frame_rate=25, pix_fmt="yuv420p", gop_size=10, max_b_frames=0
+    )
+    enc = muxer.add_encode_stream(cfg, encoder="libx264")
+    with muxer.open():
+        muxer.write(0, enc.encode(frames))
+        rest = enc.flush()
+        if rest is not None:
+            muxer.write(0, rest)
+    path = tmp_path / "gop10.mp4"
+    path.write_bytes(muxer.getvalue())
+    flags = subprocess.run(
+        ["ffprobe", "-v", "error", "-select_streams", "v", "-show_entries", "packet=flags", "-of", "csv=p=0", path],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert len(flags) == 50
+    assert [i for i, f in enumerate(flags) if f.startswith("K")] == [0, 10, 20, 30, 40]
+
+
 def test_rgb_frames_are_converted_for_a_yuv_encoder(tmp_path, ffmpeg):
     # The default encoder of .mp4 is libx264 and takes yuv420p; the frames
     # are rgb24. The loss is 4:2:0 chroma's, as for the CLI's conversion.

@@ -396,10 +396,14 @@ class Decoder {
 
   // Decodes `packets` (consumed). Video frames outside the packets' window
   // are dropped. Stops once `max_frames` (> 0; nullopt: no limit) frames are
-  // out. Throws: InvalidArgument for max_frames <= 0.
+  // out: the decoder is then done, like after flush().
+  // Throws: InvalidArgument for max_frames <= 0, and once the decoder is
+  // done (flushed, or stopped by max_frames): what it would decode would be
+  // lost.
   std::unique_ptr<Frames> decode(
       Packets&& packets, std::optional<int64_t> max_frames = std::nullopt);
-  // Drains the decoder and the filter at the end of the stream.
+  // Drains the decoder and the filter at the end of the stream; the
+  // decoder is then done (a second flush() returns no frames).
   std::unique_ptr<Frames> flush();
   Media media() const;
 

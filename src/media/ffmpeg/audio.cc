@@ -221,9 +221,13 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
     if (rc == AVERROR_EOF) break;
     if (rc < 0) fail(name, "reading packets failed", rc);
     if (packet->stream_index == stream) {
-      rc = avcodec_send_packet(ctx.get(), packet.get());
+      // EAGAIN: the decoder holds frames; take them, then send it again.
+      while ((rc = avcodec_send_packet(ctx.get(), packet.get())) ==
+             AVERROR(EAGAIN)) {
+        drain();
+      }
       av_packet_unref(packet.get());
-      if (rc < 0 && rc != AVERROR(EAGAIN)) fail(name, "decoding failed", rc);
+      if (rc < 0) fail(name, "decoding failed", rc);
       drain();
     } else {
       av_packet_unref(packet.get());
@@ -235,13 +239,15 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   converter.convert(nullptr, &collected);
 
   const auto total = static_cast<int64_t>(collected.samples());
-  const auto first = std::min<int64_t>(
-      total, static_cast<int64_t>(std::floor(options.start * out_rate)));
+  // Clamped as doubles: a start or duration may be past any count of
+  // samples, or infinite ("to the end"), which no int64_t holds.
+  auto samples_in = [&](double seconds) {
+    const double n = std::floor(seconds * out_rate);
+    return n >= static_cast<double>(total) ? total : static_cast<int64_t>(n);
+  };
+  const int64_t first = samples_in(options.start);
   int64_t count = total - first;
-  if (options.duration) {
-    count = std::min<int64_t>(
-        count, static_cast<int64_t>(std::floor(*options.duration * out_rate)));
-  }
+  if (options.duration) count = std::min(count, samples_in(*options.duration));
   const int channels = out_layout.nb_channels;
   Buffer out = Buffer::allocate(DType::kFloat32, {channels, count});
   for (int c = 0; c < channels && count > 0; ++c) {

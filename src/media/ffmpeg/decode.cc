@@ -226,6 +226,12 @@ class Decoder::Impl {
         session_(codec, filter, config, name_) {}
 
   std::unique_ptr<Frames> decode(Packets&& packets, int64_t max_frames) {
+    if (flushed_ || session_.stopped()) {
+      throw InvalidArgument(name_ + ": the Decoder is done (" +
+                            (flushed_ ? "flushed at the end of its stream"
+                                      : "stopped after max_frames frames") +
+                            "); make a new one to decode more packets");
+    }
     std::unique_ptr<Packets> owned = packets.take();
     if (media_ != Media::kAudio) session_.set_window(owned->window());
     Collector c{make_frames(media_, from_av(session_.context()->pkt_timebase)),
@@ -240,7 +246,8 @@ class Decoder::Impl {
   std::unique_ptr<Frames> flush() {
     Collector c{make_frames(media_, from_av(session_.context()->pkt_timebase)),
                 -1};
-    session_.flush(c.sink());
+    if (!flushed_) session_.flush(c.sink());
+    flushed_ = true;
     return std::move(c.frames);
   }
 
@@ -253,6 +260,7 @@ class Decoder::Impl {
   Media media_;
   std::string name_;
   DecodeSession session_;
+  bool flushed_ = false;
 };
 
 Decoder::Decoder(const Codec& codec,

@@ -371,6 +371,10 @@ FramePtr Encoder::Impl::video_frame(const AVFrame* f) {
   FramePtr out = new_frame();
   if (f->format == ctx_->pix_fmt) {
     if (av_frame_ref(out.get(), f) < 0) throw std::bad_alloc();
+    // A decoded frame keeps its type (I, P, B): encoders that honour it
+    // (libx264, libvpx) would follow the source's GOP, not gop_size. The
+    // CLI clears it too.
+    out->pict_type = AV_PICTURE_TYPE_NONE;
   } else {
     sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height,
                                     static_cast<AVPixelFormat>(f->format),

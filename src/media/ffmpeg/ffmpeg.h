@@ -29,6 +29,7 @@ extern "C" {
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -333,9 +334,16 @@ class Chain {
  public:
   Chain(std::string middle, bool audio, AVRational in_time_base,
         std::string_view name);
-  // Pushes `frame` (a new reference is taken); null signals the end.
+  // Pushes `frame` (a new reference is taken); null signals the end. The
+  // graph is set up for the first frame. A video frame of another size,
+  // pixel format or aspect ends that graph and starts a new one for it, as
+  // the ffmpeg CLI does (filters such as crop are configured for one input
+  // size and would read past a smaller frame); an audio frame of another
+  // rate, format or layout is a DecodeError.
+  // Throws: DecodeError when the new frames do not fit the filter.
   void push(const AVFrame* frame);
-  // 0 with a frame in `out`, AVERROR(EAGAIN) or AVERROR_EOF.
+  // 0 with a frame in `out`, AVERROR(EAGAIN) or AVERROR_EOF. The frames of
+  // an ended graph come first.
   int pull(AVFrame* out);
   // The output time base (the input's until the first frame).
   AVRational time_base() const;
@@ -346,10 +354,19 @@ class Chain {
   bool audio_;
   AVRational in_tb_;
   std::string name_;
+  // Sets up the graph for `frame`.
+  void start(const AVFrame* frame);
+
   std::string source_;  // the buffer source's arguments, from the first frame
   ParsedGraph graph_;
   AVFilterContext* src_ = nullptr;
   AVFilterContext* sink_ = nullptr;
+  // Graphs ended by a change of video frames, with frames still to pull.
+  struct Ended {
+    ParsedGraph graph;
+    AVFilterContext* sink;
+  };
+  std::deque<Ended> ended_;
 };
 
 }  // namespace feedline::media::ffmpeg

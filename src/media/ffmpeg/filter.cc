@@ -97,33 +97,57 @@ Chain::Chain(std::string middle, bool audio, AVRational in_time_base,
       in_tb_(in_time_base),
       name_(name) {}
 
+void Chain::start(const AVFrame* frame) {
+  source_ = frame_source_desc(frame, in_tb_, audio_);
+  const std::string desc =
+      source_ + "," + middle_ + "," + (audio_ ? "abuffersink" : "buffersink");
+  graph_ = parse_graph(desc);
+  if (graph_.inputs.size() != 1 || graph_.outputs.size() != 1) {
+    throw InvalidArgument(name_ + ": the filter '" + middle_ +
+                          "' must be one chain without sources or sinks");
+  }
+  src_ = graph_.inputs.begin()->second;
+  sink_ = graph_.outputs.begin()->second;
+}
+
 void Chain::push(const AVFrame* frame) {
-  if (audio_ && frame != nullptr && started()) {
-    // An audio graph is configured for one input: FFmpeg's abuffer refuses
-    // a frame of another rate, format or layout (MP3 and ADTS streams may
-    // switch) with a bare "Invalid argument". (Video frames may change
-    // size; the scale filter follows.)
+  if (frame != nullptr && started()) {
     std::string source = frame_source_desc(frame, in_tb_, audio_);
-    if (source != source_) {
+    if (source != source_ && audio_) {
+      // FFmpeg's abuffer refuses a frame of another rate, format or layout
+      // (MP3 and ADTS streams may switch) with a bare "Invalid argument".
       throw DecodeError(name_ + ": the audio frames change mid-stream from '" +
                         source_ + "' to '" + source + "'; the filter '" +
                         middle_ +
                         "' is set up for the first (load_audio resamples "
                         "such a stream to one layout and rate)");
     }
+    if (source != source_) {
+      // FFmpeg's buffer source passes such a frame on to filters configured
+      // for the old size: crop would read past a smaller frame. The graph
+      // so far ends (its last frames are pulled first) and a new one takes
+      // the new frames.
+      const int rc = av_buffersrc_add_frame_flags(src_, nullptr, 0);
+      if (rc < 0 && rc != AVERROR_EOF) {
+        fail(name_, "the filter '" + middle_ + "' failed to finish", rc);
+      }
+      ended_.push_back({std::move(graph_), sink_});
+      graph_ = {};
+      src_ = sink_ = nullptr;
+      const std::string before = source_;
+      try {
+        start(frame);
+      } catch (const InvalidArgument& e) {
+        throw DecodeError(
+            name_ + ": the video frames change mid-stream from '" + before +
+            "' to '" + source + "', and the filter '" + middle_ +
+            "' does not take the new ones: " + e.what());
+      }
+    }
   }
   if (!started()) {
     if (frame == nullptr) return;
-    source_ = frame_source_desc(frame, in_tb_, audio_);
-    const std::string desc =
-        source_ + "," + middle_ + "," + (audio_ ? "abuffersink" : "buffersink");
-    graph_ = parse_graph(desc);
-    if (graph_.inputs.size() != 1 || graph_.outputs.size() != 1) {
-      throw InvalidArgument(name_ + ": the filter '" + middle_ +
-                            "' must be one chain without sources or sinks");
-    }
-    src_ = graph_.inputs.begin()->second;
-    sink_ = graph_.outputs.begin()->second;
+    start(frame);
   }
   const int rc = av_buffersrc_add_frame_flags(src_, const_cast<AVFrame*>(frame),
                                               AV_BUFFERSRC_FLAG_KEEP_REF);
@@ -133,6 +157,14 @@ void Chain::push(const AVFrame* frame) {
 }
 
 int Chain::pull(AVFrame* out) {
+  while (!ended_.empty()) {
+    const int rc = av_buffersink_get_frame(ended_.front().sink, out);
+    if (rc == 0) return 0;
+    if (rc != AVERROR(EAGAIN) && rc != AVERROR_EOF) {
+      fail(name_, "the filter '" + middle_ + "' failed", rc);
+    }
+    ended_.pop_front();  // finished: it was sent the end
+  }
   if (!started()) return AVERROR(EAGAIN);
   const int rc = av_buffersink_get_frame(sink_, out);
   if (rc < 0 && rc != AVERROR(EAGAIN) && rc != AVERROR_EOF) {

@@ -2,8 +2,10 @@
 //
 // The Muxer, encode_video and encode_audio (feedline/media/encode.h).
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,9 @@ struct Muxer::State {
   std::vector<std::unique_ptr<Encoder>> encoders;
   bool opened = false;
   bool closed = false;
+  // The thread inside a call: one AVFormatContext must not be written from
+  // two threads at once (the bindings release the GIL).
+  std::atomic<std::thread::id> busy{};
   // In memory: the file so far, the write position, and the AVIO on it.
   bool in_memory = false;
   std::vector<uint8_t> bytes;
@@ -112,6 +117,7 @@ std::unique_ptr<Muxer> Muxer::in_memory(const std::string& format) {
 }
 
 Buffer Muxer::take_bytes() {
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   if (!state_->in_memory)
     throw InvalidArgument(dst_ + ": not a Muxer in memory");
   if (!state_->closed)
@@ -147,6 +153,7 @@ Encoder& Muxer::add_stream(Media media, const std::string& encoder,
                            const std::function<AVCodecContext*(
                                const AVCodec* codec, bool global_header,
                                const std::string& label)>& context) {
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   check_adding(*this, state_->opened, state_->closed);
   AVFormatContext* fmt = state_->fmt;
   const AVMediaType type =
@@ -202,6 +209,7 @@ Encoder& Muxer::add_encode_stream(
 }
 
 int Muxer::add_remux_stream(const Codec& codec) {
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   check_adding(*this, state_->opened, state_->closed);
   AVStream* st = avformat_new_stream(state_->fmt, nullptr);
   if (st == nullptr) throw std::bad_alloc();
@@ -215,7 +223,9 @@ int Muxer::add_remux_stream(const Codec& codec) {
 }
 
 void Muxer::open(const std::map<std::string, std::string>& options) {
-  if (state_->opened || state_->closed)
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
+  if (state_->closed) throw InvalidArgument(dst_ + ": the Muxer is closed");
+  if (state_->opened)
     throw InvalidArgument(dst_ + ": the Muxer was opened already");
   AVFormatContext* fmt = state_->fmt;
   if (fmt->nb_streams == 0)
@@ -243,7 +253,12 @@ void Muxer::open(const std::map<std::string, std::string>& options) {
   clear_ffmpeg_error();
   const int rc = avformat_write_header(fmt, o.get());
   if (rc < 0) {
+    // FFmpeg does not take a second avformat_write_header() on a context
+    // whose first one failed: the Muxer is done (and its file closed).
     const std::string detail = ffmpeg_error();
+    state_->closed = true;
+    if (!state_->in_memory && (fmt->oformat->flags & AVFMT_NOFILE) == 0)
+      avio_closep(&fmt->pb);
     throw InvalidArgument(
         dst_ + ": cannot write the " + format() +
         " header: " + (detail.empty() ? av_error_text(rc) : detail));
@@ -253,6 +268,7 @@ void Muxer::open(const std::map<std::string, std::string>& options) {
 }
 
 void Muxer::write(int index, const Packets& packets) {
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   if (!state_->opened || state_->closed) {
     throw InvalidArgument(dst_ + (state_->closed
                                       ? ": the Muxer is closed"
@@ -287,12 +303,14 @@ void Muxer::write(int index, const Packets& packets) {
 }
 
 void Muxer::flush() {
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   if (!state_->opened || state_->closed) return;
   const int rc = av_interleaved_write_frame(state_->fmt, nullptr);
   if (rc < 0) throw IoError(dst_ + ": cannot flush: " + av_error_text(rc));
 }
 
 void Muxer::close() {
+  BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   if (state_->closed) throw InvalidArgument(dst_ + ": the Muxer is closed");
   state_->closed = true;
   if (!state_->opened) return;
@@ -347,10 +365,24 @@ Buffer encode_video(Frames&& frames, const std::string& format,
     const Rational tb = frames.time_base();
     const std::vector<int64_t> pts = frames.pts();
     int64_t step = 1;
-    if (pts.size() >= 2 && pts[1] > pts[0]) step = pts[1] - pts[0];
+    int64_t ticks = 0;  // of the time base's unit, per frame
+    // Timestamps from a deserialized string may be anything: the spacing
+    // and its product are checked.
+    const bool overflow = (pts.size() >= 2 && pts[1] > pts[0] &&
+                           __builtin_sub_overflow(pts[1], pts[0], &step)) ||
+                          __builtin_mul_overflow(int64_t{tb.num}, step, &ticks);
     int num = 0;
     int den = 0;
-    av_reduce(&num, &den, tb.den, int64_t{tb.num} * step, 1 << 30);
+    if (!overflow) av_reduce(&num, &den, tb.den, ticks, 1 << 30);
+    if (num <= 0 || den <= 0) {
+      throw InvalidArgument(
+          "encode_video: the frames' first timestamps (" +
+          std::to_string(pts[0]) +
+          (pts.size() >= 2 ? ", " + std::to_string(pts[1]) : std::string()) +
+          " in time base " + std::to_string(tb.num) + "/" +
+          std::to_string(tb.den) +
+          ") give no usable frame rate; give the config a frame_rate");
+    }
     config.frame_rate = Rational{num, den};
   }
   return encode_in_memory(std::move(frames), format, config, encoder, options,

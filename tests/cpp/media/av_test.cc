@@ -36,6 +36,8 @@ std::vector<uint8_t> read_all(const fs::path& p) {
 
 class AvTest : public ::testing::Test {
  protected:
+  static constexpr const char* kShrinkingCrop =
+      "crop=w=100:h=100:x=500:y=350,format=rgb24";
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() /
                         ("feedline_av_test_" + std::to_string(getpid())));
@@ -62,6 +64,16 @@ class AvTest : public ::testing::Test {
           "/part" + ch + ".mp3");
     }
     run("cat " + d + "/part2.mp3 " + d + "/part1.mp3 > " + d + "/joined.mp3");
+    // A raw H.264 stream whose frames shrink from 640x480 to 160x120, and
+    // the CLI's crop of it.
+    for (const char* size : {"640x480", "160x120"}) {
+      run("ffmpeg -v error -y -f lavfi -i testsrc=size=" + std::string(size) +
+          ":rate=25 -frames:v 5 -c:v libx264 " + d + "/" + size + ".h264");
+    }
+    run("cat " + d + "/640x480.h264 " + d + "/160x120.h264 > " + d +
+        "/shrinking.h264");
+    run("ffmpeg -v error -y -i " + d + "/shrinking.h264 -vf " + kShrinkingCrop +
+        " -f rawvideo -pix_fmt rgb24 " + d + "/shrinking.rgb");
     run("ffmpeg -v error -y -i " + d + "/joined.mp3 -f f32le " + d +
         "/joined.f32");
   }
@@ -288,6 +300,58 @@ TEST_F(AvTest, AudioWhoseChannelsChangeMidStreamEqualsTheCli) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST_F(AvTest, VideoWhoseFramesShrinkMidStreamGetsANewGraphAsInTheCli) {
+  // crop is configured for one input size: the graph made for the 640x480
+  // frames read past the 160x120 ones (under ASan: a heap overflow).
+  Demuxer d(file("shrinking.h264"), DemuxConfig{});
+  const Buffer got = convert_frames(std::move(
+      *decode_packets(std::move(*d.demux(Media::kVideo, std::nullopt)),
+                      std::string(kShrinkingCrop), DecodeConfig{})));
+  const std::vector<uint8_t> want = read_all(path("shrinking.rgb"));
+  ASSERT_EQ(got.shape(), (std::vector<int64_t>{10, 100, 100, 3}));
+  ASSERT_EQ(got.nbytes(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  // A filter that cannot take the new frames says so.
+  Demuxer again(file("shrinking.h264"), DemuxConfig{});
+  try {
+    decode_packets(std::move(*again.demux(Media::kVideo, std::nullopt)),
+                   std::string("crop=w=200:h=200:x=0:y=0"), DecodeConfig{});
+    FAIL() << "no DecodeError";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not take the new ones"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A streaming Decoder that is done (flushed, or stopped by max_frames)
+// refuses more packets instead of returning no frames for them.
+TEST_F(AvTest, ADecoderThatIsDoneRefusesMorePackets) {
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  const Codec codec = d.codec(Media::kVideo);
+  auto packets = d.demux(Media::kVideo, std::nullopt);
+  auto second = packets->clone();
+  auto third = packets->clone();
+  Decoder flushed(codec, std::nullopt, DecodeConfig{}, "clip.mp4");
+  int64_t n = flushed.decode(std::move(*packets))->num_frames();
+  n += flushed.flush()->num_frames();
+  EXPECT_EQ(n, 100);
+  EXPECT_EQ(flushed.flush()->num_frames(), 0);
+  try {
+    flushed.decode(std::move(*second));
+    FAIL() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("clip.mp4: the Decoder is done (flushed"),
+        std::string::npos)
+        << e.what();
+  }
+  Decoder stopped(codec, std::nullopt, DecodeConfig{}, "clip.mp4");
+  auto again = third->clone();
+  EXPECT_EQ(stopped.decode(std::move(*third), 5)->num_frames(), 5);
+  EXPECT_THROW(stopped.decode(std::move(*again)), InvalidArgument);
 }
 
 TEST_F(AvTest, FilterGraphErrorsAreTyped) {

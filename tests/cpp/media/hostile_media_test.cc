@@ -24,6 +24,7 @@
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
 #include "feedline/media/av.h"
+#include "feedline/media/encode.h"
 
 namespace feedline::media {
 namespace {
@@ -117,6 +118,10 @@ class HostileMediaTest : public ::testing::Test {
     for (int i = 0; i < 60; ++i)
       text += "line " + std::to_string(i) + " of a plain text file\n";
     write_text(*dir_ / "notes.txt", text);
+    // 5 uncompressed 640x480 frames, 4.6 MB.
+    run("ffmpeg -v error -y -f lavfi -i testsrc=size=640x480:rate=25 "
+        "-frames:v 5 -c:v rawvideo -pix_fmt rgb24 -f nut " +
+        d + "/raw.nut");
     const std::vector<uint8_t> big = bmp_header(16000, 16000);
     std::ofstream(*dir_ / "big.bmp", std::ios::binary)
         .write(reinterpret_cast<const char*>(big.data()),
@@ -279,6 +284,66 @@ TEST_F(HostileMediaTest, WholeWindowRefusesAWindowPastTheEnd) {
   EXPECT_EQ(load_video(bytes("clip.mp4"), o).shape()[0], 25);
   o.window = Window{Rational{3, 2}, std::nullopt};  // to the end: not short
   EXPECT_EQ(load_video(file("clip.mp4"), o).shape()[0], 12);
+}
+
+// FFmpeg does not take a second avformat_write_header() on a context whose
+// first failed: after a failed open() the Muxer is closed, and says so.
+TEST_F(HostileMediaTest, AMuxerWhoseHeaderFailedIsClosed) {
+  Demuxer in(file("raw.nut"), DemuxConfig{});
+  auto m = Muxer::in_memory("ipod");  // takes no raw video
+  m->add_remux_stream(in.codec(Media::kVideo));
+  EXPECT_THROW(m->open(), InvalidArgument);
+  EXPECT_TRUE(m->closed());
+  const std::string e = error_of([&] { m->open(); });
+  EXPECT_NE(e.find("the Muxer is closed"), std::string::npos) << e;
+}
+
+// Thread A blocks inside write() on a full pipe; thread B's calls throw
+// ObjectInUse instead of writing the same AVFormatContext at once. A is
+// known to be inside write() once 64 KiB came out of the pipe: open()
+// writes a header of a few hundred bytes, and write() 4.6 MB.
+TEST_F(HostileMediaTest, MuxerUsedFromTwoThreadsThrowsInsteadOfRacing) {
+  Demuxer in(file("raw.nut"), DemuxConfig{});
+  const std::unique_ptr<Packets> packets =
+      in.demux(Media::kVideo, std::nullopt);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  ASSERT_GT(fcntl(fds[1], F_SETPIPE_SZ, 4096), 0);
+  const std::string dst = "/dev/fd/" + std::to_string(fds[1]);
+  Muxer m(dst, "nut");
+  m.add_remux_stream(in.codec(Media::kVideo));
+  m.open();
+  close(fds[1]);  // the Muxer has its own descriptor of the pipe
+  std::string a_error;
+  std::thread a([&] {
+    try {
+      m.write(0, *packets);
+    } catch (const std::exception& e) {
+      a_error = e.what();
+    }
+  });
+  std::vector<uint8_t> buf(64 * 1024);
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    const ssize_t n = read(fds[0], buf.data() + got, buf.size() - got);
+    ASSERT_GT(n, 0);
+    got += static_cast<std::size_t>(n);
+  }
+  EXPECT_THROW(m.flush(), ObjectInUse);
+  EXPECT_THROW(m.close(), ObjectInUse);
+  const std::string e = error_of([&] { m.write(0, *packets); });
+  EXPECT_NE(e.find(dst + ": the Muxer is in use by another thread"),
+            std::string::npos)
+      << e;
+  std::thread drain([&] {
+    while (read(fds[0], buf.data(), buf.size()) > 0) {
+    }
+  });
+  a.join();
+  EXPECT_EQ(a_error, "");
+  m.close();  // free again; the end of the pipe for the drain
+  drain.join();
+  close(fds[0]);
 }
 
 // Thread A blocks inside demux() reading a pipe; thread B's calls throw

@@ -20,6 +20,7 @@
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
 #include "feedline/media/av.h"
+#include "feedline/media/encode.h"
 
 namespace feedline::media {
 namespace {
@@ -239,6 +240,32 @@ TEST_F(PacketsTest, FramesRoundTripAndEveryTruncationIsAFormatError) {
   const auto bytes = blob.bytes();
   for (std::size_t n = 0; n < bytes.size(); n += (n < 400 ? 1 : 1009)) {
     EXPECT_THROW(deserialize_frames(copy_of(bytes.first(n))), FormatError) << n;
+  }
+}
+
+// Frames from a string may carry any timestamps: encode_video derives the
+// frame rate from the first two, and a spacing that overflows is an error
+// naming them, not a wrapped (and undefined) one.
+TEST_F(PacketsTest, FramesWhoseTimestampsGiveNoFrameRateAreRefused) {
+  Demuxer d(file("clip.mp4"), DemuxConfig{});
+  auto video = d.demux(Media::kVideo, std::nullopt);
+  auto frames = decode_packets(std::move(*video), std::nullopt, DecodeConfig{});
+  const Buffer blob = serialize_frames(*frames);
+  // magic, version, media, time base, count; then the first frame's
+  // format, width, height, samples, rate, native flag, channels, mask, pts.
+  constexpr std::size_t kPtsAt = 4 + 4 + 1 + 8 + 8 + 5 * 4 + 1 + 4 + 8;
+  std::vector<uint8_t> bad(blob.bytes().begin(), blob.bytes().end());
+  const int64_t far_back = INT64_MIN + 1;
+  std::memcpy(bad.data() + kPtsAt, &far_back, sizeof far_back);
+  auto hostile = deserialize_frames(copy_of(bad));
+  ASSERT_EQ(hostile->pts().front(), far_back);
+  try {
+    encode_video(std::move(*hostile), "nut", VideoEncodeConfig{}, "ffv1");
+    FAIL() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("give no usable frame rate"),
+              std::string::npos)
+        << e.what();
   }
 }
 
