@@ -252,3 +252,27 @@ def test_item_rng_in_interleaved_async_preprocessors():
 
     got = sorted(DataLoader(range(40), preprocessor=pre, num_threads=4, seed=2))
     assert got == [(i, int(keyed_rng(2, 0, i).integers(1 << 30))) for i in range(40)]
+
+
+class _BadAtFive:
+    """A map-style dataset (no torch needed) whose item 5 raises."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise KeyError(f"sample {i} is missing")
+        return i
+
+
+def test_pytorch_dataloader_raises_a_failed_item_as_torch_does():
+    # The DataLoader's own default tolerates failures (logged, left out);
+    # torch's DataLoader raises, and so does its drop-in replacement.
+    from feedline import PipelineFailure
+    from feedline.dataloader import PyTorchDataLoader
+
+    with pytest.raises(PipelineFailure, match="sample 5 is missing"):
+        list(PyTorchDataLoader(_BadAtFive(), batch_size=4))
+    tolerant = PyTorchDataLoader(_BadAtFive(), batch_size=4, max_failures=-1)
+    assert [b.tolist() for b in tolerant] == [[0, 1, 2, 3], [4, 6, 7]]

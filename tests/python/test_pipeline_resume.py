@@ -200,6 +200,76 @@ def test_continuous_across_passes(order):
             assert Counter(rest1) == Counter(passes[1])
 
 
+def _embedded():
+    from feedline.source import embed_shuffle
+
+    return embed_shuffle(DistributedRandomSampler(6, rank=0, world_size=1))
+
+
+def _merged():
+    from feedline.source import MergeIterator
+
+    return MergeIterator([range(3), range(10, 13)])
+
+
+@pytest.mark.parametrize("make", [_embedded, _merged], ids=["embed_shuffle", "MergeIterator"])
+def test_wrapping_sources_resume_in_a_later_pass(make):
+    # A pass's start is recorded right after iter(source): a wrapper whose
+    # __iter__ was a generator had not begun its pass then, so pass 1's
+    # start was pass 0's end (the rest of pass 1 lost, pass 2 replaying 1).
+    def build(threads):
+        b = PipelineBuilder().add_source(make(), continuous=True, resumable=True)
+        return b.pipe(_astep, concurrency=2, output_order="input").add_sink(2).build(num_threads=threads)
+
+    with build(2).auto_stop() as p:
+        passes = [list(p), list(p), list(p)]
+    assert all(passes)
+    for k in range(len(passes[1]) + 1):
+        p = build(2)
+        with p.auto_stop():
+            assert list(p) == passes[0]
+            it = p.get_iterator(timeout=10)
+            got = [next(it) for _ in range(k)]
+            state = p.state_dict()
+        q = build(1)
+        q.load_state_dict(state)
+        with q.auto_stop():
+            rest1 = [] if state["pass"] == 2 else list(q)
+            rest2 = list(q)
+        assert got + rest1 == passes[1], (k, state)
+        assert rest2 == passes[2], (k, state)
+
+
+async def _hang_on_seven(x):
+    """Item 7 waits until the pipeline stops (its call is cancelled)."""
+    import asyncio
+
+    if x == 7:
+        await asyncio.Event().wait()
+    return x + 1
+
+
+def test_a_call_cancelled_by_stop_is_not_done():
+    # Stopping cancels the async calls in flight; they were marked done
+    # like failures, so a run resumed from the state taken after stop()
+    # skipped them.
+    def build(op):
+        b = PipelineBuilder().add_source(DistributedRandomSampler(8, rank=0, world_size=1), resumable=True)
+        return b.pipe(op, concurrency=3, output_order="completion").add_sink(2).build(num_threads=2)
+
+    p = build(_hang_on_seven)
+    it = p.get_iterator(timeout=10)
+    got = [next(it) for _ in range(7)]
+    p.stop()
+    state = p.state_dict()
+    q = build(_astep)
+    q.load_state_dict(state)
+    with q.auto_stop():
+        rest = list(q)
+    assert rest == [8], state
+    assert sorted(got + rest) == list(range(1, 9))
+
+
 # -- native ops: the position rides as a sample field ---------------------------
 
 

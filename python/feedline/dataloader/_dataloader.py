@@ -51,16 +51,6 @@ def item_rng() -> np.random.Generator:
     return _item_rng(*key)
 
 
-def _batch_len(batch: Any) -> int:
-    try:
-        return len(batch)
-    except TypeError:
-        shape = getattr(batch, "shape", None)
-        if shape:
-            return int(shape[0])
-        return 1
-
-
 class _Passes:
     """The continuous source: one pass over ``src`` per epoch, each item
     tagged by ``tag(epoch, position, item)`` (in counted mode, ``tag`` is
@@ -224,6 +214,16 @@ class DataLoader(Generic[T, U]):
         field = _carrying_field(preprocessor, aggregator, batch_size is not None) if natives else None
         self._samples = Samples(field) if field is not None else None
         self._tagged = not natives or self._samples is not None
+        # Counted mode with a generator op counts its outputs, not the
+        # source's items: no count says where the epoch is.
+        self._generator_op: str | None = next(
+            (
+                getattr(op, "name", type(op).__name__)
+                for op in (preprocessor, aggregator)
+                if isinstance(op, NativeOp) and op.kind != "map"
+            ),
+            None,
+        )
         self._run: Run | None = None  # carry mode: the running pipeline's
         self._decode: Callable[[Any], tuple[int, tuple[int, ...], Any]] = _untag
         self._epoch = 0  # the epoch the consumer reads (or reads next)
@@ -395,9 +395,12 @@ class DataLoader(Generic[T, U]):
                         tracker.mark(item_epoch, positions)
                     yield value
             else:
-                per_batch = self._batch_size is not None
+                # Every batch stands for batch_size items of the source
+                # (those an op left out of it included); its len() would
+                # be that of a tuple or dict of columns.
+                per_value = self._batch_size if self._batch_size is not None else 1
                 for value in pipeline.get_iterator(timeout=self._timeout):
-                    tracker.add_count(epoch, _batch_len(value) if per_batch else 1)
+                    tracker.add_count(epoch, per_value)
                     yield value
         except PipelineFailure:
             # The pipeline is dead; the next `for` builds a new one and
@@ -417,6 +420,12 @@ class DataLoader(Generic[T, U]):
         if self._run is not None:
             _drain_released()  # tags released by native threads mark failed items
         state = self._tracker.state(self._epoch)
+        if not self._tagged and self._generator_op is not None and state["position"]:
+            raise ValueError(
+                f"DataLoader.state_dict(): the native op {self._generator_op} gives many outputs per item, "
+                "so the count of what was delivered does not say which items of the epoch are done; take the "
+                "state between epochs (after a `for` ends), or before the epoch's first value"
+            )
         state["seed"] = self._seed
         state["version"] = _STATE_VERSION
         return state

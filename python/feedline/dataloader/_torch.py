@@ -114,6 +114,11 @@ class PyTorchDataLoader(DataLoader[Any, Any]):
       sets it.
     - ``in_order=True`` (default) delivers batches in sampler order;
       ``False`` as they complete.
+    - A ``dataset[i]`` (or ``collate_fn``) that raises ends the epoch with
+      :class:`feedline.PipelineFailure` holding the exception, as torch
+      raises it; ``max_failures=N`` (feedline's addition; -1: any number)
+      tolerates N failed calls instead, each left out of its batch and
+      logged.
     - ``worker_init_fn`` and ``IterableDataset`` are refused (ValueError);
       use :func:`feedline.dataloader.item_rng` for per-item randomness.
       ``multiprocessing_context`` and ``persistent_workers`` are ignored.
@@ -145,6 +150,7 @@ class PyTorchDataLoader(DataLoader[Any, Any]):
         in_order: bool = True,
         num_threads: int | None = None,
         seed: int | None = None,
+        max_failures: int = 0,
     ) -> None:
         del multiprocessing_context, persistent_workers  # threads: nothing to spawn or keep
         torch = _torch()
@@ -222,6 +228,7 @@ class PyTorchDataLoader(DataLoader[Any, Any]):
             timeout=timeout if timeout > 0 else None,
             output_order="input" if in_order else "completion",
             seed=self.seed,
+            max_failures=max_failures,
         )
 
 

@@ -12,6 +12,7 @@ one more field of the sample (see :mod:`._carry`). The same machinery serves
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -82,6 +83,8 @@ def tag_op(
             try:
                 with around(epoch, positions):
                     out = await fn(item)
+            except asyncio.CancelledError:
+                raise  # stopped, not done: a resumed run gives the item again
             except BaseException:
                 tracker.mark(epoch, positions)
                 raise

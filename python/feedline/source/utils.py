@@ -79,14 +79,20 @@ class _EmbedShuffle(Generic[T]):
             self._shuffled_with = epoch - 1
 
     def __iter__(self) -> Iterator[T]:
+        # Not a generator: the pass begins here, so that a state_dict()
+        # taken right after iter() (as a resumable pipeline records the
+        # start of each pass) describes this pass, not the last one.
         self._current = self._epoch
         if not self._shuffle_last:
             # A resumed pass shuffles with the seed it was saved with, which
             # keeps the source's loaded position (see the samplers).
             self._shuffle(self._epoch)
             self._epoch += 1
+        return self._items(iter(self._src))
+
+    def _items(self, it: Iterator[T]) -> Iterator[T]:
         try:
-            yield from self._src
+            yield from it
         finally:
             if self._shuffle_last:
                 self._shuffle(self._epoch)
@@ -256,8 +262,14 @@ class MergeIterator(Generic[T]):
         self._skip = 0
 
     def __iter__(self) -> Iterator[T]:
+        # Not a generator: the pass begins here, so that a state_dict()
+        # taken right after iter() (as a resumable pipeline records the
+        # start of each pass) describes this pass, not the last one.
         skip, self._skip = self._skip, 0
-        self._emitted = 0
+        self._emitted = skip
+        return self._items(skip)
+
+    def _items(self, skip: int) -> Iterator[T]:
         for n, item in enumerate(self._picks()):
             if n < skip:
                 continue
