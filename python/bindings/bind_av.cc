@@ -14,6 +14,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -48,12 +50,16 @@ using ops::FramesItem;
 using ops::PacketsItem;
 
 // f(obj, args...) with the GIL released, for a function f that consumes
-// `obj` (a Packets or Frames).
+// `obj` (a Packets or Frames). The other arguments are copied first: a
+// config object held by Python could be changed by another thread while
+// f reads it.
 template <typename T, typename... Args, typename F>
 auto consuming(F f) {
   return [f](T& obj, Args... args) {
+    std::tuple<std::decay_t<Args>...> held(args...);
     nb::gil_scoped_release release;
-    return f(std::move(obj), args...);
+    return std::apply([&](const auto&... a) { return f(std::move(obj), a...); },
+                      held);
   };
 }
 
@@ -350,8 +356,8 @@ void bind_av(nb::module_& m) {
   nb::class_<media::Demuxer>(m, "Demuxer")
       .def(
           "__init__",
-          [](media::Demuxer* self, nb::handle src,
-             const media::DemuxConfig& config, const std::string& name) {
+          [](media::Demuxer* self, nb::handle src, media::DemuxConfig config,
+             const std::string& name) {
             media::Source source = source_from(src);
             nb::gil_scoped_release release;
             new (self) media::Demuxer(std::move(source), config, name);
@@ -425,6 +431,11 @@ void bind_av(nb::module_& m) {
   m.def(
       "convert_frames",
       [](const std::vector<Frames*>& frames) {
+        for (std::size_t i = 0; i < frames.size(); ++i) {
+          if (frames[i] == nullptr)
+            throw InvalidArgument("convert_frames: item " + std::to_string(i) +
+                                  " of the list is None, not Frames");
+        }
         nb::gil_scoped_release release;
         return media::convert_frames(frames);
       },

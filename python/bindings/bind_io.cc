@@ -9,10 +9,12 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -123,19 +125,49 @@ nb::dict array_interface(const Buffer& b) {
   return d;
 }
 
+// A C-contiguous copy of `b`, whatever its strides.
+Buffer copy_of(const Buffer& b) {
+  Buffer out = Buffer::allocate(b.dtype(), b.shape());
+  if (b.nbytes() == 0) return out;
+  if (b.contiguous()) {
+    std::memcpy(out.data(), b.data(), b.nbytes());
+    return out;
+  }
+  const std::size_t item = dtype_size(b.dtype());
+  const auto* src = b.data_as<const uint8_t>();
+  auto* dst = out.data_as<uint8_t>();
+  std::vector<int64_t> index(b.shape().size(), 0);
+  for (int64_t k = 0; k < b.numel(); ++k) {
+    int64_t at = 0;
+    for (std::size_t i = 0; i < index.size(); ++i)
+      at += index[i] * b.strides()[i];
+    std::memcpy(dst + static_cast<std::size_t>(k) * item, src + at, item);
+    for (std::size_t i = index.size(); i-- > 0;) {
+      if (++index[i] < b.shape()[i]) break;
+      index[i] = 0;
+    }
+  }
+  return out;
+}
+
 // A DLPack capsule ("dltensor") viewing the Buffer and keeping it alive.
+// DLPack's capsule (the one torch takes) cannot say read-only: a read-only
+// Buffer (a view of bytes, of a read-only file mapping) goes as a copy,
+// which the consumer may write without changing (or faulting on) the
+// memory it came from.
 nb::object dlpack_capsule(const Buffer& b) {
-  auto* keep = new Buffer(b);
+  auto* keep = new Buffer(b.writable() ? b : copy_of(b));
   nb::capsule owner(keep,
                     [](void* p) noexcept { delete static_cast<Buffer*>(p); });
-  std::vector<size_t> shape(b.shape().begin(), b.shape().end());
+  const Buffer& e = *keep;
+  std::vector<size_t> shape(e.shape().begin(), e.shape().end());
   std::vector<int64_t> strides;
-  for (int64_t s : b.strides())
-    strides.push_back(s / static_cast<int64_t>(dtype_size(b.dtype())));
+  for (int64_t s : e.strides())
+    strides.push_back(s / static_cast<int64_t>(dtype_size(e.dtype())));
   nb::ndarray<> arr(
-      b.data(), shape.size(), shape.data(), owner, strides.data(),
-      nb::dlpack::dtype{dlpack_type_code(b.dtype()),
-                        static_cast<uint8_t>(dtype_size(b.dtype()) * 8), 1},
+      e.data(), shape.size(), shape.data(), owner, strides.data(),
+      nb::dlpack::dtype{dlpack_type_code(e.dtype()),
+                        static_cast<uint8_t>(dtype_size(e.dtype()) * 8), 1},
       nb::device::cpu::value);
   return nb::cast(arr, nb::rv_policy::reference);
 }
@@ -164,12 +196,19 @@ template <typename... Args, typename F>
 auto on_bytes(F f) {
   return [f](nb::handle data, Args... args) {
     Buffer bytes = bytes_from_python(data);
+    // Copies: an options object held by Python could be changed by another
+    // thread while f reads it.
+    std::tuple<std::decay_t<Args>...> held(args...);
     nb::gil_scoped_release release;
-    if constexpr (std::is_invocable_v<F, const Buffer&, Args...>) {
-      return f(bytes, args...);
-    } else {
-      return f(bytes.bytes(), args...);
-    }
+    return std::apply(
+        [&](const auto&... a) {
+          if constexpr (std::is_invocable_v<F, const Buffer&, Args...>) {
+            return f(bytes, a...);
+          } else {
+            return f(bytes.bytes(), a...);
+          }
+        },
+        held);
   };
 }
 
@@ -189,9 +228,10 @@ std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
     }
   }
   std::pair<Buffer, std::vector<ImageFailure>> out;
+  const ImageOptions held = options;  // Python may change `options` meanwhile
   nb::gil_scoped_release release;
   out.first =
-      ops::load_image_batch(std::move(sources), options, &out.second, indices);
+      ops::load_image_batch(std::move(sources), held, &out.second, indices);
   return out;
 }
 
@@ -317,14 +357,15 @@ void bind_io(nb::module_& parent) {
          const ImageOptions& options, const std::string& name,
          std::optional<uint64_t> index) {
         Buffer bytes = bytes_from_python(data);
-        int64_t n = 1;
-        for (int64_t d : shape) n *= d;
-        if (n != static_cast<int64_t>(bytes.nbytes()) || !bytes.contiguous())
+        Buffer pixels;
+        try {
+          pixels = bytes.view_as(DType::kUint8, shape);
+        } catch (const InvalidArgument&) {
           throw InvalidArgument(name + ": pixels do not match their shape");
-        Buffer pixels =
-            Buffer::view(bytes.owner(), bytes.data(), DType::kUint8, shape);
+        }
+        const ImageOptions held = options;
         nb::gil_scoped_release release;
-        return media::transform_image(pixels, options, name, index);
+        return media::transform_image(pixels, held, name, index);
       },
       nb::arg("data"), nb::arg("shape"), nb::arg("options"), nb::arg("name"),
       nb::arg("index").none());

@@ -59,8 +59,11 @@ class PipelineSpecBuilder {
 
   void set_merge(const std::vector<PipelineSpecBuilder*>& inputs,
                  const std::string& name) {
-    for (PipelineSpecBuilder* input : inputs)
+    for (PipelineSpecBuilder* input : inputs) {
+      if (input == nullptr)
+        throw InvalidArgument("set_merge: an input is None, not a spec");
       spec_.merge_inputs.push_back(input->spec_);
+    }
     spec_.merge_name = name;
   }
 

@@ -117,10 +117,16 @@ uint8_t dlpack_type_code(DType dtype) {
 }
 
 Buffer Buffer::view_as(DType dtype, std::vector<int64_t> shape) const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  if (!contiguous() ||
-      static_cast<std::size_t>(n) * dtype_size(dtype) != nbytes())
+  // Checked: a wrapped product could pass for the buffer's size.
+  uint64_t n = dtype_size(dtype);
+  bool fits = true;
+  for (const int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
+      fits = false;
+      break;
+    }
+  }
+  if (!fits || !contiguous() || n != nbytes())
     throw InvalidArgument("cannot view " + to_string() + " as " +
                           dtype_name(dtype) + " of another size");
   return view(owner_, data_, dtype, std::move(shape), {}, writable_);

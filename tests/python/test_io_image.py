@@ -220,6 +220,50 @@ def test_dlpack_export(jpegs):
     assert torch.isfinite(t).all()
 
 
+def _dlpack_data(buf):
+    """The data pointer of the DLTensor in ``buf.__dlpack__()``."""
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    capsule = buf.__dlpack__()  # alive while its tensor is read
+    return ctypes.c_void_p.from_address(get(capsule, b"dltensor")).value
+
+
+def test_dlpack_exports_a_read_only_buffer_as_a_copy():
+    # DLPack's capsule cannot say read-only: torch got a writable tensor over
+    # a bytes object (changed in place) or a read-only file mapping (a
+    # segfault on the first write).
+    from feedline._feedline_ext import io as _io
+
+    data = bytes(range(8))
+    view = _io.buffer_view(data, "uint8", [8])
+    assert not view.writable
+    assert _dlpack_data(view) != view.__array_interface__["data"][0]  # a copy
+    shared = _io.buffer_view(bytearray(8), "uint8", [8])
+    assert shared.writable
+    assert _dlpack_data(shared) == shared.__array_interface__["data"][0]  # a view
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(view)
+    t[0] = 99
+    assert data == bytes(range(8)) and int(t[0]) == 99
+
+
+def test_views_whose_shape_overflows_or_is_negative_are_refused():
+    from feedline._feedline_ext import io as _io
+
+    with pytest.raises(ValueError, match="another size"):
+        _io.buffer_view(bytes(8), "float64", [2**61 + 1])  # 2^64 + 8 bytes: wrapped, 8
+    with pytest.raises(ValueError, match="another size"):
+        _io.buffer_view(bytes(8), "uint8", [-1, -8])
+
+
+def test_convert_frames_refuses_none_in_a_list():
+    with pytest.raises(ValueError, match="item 0 of the list is None"):
+        fio.convert_frames([None])
+
+
 @pytest.mark.parametrize(
     ("data", "match"),
     [

@@ -106,3 +106,62 @@ def test_default_tasks_run_with_the_pipelines_own():
     finally:
         config.set_default_background_tasks(None)
     assert config.get_default_background_tasks() is None
+
+
+class Careful(BackgroundTask):
+    """Awaits in its cleanup when cancelled."""
+
+    def __init__(self):
+        self.started = threading.Event()
+        self.cleaned = False
+
+    async def run(self):
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)  # a cleanup that takes a while on the loop
+            self.cleaned = True
+            raise
+
+
+async def _plus_one(x):
+    return x + 1
+
+
+def _loop_threads():
+    return {t for t in threading.enumerate() if t.name.startswith("feedline_asyncio")}
+
+
+def test_a_tasks_cleanup_runs_on_the_loop_before_it_closes():
+    # stop() closed the event loop before it cancelled the tasks: a task
+    # that awaited in its cleanup never finished it.
+    tasks = []
+    pipeline = (
+        PipelineBuilder()
+        .add_source(range(4))
+        .pipe(_plus_one)
+        .add_sink(1)
+        .build(num_threads=1, background_tasks=[lambda: tasks.append(Careful()) or tasks[-1]])
+    )
+    with pipeline.auto_stop():
+        assert tasks[0].started.wait(30)
+        assert list(pipeline) == [1, 2, 3, 4]
+    assert tasks[0].cleaned
+
+
+def test_tasks_without_async_stages_leave_no_loop_thread():
+    # The loop the tasks run on belonged to the pipeline only when a stage
+    # was async: without one, its thread outlived the pipeline.
+    before = _loop_threads()
+    tickers = []
+    pipeline = (
+        PipelineBuilder()
+        .add_source(range(3))
+        .add_sink(1)
+        .build(num_threads=1, background_tasks=[lambda: tickers.append(Ticker()) or tickers[-1]])
+    )
+    with pipeline.auto_stop():
+        assert tickers[0].started.wait(30)
+        assert list(pipeline) == [0, 1, 2]
+    assert _loop_threads() - before == set()

@@ -263,3 +263,77 @@ def test_stage_info_and_perf_stat_classes():
     assert q.qps == 5.0
     with pytest.raises(TypeError):
         TaskHook()  # abstract
+
+
+def _square(x):
+    return x * x
+
+
+class _Counting(TaskHook):
+    """Counts calls it wraps in this process."""
+
+    calls: list[int] = []
+
+    def __init__(self, info):
+        self.info = info
+
+    @contextlib.asynccontextmanager
+    async def stage_hook(self):
+        yield
+
+    @contextlib.asynccontextmanager
+    async def task_hook(self, input_item=None):
+        yield
+        _Counting.calls.append(input_item)
+
+
+def test_task_hooks_of_a_process_pool_stage_run_here_around_the_call():
+    # The hooks wrapped the op in a closure that was submitted to the
+    # executor: a process pool could not pickle it, and every item failed.
+    import concurrent.futures
+    import multiprocessing
+
+    _Counting.calls = []
+    ctx = multiprocessing.get_context("forkserver")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        p = (
+            PipelineBuilder()
+            .add_source(range(6))
+            .pipe(_square, executor=pool, name="square")
+            .add_sink(3)
+            .build(
+                num_threads=1, task_hook_factory=lambda info: [_Counting(info)] if info.stage_name == "square" else []
+            )
+        )
+        with p.auto_stop():
+            assert sorted(p) == [0, 1, 4, 9, 16, 25]
+    assert sorted(_Counting.calls) == list(range(6))
+
+
+def test_a_pipeline_whose_start_failed_does_not_run_without_it():
+    # A stage hook that raises fails start(); the first read used to start
+    # the engine anyway, without the hooks (or the event loop).
+    class Broken(TaskHook):
+        @contextlib.asynccontextmanager
+        async def stage_hook(self):
+            raise OSError("the metrics server is down")
+            yield
+
+        @contextlib.asynccontextmanager
+        async def task_hook(self, input_item=None):
+            yield
+
+    p = (
+        PipelineBuilder()
+        .add_source(range(3))
+        .pipe(_square)
+        .add_sink(3)
+        .build(num_threads=1, task_hook_factory=lambda info: [Broken()])
+    )
+    with pytest.raises(OSError, match="metrics server"):
+        p.start()
+    with pytest.raises(RuntimeError, match="failed to start: OSError: the metrics server is down"):
+        list(p)
+    with pytest.raises(RuntimeError, match="failed to start"):
+        p.get_item(timeout=1)
+    p.stop()

@@ -283,7 +283,8 @@ def to_numpy(buffer):
 
 
 def to_torch(buffer):
-    """A PyTorch tensor viewing ``buffer`` through DLPack (no copy)."""
+    """A PyTorch tensor viewing ``buffer`` through DLPack (no copy; a
+    read-only Buffer, such as a view of bytes, goes as a copy)."""
     import torch
 
     return torch.from_dlpack(buffer)

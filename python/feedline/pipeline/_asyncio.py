@@ -33,8 +33,8 @@ class LoopThread:
 
     def start(self) -> None:
         with self._lock:
-            if self._thread is not None:
-                return
+            if self._thread is not None or self._closing:
+                return  # running, or closed: a closed loop never starts
             ready = threading.Event()
 
             def run():
@@ -168,14 +168,44 @@ def _finish_future(completion, fut: concurrent.futures.Future) -> None:
         completion.emit(fut.result())
 
 
-def executor_submit(fn, executor):
-    """The submit function of a sync op that runs on a user's executor."""
+def executor_submit(fn, executor, around=None):
+    """The submit function of a sync op that runs on a user's executor.
+    ``around(item)``: a context manager entered here before the call is
+    submitted and exited when it completes (the stage's task hooks, which
+    run in this process: a process pool could not pickle them)."""
 
     def submit(item, completion):
-        fut = executor.submit(fn, item)
-        fut.add_done_callback(functools.partial(_finish_future, completion))
+        hooks = None
+        if around is not None:
+            hooks = around(item)
+            hooks.__enter__()
+        try:
+            fut = executor.submit(fn, item)
+        except BaseException as e:
+            if hooks is not None:
+                hooks.__exit__(type(e), e, e.__traceback__)
+            raise
+        done = functools.partial(_finish_future, completion)
+        if hooks is not None:
+            done = functools.partial(_finish_hooked, hooks, done)
+        fut.add_done_callback(done)
 
     return submit
+
+
+def _finish_hooked(hooks, done, fut) -> None:
+    exc = fut.exception() if not fut.cancelled() else concurrent.futures.CancelledError()
+    try:
+        if exc is None:
+            hooks.__exit__(None, None, None)
+        else:
+            hooks.__exit__(type(exc), exc, exc.__traceback__)
+    except BaseException as e:  # noqa: BLE001 - a hook that fails fails the call
+        failed: concurrent.futures.Future = concurrent.futures.Future()
+        failed.set_exception(e)
+        done(failed)
+        return
+    done(fut)
 
 
 def _materialize(gen_fn, item):

@@ -28,6 +28,7 @@ from ._hooks import (
     hooked_coroutine,
     hooked_generator,
     hooked_map,
+    hooks_around,
 )
 from ._pipeline import Pipeline
 from .defs import (
@@ -285,12 +286,15 @@ class _Builder:
                 gen = _variants.scoped_generator(gen, scope)
             spec.add_pipe("generator", gen, *args)
         else:
-            if task_hooks:
-                op = hooked_map(op, task_hooks)
             if cfg.executor is not None:
-                submit = _asyncio.executor_submit(op, cfg.executor)
+                # The hooks run in this process around the executor's call: a
+                # process pool could not pickle them, and their counts are here.
+                around = hooks_around(task_hooks) if task_hooks else None
+                submit = _asyncio.executor_submit(op, cfg.executor, around)
                 spec.add_pipe("async", _variants.scoped_submit(submit, scope) if scope else submit, *args)
             else:
+                if task_hooks:
+                    op = hooked_map(op, task_hooks)
                 spec.add_pipe("map", _variants.scoped_map(op, scope) if scope else op, *args)
 
 
@@ -506,7 +510,8 @@ def build_pipeline(
     return Pipeline(
         native,
         description=repr(config),
-        loop_thread=builder.loop_thread if builder.needs_loop else None,
+        # Background tasks run on the loop too: the pipeline must close it.
+        loop_thread=builder.loop_thread if builder.needs_loop or background else None,
         stage_hooks=stage_hooks,
         infos=builder.infos,
         locations=builder.locations,

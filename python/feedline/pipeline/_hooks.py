@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import os
@@ -378,6 +379,12 @@ class _SyncTaskHooks:
 
     def __exit__(self, *exc):
         return run_sync(self._stack.__aexit__(*exc))
+
+
+def hooks_around(hooks):
+    """``around(item)``: the context manager of ``hooks`` for one call
+    that another thread or process makes (see _asyncio.executor_submit)."""
+    return functools.partial(_SyncTaskHooks, hooks)
 
 
 def hooked_map(fn, hooks):

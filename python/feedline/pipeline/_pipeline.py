@@ -112,9 +112,9 @@ def _finalize(native, loop_thread, stage_hooks, pid):
         # Not waiting when the collection runs on a pipeline worker thread:
         # the stop then completes on the engine's stopper thread.
         native.stop(_CLEANUP_TIMEOUT)
+        stage_hooks.exit()  # first: background tasks' cleanup needs the loop
         if loop_thread is not None:
             loop_thread.close(_CLEANUP_TIMEOUT)
-        stage_hooks.exit()
     except Exception:
         _LG.exception("cleaning up a garbage-collected pipeline failed")
 
@@ -134,6 +134,7 @@ class Pipeline(Subscriptable):
         self._infos = infos
         self._lock = threading.Lock()
         self._started = False
+        self._start_error: BaseException | None = None
         self._stopped = False
         self._failure_seen = False
         self._failure = None  # the PipelineFailure, once stopped
@@ -160,15 +161,35 @@ class Pipeline(Subscriptable):
             if self._stopped:
                 raise RuntimeError("The pipeline was stopped; build a new one.")
             self._started = True
-        self._stage_hooks.enter()
-        if self._loop_thread is not None:
-            self._loop_thread.start()
-        self._native.start()
+        try:
+            self._stage_hooks.enter()
+            if self._loop_thread is not None:
+                self._loop_thread.start()
+            with self._lock:
+                stopped = self._stopped
+            if stopped:  # stop() came first, with nothing running yet to stop
+                self._stage_hooks.exit()
+                if self._loop_thread is not None:
+                    self._loop_thread.close()
+                return
+            self._native.start()
+        except BaseException as e:
+            # A pipeline whose start failed (a stage hook that raised) must
+            # not run without its hooks or its event loop: reading it
+            # raises this too.
+            self._start_error = e
+            with contextlib.suppress(Exception):
+                self._shutdown(None)
+            raise
 
     def _ensure_started(self) -> None:
         if not self._started:
             with contextlib.suppress(RuntimeError):  # another thread won the race
                 self.start()
+        if self._start_error is not None:
+            raise RuntimeError(
+                f"The pipeline failed to start: {type(self._start_error).__name__}: {self._start_error}"
+            ) from self._start_error
 
     def stop(self, *, timeout: float | None = None) -> None:
         """Stops the pipeline: cancels every stage, waits for calls in flight
@@ -202,9 +223,11 @@ class Pipeline(Subscriptable):
             self._failure = self._native.take_failure()
             if self._failure is not None:
                 self._locate(self._failure)
+        # The hooks end first, while the loop still runs: a background task
+        # cancelled there may await in its cleanup.
+        self._stage_hooks.exit()
         if self._loop_thread is not None:
             self._loop_thread.close(timeout)
-        self._stage_hooks.exit()
         _drain_released()
         if not done:
             raise TimeoutError(f"The pipeline did not stop within {timeout} s; it stops in the background.")
