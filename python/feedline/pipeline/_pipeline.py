@@ -165,22 +165,23 @@ class Pipeline(Subscriptable):
             self._stage_hooks.enter()
             if self._loop_thread is not None:
                 self._loop_thread.start()
-            with self._lock:
-                stopped = self._stopped
-            if stopped:  # stop() came first, with nothing running yet to stop
-                self._stage_hooks.exit()
-                if self._loop_thread is not None:
-                    self._loop_thread.close()
-                return
-            self._native.start()
         except BaseException as e:
-            # A pipeline whose start failed (a stage hook that raised) must
-            # not run without its hooks or its event loop: reading it
-            # raises this too.
+            # A pipeline whose stage hooks failed to enter must not run
+            # without them (or its event loop): reading it raises this too.
             self._start_error = e
             with contextlib.suppress(Exception):
                 self._shutdown(None)
             raise
+        with self._lock:
+            stopped = self._stopped
+        if stopped:  # stop() came first, with nothing running yet to stop
+            self._stage_hooks.exit()
+            if self._loop_thread is not None:
+                self._loop_thread.close()
+            return
+        # The engine's own start may fail (a worker thread refused) and be
+        # tried again by the first read.
+        self._native.start()
 
     def _ensure_started(self) -> None:
         if not self._started:
