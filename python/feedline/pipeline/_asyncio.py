@@ -19,6 +19,7 @@ import threading
 from .._feedline_ext import Cancelled
 
 _END = object()
+_POLL = 0.1  # seconds between checks that the loop still runs, while waiting on it
 
 
 class LoopThread:
@@ -71,8 +72,25 @@ class LoopThread:
         if self.loop is None or self._closing:
             coro.close()
             return _END
+
+        async def guarded():
+            # Checked again on the loop: a task made after begin_close()'s
+            # cancel_all() would never be cancelled.
+            if self._closing:
+                coro.close()
+                return _END
+            return await coro
+
         try:
-            return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+            fut = asyncio.run_coroutine_threadsafe(guarded(), self.loop)
+            while True:
+                try:
+                    return fut.result(timeout=_POLL)
+                except concurrent.futures.TimeoutError:
+                    # A loop closed under the call never completes it.
+                    if self._closing and (self.loop.is_closed() or not self.loop.is_running()):
+                        fut.cancel()
+                        return _END
         except (concurrent.futures.CancelledError, RuntimeError):
             if self._closing:
                 return _END
