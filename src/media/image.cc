@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,10 @@
 
 namespace feedline::media {
 namespace {
+
+// The longest side a resize may ask for (2^24 pixels): far past any image
+// worth decoding, and well inside int.
+constexpr int64_t kMaxScaledSide = int64_t{1} << 24;
 
 // Where the output comes from: the image scaled to scaled_w x scaled_h, then
 // the window at (x0, y0) of out_w x out_h.
@@ -70,13 +75,22 @@ Plan make_plan(int width, int height, const ImageOptions& o) {
   p.scaled_h = height;
   if (o.resize_shorter > 0) {
     // As torchvision's Resize(int): the longer side is truncated.
-    int64_t s = o.resize_shorter;
+    const int64_t s = o.resize_shorter;
+    const int64_t longer =
+        width <= height ? s * height / width : s * width / height;
+    if (longer > kMaxScaledSide) {
+      throw InvalidArgument(
+          "resize_shorter=" + std::to_string(s) +
+          " makes the longer side of a " + std::to_string(width) + "x" +
+          std::to_string(height) + " image " + std::to_string(longer) +
+          " pixels (at most " + std::to_string(kMaxScaledSide) + ")");
+    }
     if (width <= height) {
       p.scaled_w = o.resize_shorter;
-      p.scaled_h = static_cast<int>(std::max<int64_t>(1, s * height / width));
+      p.scaled_h = static_cast<int>(std::max<int64_t>(1, longer));
     } else {
       p.scaled_h = o.resize_shorter;
-      p.scaled_w = static_cast<int>(std::max<int64_t>(1, s * width / height));
+      p.scaled_w = static_cast<int>(std::max<int64_t>(1, longer));
     }
   } else if (o.resize_width > 0) {
     if (o.resize_mode == ResizeMode::kStretch) {
@@ -495,7 +509,8 @@ void check_image_options(const ImageOptions& o) {
           "random_resized_crop sets the output size: give no resize or crop "
           "with it");
     }
-    if (!(rrc.scale[0] > 0 && rrc.scale[0] <= rrc.scale[1])) {
+    if (!(rrc.scale[0] > 0 && rrc.scale[0] <= rrc.scale[1] &&
+          std::isfinite(rrc.scale[1]))) {
       throw InvalidArgument(
           "random_resized_crop scale must be (min, max) with 0 < min <= max, "
           "got (" +
@@ -537,7 +552,12 @@ uint64_t fresh_key() {
 }
 
 // Python's round(): half to even (the default rounding mode).
-int round_half_even(double v) { return static_cast<int>(std::nearbyint(v)); }
+// Sizes past INT_MAX (a huge scale) read as INT_MAX: larger than any image,
+// so the attempt fails, instead of an undefined conversion.
+int round_half_even(double v) {
+  const double r = std::nearbyint(v);
+  return r >= static_cast<double>(INT_MAX) ? INT_MAX : static_cast<int>(r);
+}
 
 }  // namespace
 

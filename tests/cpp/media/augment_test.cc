@@ -67,6 +67,22 @@ TEST(RandomResizedCropTest, BoxIsTorchvisionsFunctionOfTheDraws) {
   EXPECT_EQ(box.width, 329);
 }
 
+// An infinite scale is refused; a huge finite one makes sizes past int,
+// which fail their attempts (no undefined conversion) and fall back.
+TEST(RandomResizedCropTest, ScalesPastAnyImageAreRefusedOrFallBack) {
+  ImageOptions o = rrc_options(8, 8, 1);
+  o.random_resized_crop.scale = {0.08, INFINITY};
+  EXPECT_THROW(check_image_options(o), InvalidArgument);
+  RandomResizedCrop huge = o.random_resized_crop;
+  huge.scale = {1e300, 1e300};
+  huge.ratio = {1.0, 1.0};
+  Draws d{std::vector<double>(20, 0.5)};
+  const CropBox box = sample(64, 32, huge, &d);
+  EXPECT_EQ(d.used, 20u);     // ten attempts of two draws, all too large
+  EXPECT_EQ(box.height, 32);  // the centre crop of ratio 1
+  EXPECT_EQ(box.width, 32);
+}
+
 TEST(RandomResizedCropTest, TenFailedAttemptsFallBackToTheCentre) {
   // An area share over 1 never fits: 20 draws, then the centre crop of the
   // ratio range's nearest ratio, rounded half to even.

@@ -83,6 +83,17 @@ TEST(ImageTest, GeometryFollowsResizeShorterThenCenterCrop) {
   EXPECT_THROW(
       image_output_shape(100, 100, {.crop_width = 200, .crop_height = 10}),
       InvalidArgument);
+  // A longer side past int (40000 x 65500 = 2.6e9): refused, not wrapped to
+  // a negative size.
+  try {
+    image_output_shape(1, 65500, {.resize_shorter = 40000});
+    FAIL() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("longer side of a 1x65500 image "
+                                         "2620000000 pixels"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ImageTest, PadAndCropModesKeepTheAspectRatio) {
