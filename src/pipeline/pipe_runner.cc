@@ -256,6 +256,8 @@ Outcome PipeRunner::execute(Unit& u, Clock::time_point* t_end) {
           break;
         }
         u.gen->gen = static_cast<GeneratorOp&>(*op_).start(std::move(u.input));
+        if (!u.gen->gen)
+          throw Internal("generator op " + name() + " started no generator");
         [[fallthrough]];
       case Unit::kPull:
         o.called = true;  // a pull that throws is a failed call

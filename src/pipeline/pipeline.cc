@@ -3,6 +3,8 @@
 #include "feedline/pipeline/pipeline.h"
 
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,20 +14,34 @@
 namespace feedline {
 namespace {
 
-// A consumer's turn: held for one wait, counted while held.
+// A consumer's turn: taken for one wait, counted while held.
 class ConsumerTurn {
  public:
-  explicit ConsumerTurn(detail::PipelineImpl& impl)
-      : lock_(impl.consumer_mu), waiting_(impl.consumers_waiting) {
-    ++waiting_;
+  explicit ConsumerTurn(detail::PipelineImpl& impl) : impl_(impl) {}
+  ~ConsumerTurn() {
+    if (!held_) return;
+    --impl_.consumers_waiting;
+    impl_.consumer_mu.unlock();
   }
-  ~ConsumerTurn() { --waiting_; }
   ConsumerTurn(const ConsumerTurn&) = delete;
   ConsumerTurn& operator=(const ConsumerTurn&) = delete;
 
+  // Takes the turn, waiting for another consumer's to end at most until
+  // `deadline` (none: as long as it takes); false when it passed first.
+  bool take(std::optional<Pipeline::Deadline> deadline) {
+    if (deadline) {
+      held_ = impl_.consumer_mu.try_lock_until(*deadline);
+    } else {
+      impl_.consumer_mu.lock();
+      held_ = true;
+    }
+    if (held_) ++impl_.consumers_waiting;
+    return held_;
+  }
+
  private:
-  MutexLock lock_;
-  std::atomic<int>& waiting_;
+  detail::PipelineImpl& impl_;
+  bool held_ = false;
 };
 
 }  // namespace
@@ -55,6 +71,7 @@ NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline) {
   // (which a consumer of the parent may have held at the fork) is taken.
   impl_->check_not_inherited();
   ConsumerTurn turn(*impl_);
+  if (!turn.take(deadline)) return NextStatus::kTimeout;
   return impl_->wait_next(out, deadline);
 }
 
@@ -65,6 +82,15 @@ NextStatus Pipeline::wait_next(Item* out, std::optional<Deadline> deadline,
   // (which a consumer of the parent may have held at the fork) is taken.
   impl_->check_not_inherited();
   ConsumerTurn turn(*impl_);
+  for (;;) {  // another consumer's turn is waited for in slices too
+    Deadline slice = deadline_after(interval);
+    if (deadline && *deadline < slice) slice = *deadline;
+    if (turn.take(slice)) break;
+    if (interrupt()) return NextStatus::kInterrupted;
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) {
+      return NextStatus::kTimeout;
+    }
+  }
   for (;;) {
     Deadline slice = deadline_after(interval);
     if (deadline && *deadline < slice) slice = *deadline;

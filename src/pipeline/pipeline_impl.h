@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
@@ -87,9 +88,10 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // Throws Error when inherited() (the first thing start() and reads do).
   void check_not_inherited() const;
 
-  // For Pipeline: consumers take turns; `consumers_waiting` counts those
-  // whose turn it is (inside a wait); take_failure() hands the failure once.
-  Mutex consumer_mu;
+  // For Pipeline: consumers take turns (a timed mutex: a consumer waiting
+  // for its turn keeps its deadline); `consumers_waiting` counts those whose
+  // turn it is (inside a wait); take_failure() hands the failure once.
+  std::timed_mutex consumer_mu;
   std::atomic<int> consumers_waiting{0};
   std::atomic<bool> failure_taken{false};
 

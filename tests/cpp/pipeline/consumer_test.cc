@@ -105,6 +105,41 @@ TEST(ConsumerTest, NextWithAnInterruptThrowsTimeoutWhenTheTimeoutPasses) {
   EXPECT_EQ(testing::drain(p), iota(2));
 }
 
+// A consumer whose turn waits on another consumer's (blocked on a slow
+// stage) keeps its deadline and its interrupt instead of waiting for the
+// other's item.
+TEST(ConsumerTest, AConsumerWaitingForItsTurnKeepsItsDeadline) {
+  auto release = std::make_shared<Gate>();
+  auto p = PipelineBuilder()
+               .add_source(iota(2))
+               .pipe([release](int x) {
+                 release->wait();
+                 return x;
+               })
+               .add_sink()
+               .build(1);
+  std::atomic<NextStatus> first{NextStatus::kTimeout};
+  std::thread a([&] {
+    Item item;
+    first = p.untyped().wait_next(&item);
+  });
+  while (p.untyped().consumers_waiting() == 0) std::this_thread::yield();
+  Item item;
+  EXPECT_EQ(p.untyped().wait_next(
+                &item, std::chrono::steady_clock::now() + milliseconds(5)),
+            NextStatus::kTimeout);
+  EXPECT_THROW(p.untyped().next(&item, milliseconds(5)), Timeout);
+  int calls = 0;
+  EXPECT_EQ(
+      p.untyped().wait_next(
+          &item, std::nullopt, [&] { return ++calls == 2; }, milliseconds(1)),
+      NextStatus::kInterrupted);
+  EXPECT_EQ(calls, 2);
+  release->open();
+  a.join();
+  EXPECT_EQ(first.load(), NextStatus::kItem);
+}
+
 // Cheap calls defer waking the next stage; a call that then blocks must not
 // hold back the items emitted before it: a starving consumer gets them.
 TEST(ConsumerTest, ItemsBeforeABlockedCallReachAStarvingConsumer) {
@@ -192,6 +227,26 @@ TEST(ConsumerTest, TakeFailureHandsTheFailureOverOnceAfterTheStop) {
   EXPECT_EQ(taken, p.untyped().failure());
   EXPECT_EQ(p.untyped().take_failure(), nullptr);  // once only
   EXPECT_EQ(p.untyped().failure(), taken);         // failure() keeps it
+}
+
+// A generator op whose start() gives no generator is a failed call of its
+// stage (the engine dereferenced it).
+TEST(ConsumerTest, AGeneratorOpThatStartsNoGeneratorFailsTheCall) {
+  struct NoGenerator final : GeneratorOp {
+    std::unique_ptr<ItemGenerator> start(Item input) override {
+      if (input.as<int>() == 1) return nullptr;
+      return testing::RepeatOp().start(std::move(input));
+    }
+  };
+  auto p = PipelineBuilder()
+               .add_source(iota(4))
+               .pipe<int>(std::make_shared<NoGenerator>())
+               .add_sink()
+               .build(BuildOptions{.num_threads = 1, .failure_log_burst = 0});
+  std::vector<int> got = testing::drain(p);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int>{2, 2, 3, 3, 3}));
+  EXPECT_EQ(p.untyped().stats().stages[1].failures, 1);
 }
 
 TEST(ConsumerTest, TakeFailureIsNullForAPipelineThatDidNotFail) {
