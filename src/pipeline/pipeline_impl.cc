@@ -343,11 +343,23 @@ void PipelineImpl::record_stage_error(StageRunner* stage,
 }
 
 void PipelineImpl::cancel_upstream(StageRunner* stage) {
+  cancel_producers(stage);
+  std::vector<StageRunner*> sources;
+  {
+    MutexLock lock(state_mu_);
+    for (const auto& r : runners_) {
+      if (r->kind() == StageKind::kSource) sources.push_back(r.get());
+    }
+  }
+  for (StageRunner* source : sources) source->cancel();
+}
+
+void PipelineImpl::cancel_producers(StageRunner* stage) {
   for (auto& input : stage->inputs()) {
     StageRunner* producer = input->producer();
     if (producer == nullptr) continue;
     producer->cancel();
-    cancel_upstream(producer);
+    cancel_producers(producer);
   }
 }
 

@@ -110,9 +110,13 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   std::pair<uint64_t, uint64_t> global_counts() const {
     return {global_failures_.load(), global_calls_.load()};
   }
-  // Records a stage's failure (leaf lock) / cancels everything upstream of it.
+  // Records a stage's failure (leaf lock) / cancels everything upstream of
+  // a failed stage, and every source (the other inputs of a merge would go
+  // on feeding the sink, forever from continuous sources): what is in
+  // flight drains, then the consumer gets the failure.
   void record_stage_error(StageRunner* stage, std::exception_ptr error);
   void cancel_upstream(StageRunner* stage);
+  void cancel_producers(StageRunner* stage);
   void async_started();
   void async_finished();
 

@@ -114,6 +114,7 @@ class StageRunner {
 
   const std::string& name() const { return name_; }
   int index() const { return index_; }
+  StageKind kind() const { return kind_; }
 
   // Whether autotune may change this stage's concurrency (a pipe stage of a
   // stateless op that can run calls side by side).

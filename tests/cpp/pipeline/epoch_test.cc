@@ -2,6 +2,7 @@
 //
 // Continuous sources: one epoch per pass, boundaries no item crosses.
 
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -87,6 +88,37 @@ TEST(EpochTest, MergeIsAnEpochBarrierAcrossInputs) {
     EXPECT_EQ(sorted(drain(p, &last)), want) << "epoch " << epoch;
     EXPECT_EQ(last, NextStatus::kEpochEnd);
   }
+}
+
+// A stage of one input that exceeds its budget ends the whole pipeline:
+// the other input (continuous: endless) stopped feeding the merge only
+// when it ended, so the failure never reached the consumer.
+TEST(EpochTest, AFailureInOneInputOfAMergeEndsThePipeline) {
+  std::vector<TypedBuilder<int>> inputs;
+  inputs.push_back(PipelineBuilder()
+                       .add_source(iota(3), {.continuous = true})
+                       .pipe(
+                           [](int x) -> int {
+                             if (x == 1) throw InvalidArgument("bad 1");
+                             return x;
+                           },
+                           {.max_failures = FailureBudget::max_count(0)}));
+  inputs.push_back(
+      PipelineBuilder().add_source(iota(40, 100), {.continuous = true}));
+  auto p = PipelineBuilder::merge(std::move(inputs))
+               .add_sink(2)
+               .build(BuildOptions{.num_threads = 3, .failure_log_burst = 0});
+  bool failed = false;
+  for (int epoch = 0; epoch < 50 && !failed; ++epoch) {
+    try {
+      drain(p);
+    } catch (const PipelineFailure& e) {
+      failed = true;
+      EXPECT_NE(std::string(e.what()).find("bad 1"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(failed);
 }
 
 TEST(EpochTest, MixedContinuousModeIsRejectedAtBuild) {
