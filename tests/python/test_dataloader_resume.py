@@ -208,14 +208,20 @@ def test_state_is_small_and_cheap_whatever_the_dataset_size():
     dl.close()
 
 
+def _sized_files(folder, n):
+    """n files, the i-th of i + 1 bytes of value i; their paths."""
+    paths = []
+    for i in range(n):
+        p = folder / f"{i}.bin"
+        p.write_bytes(bytes([i]) * (i + 1))
+        paths.append(str(p))
+    return paths
+
+
 def test_counted_mode_with_native_ops(tmp_path):
     from feedline.io import ops
 
-    paths = []
-    for i in range(10):
-        p = tmp_path / f"{i}.bin"
-        p.write_bytes(bytes([i]) * (i + 1))
-        paths.append(str(p))
+    paths = _sized_files(tmp_path, 10)
 
     def loader():
         # field=None: the op takes bare paths only, so items carry no position.
@@ -262,11 +268,7 @@ def test_counted_mode_counts_a_batch_as_batch_size_items(tmp_path):
     # 2, not 3, so a resume gave delivered items again.
     from feedline.io import ops
 
-    paths = []
-    for i in range(10):
-        p = tmp_path / f"{i}.bin"
-        p.write_bytes(bytes([i]) * (i + 1))
-        paths.append(str(p))
+    paths = _sized_files(tmp_path, 10)
 
     def columns(batch):
         return ([len(bytes(x)) for x in batch], len(batch))

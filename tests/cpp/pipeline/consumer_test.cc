@@ -29,6 +29,18 @@ using std::chrono::milliseconds;
 using testing::Gate;
 using testing::iota;
 
+// iota(n) through a stage that waits for `release` before each item.
+auto gated(int n, std::shared_ptr<Gate> release) {
+  return PipelineBuilder()
+      .add_source(iota(n))
+      .pipe([release](int x) {
+        release->wait();
+        return x;
+      })
+      .add_sink()
+      .build(1);
+}
+
 TEST(ConsumerTest, ConsumersOnSeveralThreadsTakeTurnsAndShareTheItems) {
   constexpr int kItems = 2000;
   auto p = PipelineBuilder()
@@ -56,14 +68,7 @@ TEST(ConsumerTest, ConsumersOnSeveralThreadsTakeTurnsAndShareTheItems) {
 
 TEST(ConsumerTest, ConsumersWaitingCountsTheConsumerInsideAWait) {
   auto release = std::make_shared<Gate>();
-  auto p = PipelineBuilder()
-               .add_source(iota(1))
-               .pipe([release](int x) {
-                 release->wait();
-                 return x;
-               })
-               .add_sink()
-               .build(1);
+  auto p = gated(1, release);
   EXPECT_EQ(p.untyped().consumers_waiting(), 0);
   int inside = -1;
   // The interrupt runs inside the wait, with the consumer's turn held.
@@ -82,14 +87,7 @@ TEST(ConsumerTest, ConsumersWaitingCountsTheConsumerInsideAWait) {
 
 TEST(ConsumerTest, NextWithAnInterruptThrowsTimeoutWhenTheTimeoutPasses) {
   auto release = std::make_shared<Gate>();
-  auto p = PipelineBuilder()
-               .add_source(iota(2))
-               .pipe([release](int x) {
-                 release->wait();
-                 return x;
-               })
-               .add_sink()
-               .build(1);
+  auto p = gated(2, release);
   Item item;
   int calls = 0;
   auto decline = [&] { return ++calls < 0; };
@@ -110,14 +108,7 @@ TEST(ConsumerTest, NextWithAnInterruptThrowsTimeoutWhenTheTimeoutPasses) {
 // other's item.
 TEST(ConsumerTest, AConsumerWaitingForItsTurnKeepsItsDeadline) {
   auto release = std::make_shared<Gate>();
-  auto p = PipelineBuilder()
-               .add_source(iota(2))
-               .pipe([release](int x) {
-                 release->wait();
-                 return x;
-               })
-               .add_sink()
-               .build(1);
+  auto p = gated(2, release);
   std::atomic<NextStatus> first{NextStatus::kTimeout};
   std::thread a([&] {
     Item item;
