@@ -364,6 +364,12 @@ void PipelineImpl::cancel_producers(StageRunner* stage) {
 }
 
 void PipelineImpl::kick_all() {
+  {
+    // A consumer of a pipeline whose stop came before its start waits in
+    // the sink until the stop wakes it: no stage of it may run.
+    MutexLock lock(stop_mu_);
+    if (pool_ == nullptr) return;
+  }
   std::vector<StageRunner*> runners;
   {
     MutexLock lock(state_mu_);
