@@ -356,11 +356,14 @@ void bind_av(nb::module_& m) {
   nb::class_<media::Demuxer>(m, "Demuxer")
       .def(
           "__init__",
-          [](media::Demuxer* self, nb::handle src, media::DemuxConfig config,
-             const std::string& name) {
+          [](media::Demuxer* self, nb::handle src,
+             const media::DemuxConfig& config, const std::string& name) {
             media::Source source = source_from(src);
+            // A copy: Python may change `config` while the GIL is released.
+            const media::DemuxConfig held =  // NOLINT(performance-*)
+                config;
             nb::gil_scoped_release release;
-            new (self) media::Demuxer(std::move(source), config, name);
+            new (self) media::Demuxer(std::move(source), held, name);
           },
           nb::arg("src"), nb::arg("config"), nb::arg("name"))
       .def_prop_ro("name", &media::Demuxer::name)
