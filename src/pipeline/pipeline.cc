@@ -21,7 +21,11 @@ class ConsumerTurn {
   ~ConsumerTurn() {
     if (!held_) return;
     --impl_.consumers_waiting;
-    impl_.consumer_mu.unlock();
+    {
+      MutexLock lock(impl_.consumer_mu);
+      impl_.consumer_busy = false;
+    }
+    impl_.consumer_cv.notify_one();
   }
   ConsumerTurn(const ConsumerTurn&) = delete;
   ConsumerTurn& operator=(const ConsumerTurn&) = delete;
@@ -29,14 +33,19 @@ class ConsumerTurn {
   // Takes the turn, waiting for another consumer's to end at most until
   // `deadline` (none: as long as it takes); false when it passed first.
   bool take(std::optional<Pipeline::Deadline> deadline) {
+    MutexLock lock(impl_.consumer_mu);
+    auto free = [this]()
+                    NO_THREAD_SAFETY_ANALYSIS { return !impl_.consumer_busy; };
     if (deadline) {
-      held_ = impl_.consumer_mu.try_lock_until(*deadline);
+      if (!impl_.consumer_cv.wait_until(lock.native(), *deadline, free))
+        return false;
     } else {
-      impl_.consumer_mu.lock();
-      held_ = true;
+      impl_.consumer_cv.wait(lock.native(), free);
     }
-    if (held_) ++impl_.consumers_waiting;
-    return held_;
+    impl_.consumer_busy = true;
+    held_ = true;
+    ++impl_.consumers_waiting;
+    return true;
   }
 
  private:

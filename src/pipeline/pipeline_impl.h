@@ -26,7 +26,6 @@
 #include <condition_variable>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <thread>
@@ -88,10 +87,13 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // Throws Error when inherited() (the first thing start() and reads do).
   void check_not_inherited() const;
 
-  // For Pipeline: consumers take turns (a timed mutex: a consumer waiting
-  // for its turn keeps its deadline); `consumers_waiting` counts those whose
-  // turn it is (inside a wait); take_failure() hands the failure once.
-  std::timed_mutex consumer_mu;
+  // For Pipeline: consumers take turns (`consumer_busy` while one has it; a
+  // consumer waiting for its turn keeps its deadline); `consumers_waiting`
+  // counts those whose turn it is (inside a wait); take_failure() hands the
+  // failure once.
+  Mutex consumer_mu;
+  std::condition_variable consumer_cv;
+  bool consumer_busy GUARDED_BY(consumer_mu) = false;
   std::atomic<int> consumers_waiting{0};
   std::atomic<bool> failure_taken{false};
 
