@@ -72,22 +72,15 @@ class LoopThread:
         if self.loop is None or self._closing:
             coro.close()
             return _END
-
-        async def guarded():
-            # Checked again on the loop: a task made after begin_close()'s
-            # cancel_all() would never be cancelled.
-            if self._closing:
-                coro.close()
-                return _END
-            return await coro
-
         try:
-            fut = asyncio.run_coroutine_threadsafe(guarded(), self.loop)
+            fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
             while True:
                 try:
                     return fut.result(timeout=_POLL)
                 except concurrent.futures.TimeoutError:
-                    # A loop closed under the call never completes it.
+                    # A loop stopped under the call never completes it (a
+                    # task made just after begin_close()'s cancel-all is
+                    # never cancelled): the stop does not wait on it.
                     if self._closing and (self.loop.is_closed() or not self.loop.is_running()):
                         fut.cancel()
                         return _END
