@@ -50,16 +50,17 @@ using ops::FramesItem;
 using ops::PacketsItem;
 
 // f(obj, args...) with the GIL released, for a function f that consumes
-// `obj` (a Packets or Frames). The other arguments are copied first: a
-// config object held by Python could be changed by another thread while
-// f reads it.
+// `obj` (a Packets or Frames; see consuming_detached()). The other
+// arguments are copied first: a config object held by Python could be
+// changed by another thread while f reads it.
 template <typename T, typename... Args, typename F>
 auto consuming(F f) {
   return [f](T& obj, Args... args) {
     std::tuple<std::decay_t<Args>...> held(args...);
-    nb::gil_scoped_release release;
-    return std::apply([&](const auto&... a) { return f(std::move(obj), a...); },
-                      held);
+    return consuming_detached(obj, [&](T&& mine) {
+      return std::apply(
+          [&](const auto&... a) { return f(std::move(mine), a...); }, held);
+    });
   };
 }
 
@@ -240,10 +241,9 @@ void bind_av(nb::module_& m) {
             if (!out.is_valid()) throw nb::python_error();
             std::span<uint8_t> span(
                 reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(out.ptr())), n);
-            {
-              nb::gil_scoped_release release;
-              media::serialize_packets_into(p, span);
-            }
+            reading_detached(p, [&](const Packets& mine) {
+              media::serialize_packets_into(mine, span);
+            });
             return nb::borrow<nb::bytes>(out);
           },
           "The packets as bytes (for another process, or shared memory).")
@@ -294,8 +294,9 @@ void bind_av(nb::module_& m) {
       .def(
           "_filter",
           [](media::BitstreamFilter& f, Packets& packets, bool flush) {
-            nb::gil_scoped_release release;
-            return f.filter(std::move(packets), flush);
+            return consuming_detached(packets, [&](Packets&& mine) {
+              return f.filter(std::move(mine), flush);
+            });
           },
           nb::arg("packets"), nb::arg("flush") = false)
       .def("_flush",
@@ -332,11 +333,9 @@ void bind_av(nb::module_& m) {
       .def(
           "serialize",
           [](const Frames& f) {
-            Buffer blob;
-            {
-              nb::gil_scoped_release release;
-              blob = media::serialize_frames(f);
-            }
+            const Buffer blob = reading_detached(f, [](const Frames& mine) {
+              return media::serialize_frames(mine);
+            });
             return nb::bytes(blob.data_as<const char>(), blob.nbytes());
           },
           "The frames as bytes (for another process); planes are copied.")
@@ -390,8 +389,9 @@ void bind_av(nb::module_& m) {
           "decode",
           [](media::Decoder& d, Packets& packets,
              std::optional<int64_t> max_frames) {
-            nb::gil_scoped_release release;
-            return d.decode(std::move(packets), max_frames);
+            return consuming_detached(packets, [&](Packets&& mine) {
+              return d.decode(std::move(mine), max_frames);
+            });
           },
           nb::arg("packets"), nb::arg("max_frames").none() = nb::none())
       .def("flush", &media::Decoder::flush,
@@ -404,8 +404,9 @@ void bind_av(nb::module_& m) {
       .def(
           "add_frames",
           [](media::FilterGraph& g, Frames& frames, const std::string& key) {
-            nb::gil_scoped_release release;
-            g.add_frames(std::move(frames), key);
+            consuming_detached(frames, [&](Frames&& mine) {
+              g.add_frames(std::move(mine), key);
+            });
           },
           nb::arg("frames"), nb::arg("key") = "")
       .def("flush", &media::FilterGraph::flush,
@@ -438,9 +439,30 @@ void bind_av(nb::module_& m) {
           if (frames[i] == nullptr)
             throw InvalidArgument("convert_frames: item " + std::to_string(i) +
                                   " of the list is None, not Frames");
+          for (std::size_t j = 0; j < i; ++j) {
+            if (frames[j] == frames[i])
+              throw InvalidArgument(
+                  "convert_frames: items " + std::to_string(j) + " and " +
+                  std::to_string(i) + " of the list are one Frames object");
+          }
         }
-        nb::gil_scoped_release release;
-        return media::convert_frames(frames);
+        // Clones, as consuming_detached() explains: other threads may use
+        // the originals meanwhile; each original is consumed, under the
+        // GIL, when the batch is converted.
+        std::vector<std::unique_ptr<Frames>> copies;
+        std::vector<Frames*> mine;
+        for (Frames* f : frames) {
+          copies.push_back(f->clone());
+          mine.push_back(copies.back().get());
+        }
+        Buffer out;
+        {
+          nb::gil_scoped_release release;
+          out = media::convert_frames(mine);
+        }
+        for (Frames* f : frames) f->check();
+        for (Frames* f : frames) f->take();
+        return out;
       },
       nb::arg("frames"));
   nb::class_<media::VideoOptions>(m, "VideoOptions")

@@ -134,8 +134,9 @@ void bind_encode(nb::module_& m) {
       .def(
           "_encode",
           [](Encoder& e, media::Frames& frames) {
-            nb::gil_scoped_release release;
-            return e.encode(std::move(frames));
+            return consuming_detached(frames, [&](media::Frames&& mine) {
+              return e.encode(std::move(mine));
+            });
           },
           nb::arg("frames"))
       .def("_flush", [](Encoder& e) {
@@ -189,8 +190,9 @@ void bind_encode(nb::module_& m) {
       .def(
           "write",
           [](Muxer& m, int index, const media::Packets& packets) {
-            nb::gil_scoped_release release;
-            m.write(index, packets);
+            reading_detached(packets, [&](const media::Packets& mine) {
+              m.write(index, mine);
+            });
           },
           nb::arg("index"), nb::arg("packets"))
       .def("flush",

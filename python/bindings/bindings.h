@@ -9,8 +9,10 @@
 
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 
 #include <nanobind/nanobind.h>
@@ -46,6 +48,46 @@ std::optional<std::string> path_from(nanobind::handle obj);
 // A bytes-like Python object as a 1-D uint8 Buffer, read in place where it
 // can be (see bind_io.cc). Requires the GIL.
 Buffer bytes_from_python(nanobind::handle obj);
+
+// Packets and Frames are shared with Python: while a call works on one with
+// the GIL released, another thread may read it, consume it or extend it.
+// So such a call works on a private clone made under the GIL (the clone
+// shares every payload; nothing is copied), and a call that consumed the
+// clone consumes the original under the GIL when it returns or throws. Of
+// two calls that consume one object concurrently, the one that finishes
+// second raises ObjectConsumed and its result is dropped: the object is
+// consumed once. T: media::Packets or media::Frames.
+
+// f(clone) with the GIL released; f only reads.
+template <typename T, typename F>
+auto reading_detached(const T& obj, F&& f) {
+  std::unique_ptr<T> copy = obj.clone();
+  nanobind::gil_scoped_release release;
+  return f(static_cast<const T&>(*copy));
+}
+
+// f(std::move(clone)) with the GIL released; f may consume the clone.
+template <typename T, typename F>
+auto consuming_detached(T& obj, F&& f) {
+  std::unique_ptr<T> copy = obj.clone();
+  auto run = [&] {
+    nanobind::gil_scoped_release release;
+    return f(std::move(*copy));
+  };
+  try {
+    if constexpr (std::is_void_v<decltype(run())>) {
+      run();
+      if (copy->consumed()) obj.take();
+    } else {
+      auto result = run();
+      if (copy->consumed()) obj.take();
+      return result;
+    }
+  } catch (...) {
+    if (copy->consumed() && !obj.consumed()) obj.take();
+    throw;
+  }
+}
 
 // Adds the statistics snapshot classes (PipelineStats, StageStats, ...).
 void bind_stats(nanobind::module_& m);
