@@ -207,11 +207,18 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
   PacketPtr packet(av_packet_alloc());
   FramePtr frame(av_frame_alloc());
   if (!packet || !frame) throw std::bad_alloc();
+  // A packet or frame that fails to decode costs its samples, not the
+  // file, as in decode_packets() and the ffmpeg CLI.
+  DecodeErrors errors;
   auto drain = [&]() {
     for (;;) {
+      errors.before_call();
       int r = avcodec_receive_frame(ctx.get(), frame.get());
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return;
-      if (r < 0) fail(name, "decoding failed", r);
+      if (r < 0) {
+        errors.note("a frame failed to decode", r);
+        return;
+      }
       converter.convert(frame.get(), &collected);
       av_frame_unref(frame.get());
     }
@@ -222,21 +229,26 @@ Buffer load_audio(std::span<const uint8_t> data, const AudioOptions& options,
     if (rc < 0) fail(name, "reading packets failed", rc);
     if (packet->stream_index == stream) {
       // EAGAIN: the decoder holds frames; take them, then send it again.
+      errors.before_call();
       while ((rc = avcodec_send_packet(ctx.get(), packet.get())) ==
              AVERROR(EAGAIN)) {
         drain();
+        errors.before_call();
       }
       av_packet_unref(packet.get());
-      if (rc < 0) fail(name, "decoding failed", rc);
+      if (rc < 0) errors.note("a packet failed to decode", rc);
       drain();
     } else {
       av_packet_unref(packet.get());
     }
   }
+  errors.before_call();
   rc = avcodec_send_packet(ctx.get(), nullptr);
-  if (rc < 0 && rc != AVERROR_EOF) fail(name, "decoding failed", rc);
+  if (rc < 0 && rc != AVERROR_EOF)
+    errors.note("flushing the decoder failed", rc);
   drain();
   converter.convert(nullptr, &collected);
+  errors.report(std::string(name), collected.samples() > 0);
 
   const auto total = static_cast<int64_t>(collected.samples());
   // Clamped as doubles: a start or duration may be past any count of

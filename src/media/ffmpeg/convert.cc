@@ -636,10 +636,8 @@ Buffer load(Media media, Source source, const VideoOptions& options,
   };
   send_window(session, *packets, /*skip=*/true, sink);
   const auto& window = packets->window();
+  session.errors().report(src, writer.count() > 0);
   if (writer.count() == 0) {
-    if (session.errors() > 0) {
-      throw DecodeError(src + ": no frame decoded; " + session.first_error());
-    }
     if (window) {
       throw DecodeError(src + ": no frame in the window [" +
                         std::to_string(window->start.to_double()) + ", " +

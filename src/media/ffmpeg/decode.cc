@@ -57,17 +57,24 @@ DecodeSession::DecodeSession(const media::Codec& codec,
   }
 }
 
-void DecodeSession::note_error(const std::string& what, int code) {
-  if (errors_++ > 0) return;
-  first_error_ = what + ": " + av_error_text(code);
+void DecodeErrors::note(const std::string& what, int code) {
+  if (count_++ > 0) return;
+  first_ = what + ": " + av_error_text(code);
   const std::string detail = ffmpeg_error();
-  if (!detail.empty()) first_error_ += " (" + detail + ")";
+  if (!detail.empty()) first_ += " (" + detail + ")";
+}
+
+void DecodeErrors::report(const std::string& name, bool decoded_any) const {
+  if (count_ == 0) return;
+  if (!decoded_any) throw DecodeError(name + ": no frame decoded; " + first_);
+  log(LogLevel::kWarning, name + ": " + std::to_string(count_) +
+                              " packet(s) failed to decode; first: " + first_);
 }
 
 bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
                          const Sink& sink) {
   if (stopped_) return false;
-  if (errors_ == 0) clear_ffmpeg_error();
+  errors_.before_call();
   ctx_->skip_frame = discard_nonref ? AVDISCARD_NONREF : AVDISCARD_DEFAULT;
   for (;;) {
     const int rc = avcodec_send_packet(ctx_.get(), packet);
@@ -77,7 +84,7 @@ bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
       continue;
     }
     if (rc < 0 && rc != AVERROR_EOF)
-      note_error("a packet failed to decode", rc);
+      errors_.note("a packet failed to decode", rc);
     break;
   }
   drain(sink);
@@ -86,11 +93,11 @@ bool DecodeSession::send(const AVPacket* packet, bool discard_nonref,
 
 void DecodeSession::flush(const Sink& sink) {
   if (stopped_) return;
-  if (errors_ == 0) clear_ffmpeg_error();
+  errors_.before_call();
   ctx_->skip_frame = AVDISCARD_DEFAULT;
   const int rc = avcodec_send_packet(ctx_.get(), nullptr);
   if (rc < 0 && rc != AVERROR_EOF)
-    note_error("flushing the decoder failed", rc);
+    errors_.note("flushing the decoder failed", rc);
   drain(sink);
   if (chain_ && !stopped_) {
     chain_->push(nullptr);
@@ -106,7 +113,7 @@ void DecodeSession::drain(const Sink& sink) {
     const int rc = avcodec_receive_frame(ctx_.get(), frame_.get());
     if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
     if (rc < 0) {
-      note_error("a frame failed to decode", rc);
+      errors_.note("a frame failed to decode", rc);
       return;
     }
     if (frame_->pts == AV_NOPTS_VALUE)
@@ -206,13 +213,7 @@ struct Collector {
 
 void report_errors(const DecodeSession& s, const Frames& out,
                    const std::string& name) {
-  if (s.errors() == 0) return;
-  if (out.empty()) {
-    throw DecodeError(name + ": no frame decoded; " + s.first_error());
-  }
-  log(LogLevel::kWarning,
-      name + ": " + std::to_string(s.errors()) +
-          " packet(s) failed to decode; first: " + s.first_error());
+  s.errors().report(name, !out.empty());
 }
 
 }  // namespace
@@ -444,9 +445,9 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
       session.send(pkts[i], !wanted_here, sink);
     }
     session.flush(sink);
-    if (remaining > 0 && session.errors() > 0) {
+    if (remaining > 0 && session.errors().count() > 0) {
       throw DecodeError(name + ": frames could not be decoded; " +
-                        session.first_error());
+                        session.errors().first());
     }
   }
   for (std::size_t i = 0; i < out.size(); ++i) {

@@ -238,6 +238,28 @@ class BusyGuard {
 void clear_ffmpeg_error();
 std::string ffmpeg_error();
 
+// Decode errors inside one stream, counted, with the first one's text: a
+// packet that fails to decode costs its frames, not the clip (as in the
+// ffmpeg CLI).
+class DecodeErrors {
+ public:
+  // Before an FFmpeg call whose error may be noted: forgets earlier FFmpeg
+  // messages while none is noted yet, so the first error's detail is its own.
+  void before_call() const {
+    if (count_ == 0) clear_ffmpeg_error();
+  }
+  void note(const std::string& what, int code);
+  int count() const { return count_; }
+  const std::string& first() const { return first_; }
+  // Throws DecodeError naming `name` when there were errors and nothing
+  // decoded; logs one warning when there were errors and something did.
+  void report(const std::string& name, bool decoded_any) const;
+
+ private:
+  int count_ = 0;
+  std::string first_;
+};
+
 // Silences FFmpeg's logging once per process (feedline reports errors as
 // exceptions; the Python layer can raise the level again).
 void quiet_logging();
@@ -396,8 +418,7 @@ class DecodeSession {
   void flush(const Sink& sink);
   bool stopped() const { return stopped_; }
   AVCodecContext* context() const { return ctx_.get(); }
-  int errors() const { return errors_; }
-  const std::string& first_error() const { return first_error_; }
+  const DecodeErrors& errors() const { return errors_; }
   // Whether skipping non-reference frames before a window leaves the output
   // unchanged (no filter, or only per-frame filters).
   bool may_skip_frames() const { return may_skip_; }
@@ -406,7 +427,6 @@ class DecodeSession {
   void drain(const Sink& sink);
   void emit(AVFrame* frame, const Sink& sink);
   void deliver(AVFrame* frame, AVRational tb, const Sink& sink);
-  void note_error(const std::string& what, int code);
 
   std::string name_;
   CodecPtr ctx_;
@@ -416,8 +436,7 @@ class DecodeSession {
   bool audio_;
   bool may_skip_ = true;
   bool stopped_ = false;
-  int errors_ = 0;
-  std::string first_error_;
+  DecodeErrors errors_;
   FramePtr frame_;
   FramePtr filtered_;
 };
