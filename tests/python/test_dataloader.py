@@ -1,15 +1,23 @@
 """feedline.dataloader.DataLoader: SPDL's arguments, one warm pipeline across
 epochs, len(), cache_iterator/CacheDataLoader, and bad arguments."""
 
+import itertools
 import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 from feedline.dataloader import CacheDataLoader, DataLoader, cache_iterator, item_rng
+from feedline.io import ops
 from feedline.pipeline import Pipeline
 from feedline.source import DistributedRandomSampler
+
+
+def _ints(batch):
+    """A batch of ints, or of the Buffers read_file() gives for them."""
+    return sorted(int(bytes(np.asarray(x))) if not isinstance(x, int) else x for x in batch)
 
 
 def test_plain_iterable_is_one_epoch_per_for():
@@ -109,6 +117,47 @@ def test_break_then_for_continues_the_epoch():
     got += list(dl)
     assert got == list(range(10))
     assert dl.epoch == 1
+
+
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("order", ["input", "completion"])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_for_that_stops_at_the_last_batch_leaves_the_next_epoch_whole(tmp_path, drop_last, order, native):
+    # zip(range(len(loader)), loader) stops without asking for the value
+    # after the last batch; the epoch's end was then all the next `for` read.
+    src: list = list(range(10))
+    kwargs = {}
+    if native:  # a native preprocessor: counted mode (nothing tagged)
+        for i in src:
+            (tmp_path / str(i)).write_text(str(i))
+        src, kwargs = [str(tmp_path / str(i)) for i in src], {"preprocessor": ops.read_file(field=None)}
+    dl = DataLoader(src, batch_size=4, num_threads=2, drop_last=drop_last, output_order=order, **kwargs)
+    n_batches, n_items = (2, 8) if drop_last else (3, 10)
+
+    def check(batches, what):
+        items = sorted(x for b in batches for x in _ints(b))
+        assert len(batches) == n_batches and len(items) == n_items, what
+        assert set(items) <= set(range(10)) and len(set(items)) == n_items, what
+
+    for epoch in range(3):
+        check([b for _, b in zip(range(len(dl)), dl)], f"zip, epoch {epoch}")
+    check(list(itertools.islice(dl, len(dl))), "islice")
+    check(list(dl), "the next epoch, whole")
+    assert dl.epoch == 5
+
+
+def test_a_break_at_the_last_batch_then_a_break_mid_epoch():
+    dl = DataLoader(range(10), batch_size=4, num_threads=2, output_order="input")
+    for i, _ in enumerate(dl):
+        if i == 2:
+            break  # the last batch
+    assert dl.epoch == 0
+    for b in dl:  # finishes epoch 0 (nothing left) and reads epoch 1
+        assert b == [0, 1, 2, 3]
+        break
+    assert dl.epoch == 1
+    assert list(dl) == [[4, 5, 6, 7], [8, 9]]  # the rest of epoch 1
+    assert dl.epoch == 2
 
 
 def test_item_rng_inside_and_outside_a_preprocessor():

@@ -230,6 +230,9 @@ class DataLoader(Generic[T, U]):
         self._tracker = Tracker()
         self._resume: Progress | None = None  # skipped by the first pass of the next pipeline
         self._pipeline: Pipeline | None = None
+        # The last ``for``'s iterator while it may be suspended: the next
+        # ``for`` resumes it first (see __iter__).
+        self._live: Iterator[Any] | None = None
 
     # -- sizes -----------------------------------------------------------------
 
@@ -239,6 +242,13 @@ class DataLoader(Generic[T, U]):
         if self._batch_size is None:
             return n
         return n // self._batch_size if self._drop_last else math.ceil(n / self._batch_size)
+
+    def _src_len(self) -> int | None:
+        """``len(src)``; None for a source without one."""
+        try:
+            return len(self._src)  # type: ignore[arg-type]
+        except TypeError:
+            return None
 
     @property
     def epoch(self) -> int:
@@ -347,6 +357,7 @@ class DataLoader(Generic[T, U]):
         return b.add_sink(self._buffer_size).build(num_threads=n, max_failures=self._max_failures)
 
     def _close_pipeline(self) -> None:
+        self._live = None
         if self._run is not None:
             # Whatever the pipeline drops from now on was not done.
             self._run.active = False
@@ -377,7 +388,37 @@ class DataLoader(Generic[T, U]):
             if self._resume is None:
                 self._resume = self._tracker.get(self._epoch)
             self._pipeline = self._build()
-        return self._epoch_items(self._pipeline)
+        return self._pass(self._pipeline)
+
+    def _pass(self, pipeline: Pipeline) -> Iterator[Any]:
+        """One ``for``: the rest of an epoch an earlier ``for`` left, or a
+        whole epoch.
+
+        A ``for`` that stops after the last batch without asking for the
+        next (``zip(range(len(loader)), loader)``, ``islice``, a ``break``
+        at the last step) leaves its iterator suspended before the epoch's
+        end; a new iterator on the pipeline would read only that end, and
+        the next ``for`` would be empty. So the next ``for`` resumes the
+        suspended iterator first: if the epoch had values left (a
+        ``break``), that ``for`` is their rest; if not, it ends the epoch
+        and reads the next one. (Plain ``for`` loops, not ``yield from``:
+        closing this generator must leave the inner one suspended.)"""
+        live = self._live
+        if live is not None:
+            resumed = False
+            for value in live:
+                resumed = True
+                yield value
+            if self._live is live:
+                self._live = None
+            if resumed or self._pipeline is not pipeline:
+                return
+        items = self._epoch_items(pipeline)
+        self._live = items
+        for value in items:
+            yield value
+        if self._live is items:
+            self._live = None
 
     def _epoch_items(self, pipeline: Pipeline) -> Iterator[Any]:
         tracker, epoch = self._tracker, self._epoch
@@ -441,6 +482,12 @@ class DataLoader(Generic[T, U]):
         if not self._tagged and progress.above:
             raise ValueError("done must be empty for a DataLoader whose ops are native (counted mode)")
         seed = check_int("seed", state.get("seed", self._seed), minimum=0)
+        size = self._src_len()
+        if size is not None and progress.low >= size > 0:
+            # Saved after an epoch's last value, before its `for` saw the
+            # end: as a live loader would (see _pass()), the next `for`
+            # reads the next epoch, not an empty rest of this one.
+            epoch, progress = epoch + 1, Progress()
         self._close_pipeline()
         self._epoch, self._seed = epoch, seed
         self._tracker.set(epoch, progress)
