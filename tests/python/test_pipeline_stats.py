@@ -232,6 +232,46 @@ def test_custom_task_hooks_wrap_every_python_call():
     assert sorted(events[1:-1], key=lambda e: e[1]) == [("ok", 0), ("ok", 1), ("failed", 2), ("ok", 3)]
 
 
+def test_a_hook_that_suppresses_a_generators_error_ends_its_outputs():
+    # A hook's task_hook may swallow the op's exception (returning True
+    # from __aexit__): the item's outputs end there, without the last one
+    # again and without an error of the hook's wrapper.
+    class Swallow(TaskHook):
+        @contextlib.asynccontextmanager
+        async def task_hook(self, input_item=None):
+            with contextlib.suppress(ValueError):
+                yield
+
+    def late(x):
+        yield x
+        if x == 1:
+            raise ValueError("after one output")
+        yield x + 100
+
+    def early(x):
+        if x == 1:
+            raise ValueError("before any output")
+        yield x
+
+    async def agen(x):
+        yield x
+        if x == 1:
+            raise ValueError("after one output")
+        yield x + 100
+
+    for op, want in ((late, [0, 1, 2, 100, 102]), (early, [0, 2]), (agen, [0, 1, 2, 100, 102])):
+        p = (
+            PipelineBuilder()
+            .add_source(range(3))
+            .pipe(op, name="op")
+            .add_sink(3)
+            .build(num_threads=1, task_hook_factory=lambda info: [Swallow()] if info.stage_name == "op" else [])
+        )
+        with p.auto_stop():
+            assert sorted(p) == want, op.__name__
+        assert p.stats().stages[1].failures == 0, op.__name__
+
+
 def test_task_hooks_wrap_async_calls_on_the_loop():
     seen = []
 

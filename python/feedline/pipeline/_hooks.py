@@ -399,6 +399,10 @@ def hooked_generator(gen_fn, hooks):
     def gen(item):
         it = iter(gen_fn(item))
         while True:
+            # A hook that suppresses the op's exception ends the item's
+            # outputs (the generator is done): without this, the pull would
+            # give the last output again, or no value at all.
+            value = _END
             with _SyncTaskHooks(hooks, item):
                 value = next(it, _END)
             if value is _END:
