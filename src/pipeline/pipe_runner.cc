@@ -136,6 +136,9 @@ class PipeRunner final : public StageRunner, public CompletionTarget {
   const bool tunable_;
   const bool in_order_;
 
+  // Errors an async op threw after handing its call on (see start_async());
+  // the first is logged.
+  uint64_t late_errors_ GUARDED_BY(mu_) = 0;
   int occupied_ GUARDED_BY(mu_) = 0;  // calls in flight + live generators
   std::vector<std::unique_ptr<Generator>> generators_ GUARDED_BY(mu_);
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
@@ -477,6 +480,7 @@ void PipeRunner::run_worker() {
 
 void PipeRunner::start_async(Unit& u) {
   Completion completion(this, u.seq, pipeline_->stop_token());
+  std::exception_ptr late;
   GilTimes gil;
   {
     GilTimeScope scope(&gil);
@@ -487,12 +491,29 @@ void PipeRunner::start_async(Unit& u) {
       // Thread cancellation: see execute().
       throw;
     } catch (...) {
-      completion.fail(std::current_exception());
+      if (completion.pending()) {
+        completion.fail(std::current_exception());
+      } else {
+        late = std::current_exception();
+      }
     }
   }
-  if (gil.acquisitions > 0) {
+  // An op that completed its call (or moved the Completion away) and then
+  // threw: the call's outcome stands, and the error, which no call can
+  // carry any more, is logged rather than dropped.
+  bool first_late = false;
+  if (gil.acquisitions > 0 || late) {
     MutexLock lock(mu_);
-    record_gil_locked(gil);
+    if (gil.acquisitions > 0) record_gil_locked(gil);
+    if (late) first_late = late_errors_++ == 0;
+  }
+  if (first_late) {
+    log(LogLevel::kWarning,
+        "stage " + name() +
+            ": the async op threw after completing its call (or handing it "
+            "on); the call's result stands, and later such errors of this "
+            "stage are not logged: " +
+            describe(late));
   }
 }
 

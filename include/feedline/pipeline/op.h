@@ -157,6 +157,10 @@ class Completion {
   // Reports the call as failed with `error`.
   void fail(std::exception_ptr error);
 
+  // Whether the call is still to be finished by this object (not yet
+  // emitted, skipped or failed, and not moved from).
+  bool pending() const { return target_ != nullptr; }
+
   // Requested when the pipeline stops; long-running work should give up.
   const std::stop_token& stop_token() const { return stop_; }
 
@@ -173,7 +177,9 @@ class AsyncOp : public Op {
   // Starts the call and returns. Move `done` away to finish later, or call it
   // before returning.
   // Throws: anything, to fail the call synchronously (if `done` was not
-  // moved away, the exception becomes the call's error).
+  // moved away, the exception becomes the call's error; if it was, or was
+  // already called, the call's outcome stands and the stage logs the
+  // exception once).
   virtual void start(Item input, Completion&& done) = 0;
 };
 

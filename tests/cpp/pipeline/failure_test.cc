@@ -3,6 +3,7 @@
 // Failure budgets, rate-limited failure logs, and how a failed stage ends the
 // pipeline: upstream cancelled, downstream drained, PipelineFailure last.
 
+#include <algorithm>
 #include <functional>
 #include <latch>
 #include <memory>
@@ -283,6 +284,30 @@ TEST(FailureTest, AsyncOpThatThrowsSynchronouslyReportsItsOwnError) {
   EXPECT_THROW(drain<int>(p), PipelineFailure);  // every call failed
   ASSERT_FALSE(logs.lines().empty());
   EXPECT_NE(logs.lines()[0].find("x.jpg: bad"), std::string::npos);
+}
+
+TEST(FailureTest, AsyncOpThatThrowsAfterCompletingIsLoggedOnceNotDropped) {
+  struct EmitsThenThrows final : AsyncOp {
+    void start(Item input, Completion&& done) override {
+      done.emit(std::move(input));
+      throw DecodeError("late trouble");
+    }
+  };
+  testing::LogCapture logs;
+  PipelineSpec spec = PipelineBuilder().add_source(iota(3)).spec();
+  spec.stages.push_back(
+      {StageKind::kPipe, std::make_shared<EmitsThenThrows>(), PipeOptions{}});
+  spec.sink_capacity = 4;
+  Pipeline p = build_pipeline(std::move(spec), BuildOptions{.num_threads = 1});
+  std::vector<int> got = drain<int>(p);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2}));  // the results stand
+  EXPECT_EQ(p.stats().stages[1].failures, 0u);
+  const std::vector<std::string> lines = logs.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("threw after completing its call"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("late trouble"), std::string::npos) << lines[0];
 }
 
 TEST(FailureTest, CallsThatFailBecauseOfStopAreCountedButNotReported) {
