@@ -233,8 +233,12 @@ def test_bad_arguments(kwargs, match):
 
 
 def test_bad_sources():
-    with pytest.raises(ValueError, match="src is empty"):
+    with pytest.raises(ValueError, match=r"src is empty \(len\(\) == 0\)$"):
         DataLoader([])
+    # A shard of fewer items than ranks: the message names the rank.
+    empty_shard = DistributedRandomSampler(3, rank=3, world_size=4, ddp_drop_last_distributed_round=False)
+    with pytest.raises(ValueError, match="rank 3 of world_size 4 gets no index"):
+        DataLoader(empty_shard)
     with pytest.raises(ValueError, match="src must be an iterable, got int"):
         DataLoader(3)
 

@@ -191,7 +191,11 @@ class DataLoader(Generic[T, U]):
             if fn is not None and not (callable(fn) or isinstance(fn, NativeOp)):
                 raise ValueError(f"{name} must be callable or a NativeOp, got {type(fn).__name__}")
         if hasattr(src, "__len__") and len(src) == 0:  # type: ignore[arg-type]
-            raise ValueError("src is empty")
+            shard = ""
+            rank, world = getattr(src, "_rank", None), getattr(src, "_world_size", None)
+            if isinstance(rank, int) and isinstance(world, int):
+                shard = f": rank {rank} of world_size {world} gets no index (fewer items than ranks)"
+            raise ValueError(f"src is empty (len() == 0){shard}")
         self._src = src
         self._preprocessor = preprocessor
         self._batch_size = batch_size
