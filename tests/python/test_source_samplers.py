@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from feedline.source import DistributedDeterministicSampler, DistributedRandomSampler
+from feedline.source import DistributedDeterministicSampler, DistributedRandomSampler, LocalDirectory
 
 SIZES = [1, 2, 3, 5, 7, 8, 12, 13, 50]
 WORLD_SIZES = [1, 2, 3, 4, 5]
@@ -163,8 +163,42 @@ def test_sampler_state_resumes_mid_pass(make):
         resumed.load_state_dict(state)
         if make == "random":
             resumed.set_epoch(2)  # the same epoch again (as a DataLoader does): keeps the position
-        assert head + list(resumed) == full
+        rest = list(resumed)
+        if stop == len(full):
+            assert rest == full  # a finished pass: the next one is whole, not empty
+        else:
+            assert head + rest == full
         assert list(resumed) == full  # the position applies to one pass only
+
+
+@pytest.mark.parametrize("make", ["random", "deterministic", "directory"])
+def test_a_state_saved_after_an_epoch_restores_to_a_whole_next_epoch(tmp_path, make):
+    # The torch-style loop: set_epoch(e), a full pass, a checkpoint.
+    for i in range(4):
+        (tmp_path / f"{i}.txt").write_text("")
+
+    def new():
+        if make == "random":
+            return DistributedRandomSampler(4, rank=0, world_size=1, seed=3)
+        if make == "deterministic":
+            return DistributedDeterministicSampler(4, rank=0, world_size=1)
+        return LocalDirectory(tmp_path, "*.txt")
+
+    def epochs(s, first, last):
+        out = []
+        for e in range(first, last):
+            if hasattr(s, "set_epoch"):
+                s.set_epoch(e)
+            out.append(list(s))
+        return out
+
+    want = epochs(new(), 0, 3)[1:]
+    s = new()
+    epochs(s, 0, 1)
+    restored = new()
+    restored.load_state_dict(s.state_dict())
+    assert epochs(restored, 1, 3) == want
+    assert all(len(e) == 4 for e in want)
 
 
 def test_sampler_state_is_small_whatever_the_size():

@@ -173,6 +173,56 @@ def test_repeat_source_pickles_before_iteration_and_resumes():
     assert head + list(itertools.islice(b, 6)) == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]
 
 
+def _shuffled(n, seed=0):
+    return embed_shuffle(DistributedRandomSampler(n, rank=0, world_size=1, seed=seed))
+
+
+def test_repeat_source_over_embed_shuffle_resumes_the_same_epoch():
+    # embed_shuffle's pass depends on its epoch: repeat_source numbers it
+    # (set_epoch), so a restored repeat_source replays the epoch it saved.
+    def make():
+        return repeat_source(_shuffled(5))
+
+    reference = list(itertools.islice(make(), 15))
+    for stop in (3, 5, 7, 12):
+        first = make()
+        head = list(itertools.islice(first, stop))
+        restored = make()
+        restored.load_state_dict(first.state_dict())
+        assert head + list(itertools.islice(restored, 15 - stop)) == reference, stop
+
+
+def test_merge_over_stateful_iterables_resumes_their_pass():
+    # Each child's pass changes from pass to pass: the state holds the
+    # children's states at the start of the pass, which a fresh object
+    # restores before replaying the picks.
+    def make():
+        return MergeIterator([_shuffled(4), _shuffled(4, seed=1)], weights=[1, 2], seed=5)
+
+    reference = make()
+    passes = [list(reference) for _ in range(3)]
+    for k in range(len(passes[1]) + 1):
+        first = make()
+        list(first)
+        it = iter(first)
+        head = [next(it) for _ in range(k)]
+        state = first.state_dict()
+        assert len(state["iterables"]) == 2
+        restored = make()
+        restored.load_state_dict(pickle.loads(pickle.dumps(state)))
+        assert head + list(restored) == passes[1], k
+        assert list(restored) == passes[2], k
+
+
+def test_merge_passes_set_epoch_on():
+    a, b = _shuffled(4), [10, 11]
+    m = MergeIterator([a, b])
+    m.set_epoch(3)
+    other = _shuffled(4)
+    other.set_epoch(3)
+    assert [x for x in m if x < 10] == list(other)
+
+
 def test_repeat_source_of_empty_source_raises():
     with pytest.raises(ValueError, match="yielded no items"):
         next(repeat_source([]))

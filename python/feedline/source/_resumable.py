@@ -30,6 +30,13 @@ class Passes(Generic[T]):
         self.pending = position
         self.position = position
 
+    def restore(self, position: int, length: int) -> None:
+        """``resume_at`` for a saved position of a pass of ``length`` items:
+        a position at the end is a finished pass (saved after its last item,
+        or between passes), so the next pass starts at the beginning rather
+        than being empty, as a restored DataLoader does."""
+        self.resume_at(0 if position >= length else position)
+
     def run(self, order: Sequence[T]) -> Iterator[T]:
         """Begins a pass at once (so that a ``state_dict()`` taken right after
         ``iter(source)`` describes the start of this pass, as a resumable
@@ -94,4 +101,4 @@ class SeededList(Generic[T]):
         position = check_int("position", state["position"], minimum=0)
         if position > len(self):
             raise ValueError(f"position must be <= {len(self)} (the number of {self._NOUN}), got {position}")
-        self._passes.resume_at(position)
+        self._passes.restore(position, len(self))

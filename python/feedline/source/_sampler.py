@@ -83,7 +83,7 @@ class DistributedDeterministicSampler:
         position = check_int("position", state["position"], minimum=0)
         if position > len(self):
             raise ValueError(f"position must be <= {len(self)} (the pass length), got {position}")
-        self._passes.resume_at(position)
+        self._passes.restore(position, len(self))
 
     def __repr__(self) -> str:
         return (
@@ -220,7 +220,7 @@ class DistributedRandomSampler:
             raise ValueError(f"position must be <= {len(self)} (the pass length), got {position}")
         self.epoch = check_int("epoch", state.get("epoch", 0), minimum=0)
         self._seed = seed
-        self._passes.resume_at(position)
+        self._passes.restore(position, len(self))
 
     def __repr__(self) -> str:
         return (

@@ -156,6 +156,10 @@ class _RepeatSource(Generic[T]):
         while True:
             if self._shuffles:
                 _shuffle_timed(self._src, self._epoch)
+            elif callable(set_epoch := getattr(self._src, "set_epoch", None)):
+                # embed_shuffle(...) and the like: the pass is a function of
+                # the epoch, so a restored repeat_source replays the same one.
+                set_epoch(self._epoch)
             _LG.info("epoch %d starts", self._epoch)
             t0, count = time.monotonic(), 0
             it = iter(self._src)
@@ -203,7 +207,8 @@ def repeat_source(src: Iterable[T], /, epoch: int = 0) -> Iterator[T]:
     """Iterates ``src`` again and again, forever.
 
     If ``src`` has ``shuffle(seed)``, it is called with the epoch number
-    before each pass (as :func:`embed_shuffle`). Each epoch's start and end
+    before each pass (as :func:`embed_shuffle`); otherwise, if it has
+    ``set_epoch(epoch)`` (an ``embed_shuffle``), that is. Each epoch's start and end
     (items, seconds, items/s) are logged at INFO on ``feedline.source.utils``.
     Picklable before iteration starts; ``state_dict()`` is ``(epoch,
     position)``, and after ``load_state_dict()`` iteration resumes there (the
@@ -230,8 +235,11 @@ class MergeIterator(Generic[T]):
 
     Each ``iter()`` is a new pass over fresh iterators of ``iterables``.
     Resumable: ``state_dict()`` is the number of items the current pass has
-    handed out; after ``load_state_dict()`` the next pass replays that many
-    picks without handing their items out.
+    handed out, with the state each iterable that has ``state_dict()`` had
+    when the pass began; after ``load_state_dict()`` those iterables are
+    restored and the next pass replays that many picks without handing
+    their items out. ``set_epoch(epoch)`` is passed on to the iterables
+    that have it (a DataLoader calls it before each pass).
     """
 
     def __init__(
@@ -260,30 +268,52 @@ class MergeIterator(Generic[T]):
             self._weights = ws
         self._emitted = 0
         self._skip = 0
+        # Each iterable's state when the current pass began (None: it has
+        # no state_dict(), or no pass began yet), and the states to restore
+        # before the next pass.
+        self._starts: list[Any] | None = None
+        self._restore: list[Any] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Calls ``set_epoch(epoch)`` of each iterable that has one."""
+        check_int("epoch", epoch, minimum=0)
+        for it in self._iterables:
+            if callable(set_epoch := getattr(it, "set_epoch", None)):
+                set_epoch(epoch)
 
     def __iter__(self) -> Iterator[T]:
         # Not a generator: the pass begins here, so that a state_dict()
         # taken right after iter() (as a resumable pipeline records the
         # start of each pass) describes this pass, not the last one.
         skip, self._skip = self._skip, 0
+        restore, self._restore = self._restore, None
+        if restore is not None:
+            for it, state in zip(self._iterables, restore):
+                if state is not None:
+                    it.load_state_dict(state)  # type: ignore[attr-defined]  # checked by load_state_dict()
         self._emitted = skip
-        return self._items(skip)
+        used = [i for i in range(len(self._iterables)) if self._weights is None or self._weights[i] > 0]
+        live = [(i, iter(self._iterables[i])) for i in used]  # each pass begins now
+        self._starts = self._child_states()
+        return self._items(skip, live)
 
-    def _items(self, skip: int) -> Iterator[T]:
-        for n, item in enumerate(self._picks()):
+    def _child_states(self) -> list[Any]:
+        states = []
+        for it in self._iterables:
+            state_dict = getattr(it, "state_dict", None)
+            states.append(state_dict() if callable(state_dict) else None)
+        return states
+
+    def _items(self, skip: int, live: list[tuple[int, Iterator[T]]]) -> Iterator[T]:
+        for n, item in enumerate(self._picks(live)):
             if n < skip:
                 continue
             self._emitted = n + 1
             yield item
 
-    def _picks(self) -> Iterator[T]:
+    def _picks(self, live: list[tuple[int, Iterator[T]]]) -> Iterator[T]:
         limit = self._stop_after if self._stop_after > 0 else None
-        if self._weights is None:
-            live = [(i, iter(it)) for i, it in enumerate(self._iterables)]
-            weights = None
-        else:
-            live = [(i, iter(it)) for i, it in enumerate(self._iterables) if self._weights[i] > 0]
-            weights = [self._weights[i] for i, _ in live]
+        weights = None if self._weights is None else [self._weights[i] for i, _ in live]
         rng = random.Random(self._seed)
         count = 0
         turn = 0
@@ -308,9 +338,25 @@ class MergeIterator(Generic[T]):
                 return
 
     def state_dict(self) -> dict[str, Any]:
-        return {"seed": self._seed, "position": self._emitted}
+        state: dict[str, Any] = {"seed": self._seed, "position": self._emitted}
+        starts = self._starts if self._starts is not None else self._child_states()
+        if any(s is not None for s in starts):
+            state["iterables"] = starts
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         state = check_state(state, "MergeIterator", ("position",))
-        self._seed = check_int("seed", state.get("seed", self._seed), minimum=0)
-        self._skip = self._emitted = check_int("position", state["position"], minimum=0)
+        seed = check_int("seed", state.get("seed", self._seed), minimum=0)
+        position = check_int("position", state["position"], minimum=0)
+        restore = state.get("iterables")
+        if restore is not None:
+            if not isinstance(restore, (list, tuple)) or len(restore) != len(self._iterables):
+                raise ValueError(
+                    f"MergeIterator state: iterables must hold {len(self._iterables)} states (one per iterable)"
+                )
+            for i, (it, child) in enumerate(zip(self._iterables, restore)):
+                if child is not None and not callable(getattr(it, "load_state_dict", None)):
+                    raise ValueError(f"MergeIterator state: iterable {i} ({type(it).__name__}) has no load_state_dict")
+            restore = list(restore)
+        self._seed, self._skip, self._emitted, self._restore = seed, position, position, restore
+        self._starts = restore
