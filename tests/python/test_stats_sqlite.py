@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+import pytest
+
 from feedline.pipeline import PipelineBuilder, SQLiteStatsWriter
 
 
@@ -48,3 +50,31 @@ def test_intervals_add_up_to_the_totals(tmp_path):
         assert -1e-9 <= rate <= 1 + 1e-9
     assert db.execute("SELECT event_name FROM event_stats").fetchall() == [("gc_start",)]
     db.close()
+
+
+def test_a_failed_write_is_counted_and_logged_and_later_rows_still_land(tmp_path, caplog):
+    path = tmp_path / "stats.db"
+    writer = SQLiteStatsWriter(path)
+    with sqlite3.connect(path) as other:  # someone removes a table under it
+        other.execute("DROP TABLE event_stats")
+    writer.log_event("lost")  # its write fails
+    pipeline = (
+        PipelineBuilder().add_source(range(20)).pipe(slow).add_sink(4).build(num_threads=1, stats_callback=writer)
+    )
+    with pipeline.auto_stop():
+        assert len(list(pipeline)) == 19
+    writer.close()  # the final report is written after the failed event
+    assert writer.lost_rows == 1
+    assert "SQLiteStatsWriter" in caplog.text and "1 row(s) not written" in caplog.text
+    assert "no such table: event_stats" in caplog.text
+    rows = sqlite3.connect(path).execute("SELECT SUM(num_tasks) FROM task_stats WHERE name LIKE '%slow%'")
+    assert rows.fetchone()[0] == 20
+
+
+def test_log_event_refuses_a_name_that_is_not_a_str(tmp_path):
+    writer = SQLiteStatsWriter(tmp_path / "stats.db")
+    try:
+        with pytest.raises(TypeError, match="name must be a str, got list"):
+            writer.log_event(["gc", "start"])
+    finally:
+        writer.close()

@@ -20,6 +20,7 @@ the pipeline's reporter thread no disk I/O; :meth:`close` writes the rest.
 
 from __future__ import annotations
 
+import logging
 import queue
 import sqlite3
 import threading
@@ -29,6 +30,14 @@ from typing import Any
 from ._hooks import queue_stats, task_stats
 
 __all__ = ["SQLiteStatsWriter"]
+
+_INSERTS = (
+    "INSERT INTO task_stats VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO queue_stats VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO event_stats VALUES (?, ?)",
+)
+_LG = logging.getLogger("feedline.pipeline")
+_BUSY_TIMEOUT = 30.0  # seconds a write waits for a database another connection holds
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS task_stats (
@@ -54,6 +63,7 @@ class SQLiteStatsWriter:
         self._previous: dict[str, Any] = {}  # pipeline name -> last snapshot
         self._rows: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
+        self._lost = 0
         self._lock = threading.Lock()
         with sqlite3.connect(self.path) as db:
             for statement in _SCHEMA:
@@ -99,20 +109,43 @@ class SQLiteStatsWriter:
 
     def log_event(self, name: str) -> None:
         """Records an event (a row of ``event_stats``) at the current time."""
+        if not isinstance(name, str):
+            raise TypeError(f"SQLiteStatsWriter.log_event: name must be a str, got {type(name).__name__}")
         self._rows.put(([], [], [(time.time(), name)]))
 
+    @property
+    def lost_rows(self) -> int:
+        """Rows that could not be written (each failed write is logged; the
+        first in full)."""
+        return self._lost
+
     def _write_rows(self) -> None:
-        db = sqlite3.connect(self.path)
+        # A database another connection holds is waited for (up to
+        # _BUSY_TIMEOUT s); a write that still fails costs its rows, which
+        # are counted and logged, and the writer goes on with the next.
+        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT)
         try:
             while True:
                 batch = self._rows.get()
                 if batch is None:
                     return
                 tasks, queues, events = batch
-                with db:
-                    db.executemany("INSERT INTO task_stats VALUES (?, ?, ?, ?, ?, ?, ?)", tasks)
-                    db.executemany("INSERT INTO queue_stats VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", queues)
-                    db.executemany("INSERT INTO event_stats VALUES (?, ?)", events)
+                try:
+                    with db:
+                        for sql, rows in zip(_INSERTS, batch):
+                            if rows:
+                                db.executemany(sql, rows)
+                except sqlite3.Error as e:
+                    rows = len(tasks) + len(queues) + len(events)
+                    self._lost += rows
+                    _LG.warning(
+                        "SQLiteStatsWriter(%s): %d row(s) not written (%d so far): %s: %s",
+                        self.path,
+                        rows,
+                        self._lost,
+                        type(e).__name__,
+                        e,
+                    )
         finally:
             db.close()
 
