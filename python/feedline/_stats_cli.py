@@ -12,6 +12,9 @@ exactly what the running pipeline would have printed:
   advice (docs/stats.md#finding-the-bottleneck);
 - with two records or more, the delivery rate over the intervals (lowest,
   median, highest) and, per interval, the bottleneck when it changed;
+- a file that holds several runs (one writer for several pipelines, or
+  several programs appending) is split by pipeline name and restart, and
+  one run is reported: ``--pipeline NAME``, or the run of the last record;
 - ``--plot OUT.png`` draws, per stage and over time, the throughput, the
   input queue's occupancy and its depth (needs matplotlib: ``pip install
   feedline[plot]``).
@@ -44,6 +47,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="the record whose table to print (0 = first; negative counts from the end; default -1)",
     )
     ap.add_argument("--plot", metavar="OUT.png", help="draw throughput, occupancy and queue depth over time")
+    ap.add_argument(
+        "--pipeline",
+        metavar="NAME",
+        help="the pipeline to report when the file holds several (default: the one of the last record)",
+    )
 
 
 @dataclass
@@ -83,6 +91,23 @@ def read(path: str, progress: TextIO | None = None) -> Export:
     if shown and progress is not None:
         progress.write(f"\rreading {path}: {len(export.records)} records, done\n")
     return export
+
+
+def split_runs(records: list[PipelineStats]) -> list[list[PipelineStats]]:
+    """The records of each run, in order of their first record. One writer
+    may serve several pipelines (its file is appended to), so records of
+    different pipelines interleave; a pipeline name whose elapsed time goes
+    down starts a new run (a second pipeline of that name, or a later
+    program writing to the same file)."""
+    runs: list[list[PipelineStats]] = []
+    current: dict[str, list[PipelineStats]] = {}
+    for r in records:
+        run = current.get(r.name)
+        if run is None or r.elapsed < run[-1].elapsed:
+            run = current[r.name] = []
+            runs.append(run)
+        run.append(r)
+    return runs
 
 
 def interval_rates(records: list[PipelineStats]) -> list[tuple[float, float]]:
@@ -176,6 +201,24 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         print(f"feedline stats: {e}", file=sys.stderr)
         return 2
+    runs = split_runs(export.records)
+    if len(runs) > 1 or args.pipeline is not None:
+        if args.pipeline is None:
+            chosen = next(r for r in runs if r[-1] is export.records[-1])
+        else:
+            named = [r for r in runs if r[0].name == args.pipeline]
+            if not named:
+                have = ", ".join(sorted({r[0].name for r in runs})) or "none"
+                print(
+                    f"feedline stats: --pipeline {args.pipeline}: no such pipeline in the file ({have})",
+                    file=sys.stderr,
+                )
+                return 2
+            chosen = named[-1]
+        if len(runs) > 1:
+            listed = ", ".join(f"'{r[0].name}' ({len(r)} record(s))" for r in runs)
+            print(f"{export.path}: {len(runs)} runs ({listed}); this report is of the last run of '{chosen[0].name}'")
+        export = Export(export.path, chosen)
     if export.records and not -len(export.records) <= args.record < len(export.records):
         print(f"feedline stats: --record {args.record}: the file has {len(export.records)} records", file=sys.stderr)
         return 2

@@ -123,3 +123,30 @@ def test_reading_a_long_export_shows_progress(tmp_path, monkeypatch):
     records = _stats_cli.read(str(tmp_path / "stats.jsonl"), progress=progress).records
     assert records
     assert progress.getvalue().endswith(f"\rreading {tmp_path / 'stats.jsonl'}: {len(records)} records, done\n")
+
+
+def test_stats_command_reports_one_run_of_a_file_that_holds_several(tmp_path):
+    # One file, two pipelines' records interleaved (a shared writer), then
+    # a restart of the first (another program appending).
+    export(tmp_path / "a.jsonl", n=60)
+    export(tmp_path / "b.jsonl", n=90)
+    a = (tmp_path / "a.jsonl").read_text().splitlines()
+    b = (tmp_path / "b.jsonl").read_text().splitlines()
+    name_a, name_b = (PipelineStats.from_json(x[0]).name for x in (a, b))
+    assert name_a != name_b
+    mixed = [line for pair in zip(a, b) for line in pair] + a[len(b) :] + b[len(a) :] + a
+    (tmp_path / "mixed.jsonl").write_text("\n".join(mixed) + "\n")
+    runs = _stats_cli.split_runs(_stats_cli.read(str(tmp_path / "mixed.jsonl")).records)
+    assert [(r[0].name, len(r)) for r in runs] == [(name_a, len(a)), (name_b, len(b)), (name_a, len(a))]
+
+    done = run_stats(tmp_path, "mixed.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert f"3 runs ('{name_a}' ({len(a)} record(s)), '{name_b}' ({len(b)} record(s))" in done.stdout
+    assert f"{len(a)} record(s) of pipeline '{name_a}'" in done.stdout
+    assert PipelineStats.from_json(a[-1]).format_table().rstrip("\n") in done.stdout
+    other = run_stats(tmp_path, "mixed.jsonl", "--pipeline", name_b, "--record", "0")
+    assert other.returncode == 0, other.stderr
+    assert f"{len(b)} record(s) of pipeline '{name_b}'" in other.stdout
+    assert PipelineStats.from_json(b[0]).format_table().rstrip("\n") in other.stdout
+    missing = run_stats(tmp_path, "mixed.jsonl", "--pipeline", "nope")
+    assert missing.returncode == 2 and "--pipeline nope: no such pipeline" in missing.stderr
