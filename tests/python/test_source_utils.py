@@ -269,6 +269,11 @@ def test_local_directory_bad_arguments(tmp_path):
         LocalDirectory(tmp_path / "missing", "*")
     with pytest.raises(ValueError, match=r"matches pattern '\*.jpg'"):
         LocalDirectory(tmp_path, "*.jpg")
+    with pytest.raises(ValueError, match="pattern must be relative to root, got '/tmp/\\*.jpg'"):
+        LocalDirectory(tmp_path, "/tmp/*.jpg")
+    for bad in (5, "", None):
+        with pytest.raises(ValueError, match="pattern must be a non-empty str"):
+            LocalDirectory(tmp_path, bad)
 
 
 def _imagenet_tree(root):
@@ -295,6 +300,25 @@ def test_imagenet(tmp_path):
     assert [(p.name, label) for p, label in val] == [("n01440764_0.JPEG", 0), ("n03709823_0.JPEG", 1)]
     train.shuffle(seed=1)
     assert sorted(train) == pairs
+
+
+def test_imagenet_takes_images_of_class_folders_only(tmp_path):
+    # A folder whose name holds a WordNet id but is not one (a backup copy)
+    # is not a class: get_mappings() skips it, and so do its images.
+    _imagenet_tree(tmp_path)
+    old = tmp_path / "train" / "n01440764_old"
+    old.mkdir()
+    (old / "n01440764_9.JPEG").write_bytes(b"x")
+    assert "n01440764_old" not in get_mappings(tmp_path)
+    assert [p.parent.name for p, _ in ImageNet(tmp_path, "train")].count("n01440764_old") == 0
+    assert len(ImageNet(tmp_path, "train")) == 6
+
+
+def test_weights_whose_sum_overflows_are_scaled_not_refused():
+    s = DistributedRandomSampler(3, rank=0, world_size=1, weights=[1e308, 1e308, 0], num_draws=50)
+    assert set(s) <= {0, 1} and len(list(s)) == 50
+    m = MergeIterator([[1] * 20, [2] * 20, [3] * 20], weights=[1e308, 1e308, 0])
+    assert set(m) == {1, 2}
 
 
 def test_imagenet_bad_arguments(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -243,6 +244,8 @@ def _probabilities(weights: Sequence[float], n: int) -> np.ndarray:
     if np.any(w < 0):
         i = int(np.argmax(w < 0))
         raise ValueError(f"weights must be >= 0, got {w[i]} at index {i}")
+    if len(w) and w.max() > sys.float_info.max / len(w):  # the sum could overflow: scale down first
+        w = w / w.max()
     total = math.fsum(w.tolist())
     if total <= 0:
         raise ValueError("weights must not all be zero")

@@ -89,7 +89,9 @@ class ImageNet(SeededList[tuple[Path, int]]):
         paths = sorted((self._root / split).glob(f"*/{pattern}"))
         items: list[tuple[Path, int]] = []
         for p in paths:
-            wnid = parse_wnid(p.parent.name)
+            if not _WNID.fullmatch(p.parent.name):
+                continue  # not a class folder (as get_mappings() skips it)
+            wnid = p.parent.name
             if wnid not in self._mappings:
                 raise ValueError(f"class {wnid!r} of {str(p)!r} is not in mappings")
             items.append((p, self._mappings[wnid]))

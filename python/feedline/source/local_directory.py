@@ -29,6 +29,10 @@ class LocalDirectory(SeededList[Path]):
         self._root = Path(root)
         if not self._root.is_dir():
             raise ValueError(f"root must be a directory, got {str(root)!r}")
+        if not isinstance(pattern, str) or not pattern:
+            raise ValueError(f"pattern must be a non-empty str, got {pattern!r}")
+        if Path(pattern).is_absolute():
+            raise ValueError(f"pattern must be relative to root, got {pattern!r}")
         self._pattern = pattern
         paths = sorted(self._root.glob(pattern))
         if not paths:

@@ -8,6 +8,7 @@ resumes from it with ``load_state_dict()``.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 import warnings
@@ -265,6 +266,9 @@ class MergeIterator(Generic[T]):
                     raise ValueError(f"weights must be finite and >= 0, got {w} at index {i}")
             if not any(ws):
                 raise ValueError("weights must not all be zero")
+            if not math.isfinite(sum(ws)):  # finite weights whose sum is not
+                top = max(ws)
+                ws = [w / top for w in ws]
             self._weights = ws
         self._emitted = 0
         self._skip = 0
