@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -25,15 +26,6 @@ namespace {
                 std::generic_category().message(err));
 }
 
-// open() takes a C string: a NUL inside `path` would cut it there and open
-// another file, so such a path is refused before it reaches the system.
-int open_path(const std::string& path) {
-  if (path.find('\0') != std::string::npos) {
-    throw InvalidArgument("path " + io::quoted(path) + " contains a NUL byte");
-  }
-  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-}
-
 struct Fd {
   int fd;
   ~Fd() {
@@ -41,14 +33,30 @@ struct Fd {
   }
 };
 
+// Opens a regular file for reading and returns its descriptor, with its
+// size in `*st`. open() takes a C string: a NUL inside `path` would cut it
+// there and open another file, so such a path is refused before it reaches
+// the system. The open does not block (O_NONBLOCK), so that a FIFO with no
+// writer is refused as not a regular file instead of hanging the caller.
+int open_regular(const std::string& path, struct stat* st) {
+  if (path.find('\0') != std::string::npos) {
+    throw InvalidArgument("path " + io::quoted(path) + " contains a NUL byte");
+  }
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
+  if (f.fd < 0) fail(path, "cannot open", errno);
+  if (::fstat(f.fd, st) != 0) fail(path, "cannot stat", errno);
+  if (!S_ISREG(st->st_mode)) throw IoError(path + ": not a regular file");
+  const int flags = ::fcntl(f.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    fail(path, "cannot set the descriptor's flags", errno);
+  return std::exchange(f.fd, -1);
+}
+
 }  // namespace
 
 Buffer read_file(const std::string& path) {
-  Fd f{open_path(path)};
-  if (f.fd < 0) fail(path, "cannot open", errno);
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
+  Fd f{open_regular(path, &st)};
   Buffer out =
       Buffer::allocate(DType::kUint8, {static_cast<int64_t>(st.st_size)});
   auto* p = out.data_as<uint8_t>();
@@ -67,11 +75,8 @@ Buffer read_file(const std::string& path) {
 }
 
 Buffer map_file(const std::string& path) {
-  Fd f{open_path(path)};
-  if (f.fd < 0) fail(path, "cannot open", errno);
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) fail(path, "cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) throw IoError(path + ": not a regular file");
+  Fd f{open_regular(path, &st)};
   const auto size = static_cast<std::size_t>(st.st_size);
   if (size == 0) return Buffer::allocate(DType::kUint8, {0});
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);

@@ -181,7 +181,12 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
     if (all_zero(h)) break;
     uint64_t size = check_header(h, r, at);
     char type = static_cast<char>(h[156]);
-    if (next.has_size && type != 'x' && type != 'L') size = next.size;
+    // 'X': Solaris' name for a pax header. A pending pax size is that of
+    // the next member, not of a header between them (pax, global pax, GNU
+    // long name or link), whose own size field holds.
+    const bool pax = type == 'x' || type == 'X';
+    const bool meta = pax || type == 'g' || type == 'L' || type == 'K';
+    if (next.has_size && !meta) size = next.size;
     // Links, devices, directories and FIFOs have no data, whatever their
     // size field says (POSIX; tarfile reads the next header right after).
     if (type >= '1' && type <= '6') size = 0;
@@ -196,7 +201,7 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
       next.name = field(content, 0, content.size());
       next.header = at;
       next.any = true;
-    } else if (type == 'x') {
+    } else if (pax) {
       read_pax(content, r, body, &next);
       next.header = at;
       next.any = true;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <libdeflate.h>
@@ -33,27 +34,49 @@ constexpr uint32_t kLocal = 0x04034b50;
 struct Directory {
   uint64_t count = 0;
   uint64_t offset = 0;
+  uint64_t size = 0;   // bytes of the central directory
+  bool zip64 = false;  // the counts come from the zip64 end record
+  uint64_t end = 0;    // where the (zip64) end record starts
 };
 
 Directory find_directory(const io::Reader& r) {
   if (r.size() < 22)
     r.fail(0, "not a ZIP archive (shorter than its end record)");
-  // The end record is the last 22 bytes plus a comment of up to 65535.
+  // The end record is the last 22 bytes plus a comment of up to 65535. The
+  // comment may hold the record's signature too: the record is the last
+  // candidate whose comment ends the archive, else (bytes appended after
+  // the comment) the last candidate.
   uint64_t lowest = r.size() > 22 + 65535 ? r.size() - 22 - 65535 : 0;
+  uint64_t found = r.size();
   for (uint64_t at = r.size() - 22 + 1; at-- > lowest;) {
     if (r.u32(at) != kEocd) continue;
-    Directory d{r.u16(at + 10), r.u32(at + 16)};
-    if (d.count == 0xFFFF || d.offset == 0xFFFFFFFF) {
-      if (at < 20 || r.u32(at - 20) != kZip64Locator)
-        r.fail(at, "zip64 locator missing");
-      uint64_t z = r.u64(at - 20 + 8);
-      if (r.u32(z) != kZip64Eocd) r.fail(z, "zip64 end record missing");
-      d.count = r.u64(z + 32);
-      d.offset = r.u64(z + 48);
+    if (found == r.size()) found = at;
+    if (at + 22 + r.u16(at + 20) == r.size()) {
+      found = at;
+      break;
     }
-    return d;
   }
-  r.fail(r.size(), "not a ZIP archive (no end of central directory)");
+  if (found == r.size())
+    r.fail(r.size(), "not a ZIP archive (no end of central directory)");
+  const uint64_t at = found;
+  Directory d{r.u16(at + 10), r.u32(at + 16), r.u32(at + 12), false, at};
+  if (d.count == 0xFFFF || d.offset == 0xFFFFFFFF || d.size == 0xFFFFFFFF) {
+    if (at < 20 || r.u32(at - 20) != kZip64Locator)
+      r.fail(at, "zip64 locator missing");
+    uint64_t z = r.u64(at - 20 + 8);
+    if (r.u32(z) != kZip64Eocd) r.fail(z, "zip64 end record missing");
+    d.count = r.u64(z + 32);
+    d.size = r.u64(z + 40);
+    d.offset = r.u64(z + 48);
+    d.zip64 = true;
+    d.end = z;
+  }
+  if (d.offset > d.end || d.size > d.end - d.offset) {
+    r.fail(at, "the central directory (" + std::to_string(d.size) +
+                   " bytes at " + std::to_string(d.offset) +
+                   ") does not end before the end record");
+  }
+  return d;
 }
 
 // Reads the zip64 extra field of a central record: the 8-byte values of the
@@ -117,10 +140,17 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
   io::Reader r(data, name);
   Directory dir = find_directory(r);
   std::vector<ZipEntry> entries;
+  // Each member's bytes, from its local header to the end of its data.
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  // The records are read to the directory's end (its byte size), not by
+  // the end record's count, which old writers wrap at 65536 and which a
+  // damaged archive may understate: members are not left out silently.
+  const uint64_t dir_end = dir.offset + dir.size;
   uint64_t at = dir.offset;
-  for (uint64_t i = 0; i < dir.count; ++i) {
+  while (at < dir_end) {
     if (r.u32(at) != kCentral) r.fail(at, "bad central directory record");
     ZipEntry e;
+    e.flags = r.u16(at + 8);
     e.method = r.u16(at + 10);
     e.crc32 = r.u32(at + 16);
     e.compressed_size = r.u32(at + 20);
@@ -134,13 +164,52 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
     apply_zip64(r, at + 46 + name_len, extra_len, &e, &local);
     if (r.u32(local) != kLocal)
       r.fail(local, "bad local header of " + io::quoted(e.name));
-    e.data_offset = local + 30 + r.u16(local + 26) + r.u16(local + 28);
+    const uint64_t local_name_len = r.u16(local + 26);
+    const auto local_name = r.bytes(local + 30, local_name_len);
+    if (!std::equal(local_name.begin(), local_name.end(), raw.begin(),
+                    raw.end())) {
+      r.fail(local,
+             "the local header of " + io::quoted(e.name) + " names " +
+                 io::quoted(std::string(local_name.begin(), local_name.end())));
+    }
+    e.data_offset = local + 30 + local_name_len + r.u16(local + 28);
     if (!r.has(e.data_offset, e.compressed_size)) {
       r.fail(e.data_offset,
              "member " + io::quoted(e.name) + " overruns the archive");
     }
+    spans.emplace_back(local, e.data_offset + e.compressed_size);
     entries.push_back(std::move(e));
     at += 46 + name_len + extra_len + comment_len;
+  }
+  if (at != dir_end) {
+    r.fail(at, "the last central directory record overruns the directory");
+  }
+  const uint64_t declared = dir.zip64 ? dir.count : dir.count & 0xFFFF;
+  const uint64_t listed = dir.zip64 ? entries.size() : entries.size() & 0xFFFF;
+  if (listed != declared) {
+    r.fail(dir.end,
+           "the central directory holds " + std::to_string(entries.size()) +
+               " records, the end record says " + std::to_string(dir.count));
+  }
+  // Members may not share bytes (one payload listed under many names
+  // inflates without bound) or reach into the directory.
+  std::vector<std::size_t> order(spans.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return spans[a].first < spans[b].first;
+  });
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const auto& [begin, end] = spans[order[k]];
+    const uint64_t limit =
+        k + 1 < order.size() ? spans[order[k + 1]].first : dir.offset;
+    if (end > limit) {
+      r.fail(begin,
+             "member " + io::quoted(entries[order[k]].name) +
+                 (k + 1 < order.size()
+                      ? " overlaps member " +
+                            io::quoted(entries[order[k + 1]].name)
+                      : std::string(" runs into the central directory")));
+    }
   }
   return entries;
 }
@@ -152,6 +221,9 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
                name);
   std::span<const uint8_t> src = r.bytes(e.data_offset, e.compressed_size);
   const std::string who = "member " + io::quoted(e.name);
+  if ((e.flags & 0x41) != 0) {  // bit 0: encrypted; bit 6: strong encryption
+    r.fail(e.data_offset, who + " is encrypted (not supported)");
+  }
   if (e.method == 0) {
     if (e.size != e.compressed_size)
       r.fail(e.data_offset, who + ": stored sizes disagree");

@@ -14,6 +14,7 @@ import sys
 import tarfile
 import tokenize
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -97,6 +98,87 @@ def test_zip_names_that_are_not_utf8_are_read_as_zipfile_does():
     archive = fio.open_zip(data)
     assert list(archive) == expected
     assert bytes(archive[expected[0]]) == b"1"
+
+
+def zip_bytes(*members):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w") as z:
+        for name, data in members:
+            z.writestr(name, data)
+    return b.getvalue()
+
+
+def end_record(data):
+    at = data.rfind(b"PK\x05\x06")
+    count, size, offset = struct.unpack_from("<HII", data, at + 10)
+    return at, count, size, offset
+
+
+def zipfile_reads(data):
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return [(i.filename, z.read(i)) for i in z.infolist()]
+
+
+def test_zip_whose_end_record_counts_fewer_members_is_an_error_not_fewer_members():
+    data = bytearray(zip_bytes(("a", b"AAA"), ("b", b"BBB"), ("c", b"CCC")))
+    at, _, _, _ = end_record(bytes(data))
+    struct.pack_into("<HH", data, at + 8, 1, 1)  # 1 member, of 3 in the directory
+    assert len(zipfile_reads(bytes(data))) == 3  # zipfile reads the directory's bytes
+    with pytest.raises(feedline.FormatError, match="the central directory holds 3 records, the end record says 1"):
+        fio.open_zip(bytes(data))
+
+
+def test_zip_members_sharing_bytes_are_refused_not_inflated_again():
+    # Two directory records of one local header: one payload listed twice
+    # (a zip bomb lists one deflated megabyte thousands of times).
+    data = zip_bytes(("a", b"payload"))
+    at, _, size, offset = end_record(data)
+    record = data[offset:at]
+    data = data[:offset] + record + record + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 2, 2, 2 * size, offset, 0)
+    with pytest.raises(feedline.FormatError, match="member 'a' overlaps member 'a'"):
+        fio.open_zip(data)
+    # Renamed in the directory only: the local header names the other.
+    renamed = bytearray(data)
+    renamed[offset + size + 46] = ord("b")
+    with pytest.raises(zipfile.BadZipFile):
+        zipfile_reads(bytes(renamed))
+    with pytest.raises(feedline.FormatError, match="the local header of 'b' names 'a'"):
+        fio.open_zip(bytes(renamed))
+
+
+def test_zip_member_of_another_name_in_its_local_header_is_refused():
+    data = bytearray(zip_bytes(("good.txt", b"data")))
+    data[30:38] = b"evil.txt"
+    with pytest.raises(zipfile.BadZipFile):
+        zipfile_reads(bytes(data))
+    with pytest.raises(feedline.FormatError, match="the local header of 'good.txt' names 'evil.txt'"):
+        fio.open_zip(bytes(data))
+
+
+def test_zip_of_two_members_of_one_name_is_refused_not_one_left_out():
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        data = zip_bytes(("x", b"first"), ("x", b"second"))
+    assert zipfile_reads(data) == [("x", b"first"), ("x", b"second")]
+    with pytest.raises(feedline.FormatError, match="two members are named 'x'"):
+        fio.open_zip(data)
+    with pytest.raises(feedline.FormatError, match="two members are named 'x'"):
+        fio.load_npz(data)
+
+
+def test_encrypted_zip_member_says_so():
+    payload = b"hello"
+    sealed = bytes(12) + payload  # a ZipCrypto header, then the data
+    crc = zlib.crc32(payload)
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 1, 0, 0, 0, crc, len(sealed), len(payload), 1, 0) + b"e"
+    central = struct.pack(
+        "<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 1, 0, 0, 0, crc, len(sealed), len(payload), 1, 0, 0, 0, 0, 0, 0
+    )
+    body = local + sealed
+    data = body + central + b"e" + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central) + 1, len(body), 0)
+    with pytest.raises(RuntimeError, match="encrypted"):
+        zipfile_reads(data)
+    with pytest.raises(feedline.FormatError, match="member 'e' is encrypted"):
+        bytes(fio.open_zip(data)["e"])
 
 
 # --- TAR ----------------------------------------------------------------------
@@ -210,6 +292,34 @@ def test_tar_extended_header_with_no_member_after_it_is_an_error():
         tarfile_members(data)
     with pytest.raises(feedline.FormatError, match="no member after it"):
         list(fio.iter_tarfile(data))
+
+
+def pax_block(kind, records):
+    """A pax header of `kind` ('x', 'X' or 'g') holding `records`."""
+    body = b""
+    for key, value in records:
+        text = f" {key}={value}\n".encode()
+        n = len(text) + 1
+        while len(str(n)) + len(text) != n:
+            n += 1
+        body += str(n).encode() + text
+    info = tarfile.TarInfo("PaxHeader")
+    info.size, info.type = len(body), kind.encode()
+    header = info.tobuf(format=tarfile.USTAR_FORMAT)
+    return header + body + bytes(-len(body) % 512)
+
+
+def test_tar_solaris_pax_header_and_a_global_header_between_pax_and_member():
+    long = "a/very/long/" + "n" * 120
+    member = tar_bytes([("short", b"hi")], fmt=tarfile.USTAR_FORMAT)
+    solaris = pax_block("X", [("path", long)]) + member
+    assert tarfile_members(solaris) == [(long, b"hi")]
+    assert [(n, bytes(d)) for n, d in fio.iter_tarfile(solaris)] == [(long, b"hi")]
+    # x (size 4 for the member), then g: the 4 is the member's, not g's.
+    four = tar_bytes([("named", b"MMMM")], fmt=tarfile.USTAR_FORMAT)
+    mixed = pax_block("x", [("size", "4")]) + pax_block("g", [("comment", "global")]) + four
+    assert tarfile_members(mixed) == [("named", b"MMMM")]
+    assert [(n, bytes(d)) for n, d in fio.iter_tarfile(mixed)] == [("named", b"MMMM")]
 
 
 # --- NPY: the header, against numpy.load --------------------------------------

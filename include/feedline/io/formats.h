@@ -50,11 +50,15 @@ struct ZipEntry {
   uint64_t compressed_size = 0;
   uint64_t size = 0;    // uncompressed
   uint16_t method = 0;  // 0 stored, 8 deflate
+  uint16_t flags = 0;   // general purpose bits (1: encrypted)
   uint32_t crc32 = 0;   // of the uncompressed bytes (ZIP's CRC-32)
 };
 
 // Lists the members of a ZIP archive (zip64 included) from its central
-// directory.
+// directory. Throws FormatError when the directory's record count and byte
+// size disagree, when a member's local header names another member, and
+// when members' bytes overlap (one payload listed under several names: a
+// zip bomb's trick) or run into the directory.
 std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
                                std::string_view name);
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from .._feedline_ext import FormatError as _FormatError
 from .._feedline_ext import io as _io
 
 __all__ = ["NpzFile", "ZipArchive", "iter_tarfile", "load_npy", "load_npz", "load_wav", "open_zip"]
@@ -62,6 +63,19 @@ def _zip_name(raw: bytes) -> str:
         return raw.decode("cp437")
 
 
+def _by_name(entries, archive: str) -> dict:
+    """The members of a ZIP archive by name. Two members of one name would
+    make one of them unreachable (a mapping keeps one value per key), so
+    they are refused rather than one left out silently."""
+    out: dict = {}
+    for e in entries:
+        key = _zip_name(e.name)
+        if key in out:
+            raise _FormatError(f"{archive}: two members are named {key!r}")
+        out[key] = e
+    return out
+
+
 class NpzFile(Mapping):
     """A lazy, read-only mapping of the arrays in an NPZ archive.
 
@@ -72,7 +86,7 @@ class NpzFile(Mapping):
 
     def __init__(self, archive, entries, name, max_size):
         self._archive = archive
-        self._entries = {_zip_name(e.name): e for e in entries}
+        self._entries = _by_name(entries, name)
         self._name = name
         self._max_size = max_size
         self.files = [k[:-4] if k.endswith(".npy") else k for k in self._entries]
@@ -121,7 +135,7 @@ class ZipArchive(Mapping):
 
     def __init__(self, archive, entries, name, max_size):
         self._archive = archive
-        self._entries = {_zip_name(e.name): e for e in entries}
+        self._entries = _by_name(entries, name)
         self._name = name
         self._max_size = max_size
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "feedline/base/error.h"
@@ -72,6 +73,19 @@ TEST(FileTest, MissingFileAndDirectoryNameThePath) {
                 (*read)(dir / "");
               }).find("not a regular file"),
               std::string::npos);
+  }
+}
+
+TEST(FileTest, AFifoIsRefusedNotWaitedOn) {
+  // open() of a FIFO for reading waits for a writer; no writer comes here,
+  // so without a non-blocking open the read would never return.
+  TempDir dir("fifo");
+  const std::string path = dir / "pipe";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  for (auto* read : {&read_file, &map_file}) {
+    EXPECT_NE(
+        error_of<IoError>([&] { (*read)(path); }).find("not a regular file"),
+        std::string::npos);
   }
 }
 
