@@ -35,6 +35,14 @@ def columns(records: list, key: Any, batch: Any) -> Any:
     first = records[0]
     is_dict = isinstance(first, dict)
     keys = list(first) if is_dict else range(len(first))
+    # A row with a field the first lacks would lose it silently: refused,
+    # as a row missing a field is.
+    for r in records[1:]:
+        extra = set(r) - set(first) if is_dict else range(len(first), len(r))
+        if extra:
+            raise ValueError(
+                f"the samples of a batch differ in shape: field {sorted(extra, key=repr)[0]!r} is missing from some"
+            )
     if not is_dict:
         key %= len(first)  # a negative index
     out: dict = {}

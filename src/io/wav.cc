@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "feedline/base/error.h"
@@ -30,7 +31,12 @@ WavInfo parse_wav(std::span<const uint8_t> data, std::string_view name) {
       if (size < 16) r.fail(at, "fmt chunk shorter than 16 bytes");
       int format = r.u16(body);
       info.channels = r.u16(body + 2);
-      info.sample_rate = static_cast<int>(r.u32(body + 4));
+      const uint32_t rate = r.u32(body + 4);
+      if (rate > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+        r.fail(body + 4, "sample rate " + std::to_string(rate) +
+                             " Hz is out of range (at most 2^31 - 1)");
+      }
+      info.sample_rate = static_cast<int>(rate);
       info.block_align = r.u16(body + 12);
       info.bits_per_sample = r.u16(body + 14);
       if (format == 0xFFFE) {  // WAVE_FORMAT_EXTENSIBLE: the sub-format GUID

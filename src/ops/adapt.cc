@@ -121,15 +121,22 @@ OpPtr take_foreign(OpPtr op, const Foreign& foreign,
       return;
     }
     ItemBatch* batch = element != nullptr ? item.get_if<ItemBatch>() : nullptr;
-    auto is_foreign = [&type](const Item& e) { return e.type() == type; };
+    // Python elements, and samples of another field than the op's (a
+    // record whose field `a` an earlier op read, given to an op on field
+    // `b`): both are taken from the record again, as a single item is.
+    auto needs_converting = [&type, field](Item& e) {
+      if (e.type() == type) return true;
+      const Sample* es = field != nullptr ? e.get_if<Sample>() : nullptr;
+      return es != nullptr && es->field != *field;
+    };
     if (batch == nullptr ||
-        std::none_of(batch->begin(), batch->end(), is_foreign))
+        std::none_of(batch->begin(), batch->end(), needs_converting))
       return;
     foreign.enter([&] {
       convert_each(
           *batch,
           [&](Item& e) {
-            if (is_foreign(e)) foreign.convert(e, *element, field);
+            if (needs_converting(e)) foreign.convert(e, *element, field);
           },
           name);
     });

@@ -183,9 +183,15 @@ class ArchiveMembersOp final : public GeneratorOp {
     bool next(Item* out) override {
       if (next_ == members_.size()) return false;
       const Member& m = members_[next_++];
-      // The name is for messages, which reach Python as UTF-8 text: a
-      // member name that is not UTF-8 (Latin-1, say) is shown escaped.
-      *out = Item(EncodedFile{display_name(m.name), read_(archive_, m)});
+      try {
+        // The name is for messages, which reach Python as UTF-8 text: a
+        // member name that is not UTF-8 (Latin-1, say) is shown escaped.
+        *out = Item(EncodedFile{display_name(m.name), read_(archive_, m)});
+      } catch (const std::exception&) {
+        // A damaged member (a bad CRC, a corrupt deflate stream) costs
+        // itself, a counted failure of the stage, not the members after it.
+        if (!report_element_failure(std::current_exception())) throw;
+      }
       return true;
     }
 

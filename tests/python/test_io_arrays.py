@@ -176,6 +176,20 @@ def test_wav_windows():
         fio.load_wav(data, time_offset_seconds=2.0)
     info = fio.parse_wav(data)
     assert (info["num_channels"], info["sample_rate"], info["num_frames"]) == (2, 100, 100)
+    # Times no frame count holds, and times that are not numbers.
+    with pytest.raises(feedline.FormatError, match="past the end"):
+        fio.load_wav(data, time_offset_seconds=1e30)
+    assert fio.load_wav(data, duration_seconds=1e30).shape == (100, 2)
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="time_offset_seconds must be a finite number >= 0"):
+            fio.load_wav(data, time_offset_seconds=bad)
+
+
+def test_wav_sample_rate_past_int_range_is_named():
+    data = bytearray(wav_bytes(np.zeros((4, 1), "<i2"), 100, 2))
+    struct.pack_into("<I", data, 24, 1 << 31)  # the fmt chunk's sample rate
+    with pytest.raises(feedline.FormatError, match="sample rate 2147483648 Hz is out of range"):
+        fio.load_wav(bytes(data))
 
 
 @pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])

@@ -174,6 +174,46 @@ def test_an_op_on_another_field_takes_it_from_the_record(tmp_path):
     assert np.asarray(out[0]["b"]).tolist() == [0, 1, 2]
 
 
+def test_a_batch_op_on_another_field_takes_it_from_each_record(tmp_path):
+    # Rows whose payload is "a" (read_file) batched, then decode_batch on
+    # "b": it decodes each row's "b", and "a" keeps its rows' results. It
+    # decoded the "a" payloads instead, under "a", and "b" stayed bytes.
+    (tmp_path / "a.png").write_bytes(png(200))
+    src = [{"a": str(tmp_path / "a.png"), "b": png(7), "n": i} for i in range(4)]
+    b = (
+        PipelineBuilder()
+        .add_source(src)
+        .pipe(ops.read_file(field="a"))
+        .aggregate(2)
+        .pipe(ops.decode_batch(field="b", width=2, height=2), name="decode")
+    )
+    out, stats = run(b.add_sink(2), num_threads=1)
+    assert len(out) == 2
+    for batch in out:
+        assert np.asarray(batch["b"]).shape == (2, 2, 2, 3)
+        assert (np.asarray(batch["b"]) == 7).all()
+        assert batch["a"] == [png(200), png(200)]
+        assert batch["n"] in ([0, 1], [2, 3])
+    assert all(s.failures == 0 for s in stats.stages)
+
+
+def test_a_damaged_archive_member_costs_itself_not_the_members_after_it():
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in ("a", "b", "c"):
+            z.writestr(name, (name * 2000).encode())
+    data = bytearray(buf.getvalue())
+    info = zipfile.ZipFile(io.BytesIO(bytes(data))).getinfo("b")
+    body = info.header_offset + 30 + len("b")
+    data[body : body + info.compress_size] = b"\xff" * info.compress_size  # b's deflate stream
+    b = PipelineBuilder().add_source([bytes(data)]).pipe(ops.zip_members(), name="zip")
+    out, stats = run(b.add_sink(4), num_threads=1, max_failures=10)
+    assert [bytes(m) for m in out] == [b"a" * 2000, b"c" * 2000]
+    assert next(s for s in stats.stages if s.name.endswith("zip")).failures == 1
+
+
 def test_no_conversion_between_native_stages_only_at_the_seams(images):
     to_py, from_py = testing.conversion_counts()
     b = PipelineBuilder().add_source(images).pipe(ops.read_file(), concurrency=2)
@@ -260,6 +300,11 @@ def test_records_are_rebuilt_in_their_shape():
         _samples.columns([("a", 1, "x"), ("b", 2)], 0, "B")
     with pytest.raises(ValueError, match="differ in shape"):
         _samples.columns([{"p": 1, "l": 2}, {"p": 3}], "p", "B")
+    # A row with a field the first lacks: refused, not that field dropped.
+    with pytest.raises(ValueError, match="differ in shape: field 'id'"):
+        _samples.columns([{"p": 1, "l": 2}, {"p": 3, "l": 4, "id": 5}], "p", "B")
+    with pytest.raises(ValueError, match="differ in shape: field 2"):
+        _samples.columns([("a", 1), ("b", 2, "x")], 0, "B")
 
 
 def test_an_op_on_a_sample_runs_without_the_gil(images):

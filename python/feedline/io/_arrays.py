@@ -9,6 +9,7 @@ audio is widened to int32.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator, Mapping
 
@@ -167,6 +168,14 @@ def open_zip(data, *, max_member_size: int = 1 << 32, mmap_mode: str | None = No
     return ZipArchive(src, _io.list_zip(src, name), name, max_member_size)
 
 
+def _frames_in(what: str, seconds: float, rate: int) -> int:
+    """Whole frames in ``seconds`` at ``rate``: a finite time >= 0, the
+    count capped at 2^63 (past any file's end, which load_wav reports)."""
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"{what} must be a finite number >= 0, got {seconds}")
+    return min(int(seconds * rate), 1 << 63)
+
+
 def load_wav(
     data,
     time_offset_seconds: float | None = None,
@@ -187,13 +196,9 @@ def load_wav(
     if time_offset_seconds is not None or duration_seconds is not None:
         rate = _io.parse_wav(src, name).sample_rate
         if time_offset_seconds is not None:
-            if time_offset_seconds < 0:
-                raise ValueError(f"time_offset_seconds must be >= 0, got {time_offset_seconds}")
-            start = int(time_offset_seconds * rate)
+            start = _frames_in("time_offset_seconds", time_offset_seconds, rate)
         if duration_seconds is not None:
-            if duration_seconds < 0:
-                raise ValueError(f"duration_seconds must be >= 0, got {duration_seconds}")
-            frames = int(duration_seconds * rate)
+            frames = _frames_in("duration_seconds", duration_seconds, rate)
     return np.asarray(_io.load_wav(src, name, start, frames))
 
 
