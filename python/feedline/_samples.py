@@ -6,6 +6,7 @@ itself is never changed.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 
@@ -17,15 +18,32 @@ def field(record: Any, key: Any) -> Any:
         raise ValueError(f"no field {key!r} in a sample of {len(record)} (give the op its field=)") from None
 
 
+def _rebuilt(record: Any, items: list) -> Any:
+    """A tuple of ``items`` of ``record``'s type: a namedtuple stays one."""
+    make = getattr(type(record), "_make", None)
+    return make(items) if make is not None else tuple(items)
+
+
+def _dict_like(record: dict, items: dict) -> dict:
+    """``items`` as a dict of ``record``'s type (a subclass, an
+    OrderedDict, a defaultdict keep theirs)."""
+    if type(record) is dict:
+        return items
+    out = copy.copy(record)
+    out.clear()
+    out.update(items)
+    return out
+
+
 def with_field(record: Any, key: Any, value: Any) -> Any:
-    """``record`` with ``record[key]`` replaced by ``value``."""
+    """``record`` with ``record[key]`` replaced by ``value``, of its type."""
     if isinstance(record, dict):
         out = dict(record)
         out[key] = value
-        return out
+        return _dict_like(record, out)
     items = list(record)
     items[key] = value
-    return tuple(items)
+    return _rebuilt(record, items)
 
 
 def columns(records: list, key: Any, batch: Any) -> Any:
@@ -54,4 +72,4 @@ def columns(records: list, key: Any, batch: Any) -> Any:
             out[k] = [r[k] for r in records]
         except (KeyError, IndexError):
             raise ValueError(f"the samples of a batch differ in shape: field {k!r} is missing from some") from None
-    return out if isinstance(first, dict) else tuple(out[i] for i in keys)
+    return _dict_like(first, out) if is_dict else _rebuilt(first, [out[i] for i in keys])

@@ -300,6 +300,16 @@ def test_records_are_rebuilt_in_their_shape():
         _samples.columns([("a", 1, "x"), ("b", 2)], 0, "B")
     with pytest.raises(ValueError, match="differ in shape"):
         _samples.columns([{"p": 1, "l": 2}, {"p": 3}], "p", "B")
+    # Records keep their type: a namedtuple, a dict subclass.
+    import collections
+
+    Row = collections.namedtuple("Row", "path label")
+    assert _samples.with_field(Row("a.jpg", 3), 0, 7) == Row(7, 3)
+    assert type(_samples.with_field(Row("a.jpg", 3), 0, 7)) is Row
+    assert _samples.columns([Row("a", 1), Row("b", 2)], 0, "B") == Row("B", [1, 2])
+    ordered = collections.OrderedDict(p=1, label=2)
+    assert type(_samples.with_field(ordered, "p", 7)) is collections.OrderedDict
+    assert type(_samples.columns([ordered, ordered], "p", "B")) is collections.OrderedDict
     # A row with a field the first lacks: refused, not that field dropped.
     with pytest.raises(ValueError, match="differ in shape: field 'id'"):
         _samples.columns([{"p": 1, "l": 2}, {"p": 3, "l": 4, "id": 5}], "p", "B")
