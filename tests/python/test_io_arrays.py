@@ -176,6 +176,12 @@ def test_wav_windows():
         fio.load_wav(data, time_offset_seconds=2.0)
     info = fio.parse_wav(data)
     assert (info["num_channels"], info["sample_rate"], info["num_frames"]) == (2, 100, 100)
+    # SPDL's WAVHeader: attributes, byte_rate and data_size included.
+    assert isinstance(info, fio.WAVHeader)
+    assert (info.audio_format, info.num_channels, info.sample_rate, info.bits_per_sample) == (1, 2, 100, 16)
+    assert (info.block_align, info.byte_rate, info.data_size) == (4, 400, 400)
+    with pytest.raises(KeyError):
+        info["nope"]
     # Times no frame count holds, and times that are not numbers.
     with pytest.raises(feedline.FormatError, match="past the end"):
         fio.load_wav(data, time_offset_seconds=1e30)

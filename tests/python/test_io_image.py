@@ -183,6 +183,27 @@ def test_load_image_and_batch_from_paths_and_bytes(tmp_path, jpegs):
     assert one.shape == (224, 224, 3)
 
 
+def test_load_image_takes_bytes_like_sources_as_spdl_does(tmp_path, jpegs, ffmpeg):
+    # A path, bytes, a memoryview, a bytearray and a uint8 array give one
+    # image; so do they for a format only FFmpeg reads. (bytes raised
+    # TypeError.)
+    data = jpegs["rocket"]
+    path = tmp_path / "rocket.jpg"
+    path.write_bytes(data)
+    want = np.asarray(fio.load_image(path, width=64, height=48))
+    for src in (data, memoryview(data), bytearray(data), np.frombuffer(data, np.uint8)):
+        np.testing.assert_array_equal(np.asarray(fio.load_image(src, width=64, height=48)), want)
+    bmp = tmp_path / "t.bmp"
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=32x24", "-frames:v", "1", bmp)
+    np.testing.assert_array_equal(
+        np.asarray(fio.load_image(bmp.read_bytes())), np.asarray(fio.load_image(bmp))
+    )
+    with pytest.raises(feedline.DecodeError, match="^my.jpg: "):
+        fio.load_image(b"not an image at all" * 8, name="my.jpg")
+    with pytest.warns(UserWarning, match=r"load_image ignores these arguments: \['device_config'\]"):
+        fio.load_image(data, device_config=object())
+
+
 def test_load_image_batch_strictness(tmp_path, jpegs, caplog):
     good = jpegs["astronaut"]
     srcs = [good, b"not an image", good]

@@ -147,3 +147,16 @@ def test_extension_api_capsule_is_published():
     # Other extensions import it with PyCapsule_Import (feedline/pipeline/extension_api.h).
     assert type(_feedline_ext._extension_api).__name__ == "PyCapsule"
     assert "feedline._feedline_ext._extension_api" in repr(_feedline_ext._extension_api)
+
+
+def test_spdl_io_names_and_positional_config_arguments():
+    import feedline.io as fio
+
+    # Names SPDL's spdl.io has that migrating code imports.
+    for name in ("DemuxConfig", "DecodeConfig", "VideoEncoder", "AudioEncoder", "WAVHeader"):
+        assert name in fio.__all__ and getattr(fio, name) is not None, name
+    assert isinstance(fio.demux_config(), fio.DemuxConfig)
+    assert isinstance(fio.decode_config(), fio.DecodeConfig)
+    # SPDL's parameters of the config factories take positions too.
+    assert fio.demux_config("rawvideo", {"video_size": "4x4"}).format == "rawvideo"
+    assert fio.decode_config("h264").decoder == "h264"

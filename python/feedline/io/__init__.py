@@ -21,7 +21,7 @@ import os
 from .._feedline_ext import DecodeError, UnsupportedFormat
 from .._feedline_ext import io as _io
 from . import _av, _encode, ops, utils  # noqa: F401 (submodules as attributes)
-from ._arrays import NpzFile, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
+from ._arrays import NpzFile, WAVHeader, ZipArchive, iter_tarfile, load_npy, load_npz, load_wav, open_zip, parse_wav
 from ._audio import load_audio
 from ._av import *  # noqa: F401,F403 -- SPDL's FFmpeg API
 from ._encode import *  # noqa: F401,F403 -- SPDL's encoding API
@@ -40,6 +40,7 @@ __all__ = (
         "buffer_cache_size",
         "set_buffer_cache_limit",
         "NpzFile",
+        "WAVHeader",
         "ZipArchive",
         "decode_image",
         "iter_tarfile",
@@ -146,10 +147,14 @@ def load_image(
     decode_config=None,
     filter_desc=_av.FILTER_DESC_DEFAULT,
     index: int | None = None,
+    name: str | None = None,
+    device_config=None,
     **options,
 ) -> Buffer:
-    """Reads and decodes the image at path ``src`` (options as
-    :func:`decode_image`).
+    """Reads and decodes the image at path ``src``, or held in ``src`` (a
+    bytes-like object or a 1-D uint8 array), options as
+    :func:`decode_image`. ``name`` names the source in errors;
+    ``device_config`` (SPDL's GPU transfer) is ignored with a warning.
 
     JPEG and PNG take the fast path (libjpeg-turbo, libpng). Any other
     format FFmpeg reads (BMP, TIFF, WebP, GIF, ...), or a call with
@@ -164,11 +169,17 @@ def load_image(
     :class:`feedline.UnsupportedFormat` or :class:`feedline.DecodeError`
     naming it.
     """
+    if device_config is not None:
+        _av._ignored("load_image", {"device_config": device_config})
     ffmpeg = demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT
+    is_path = isinstance(src, (str, os.PathLike))
     if not ffmpeg:
         try:
-            path = os.fspath(src)
-            return _io.decode_image(_io.read_file(path), image_options(**options), path, _index(index))
+            if is_path:
+                path = os.fspath(src)
+                return _io.decode_image(_io.read_file(path), image_options(**options), name or path, _index(index))
+            data = _av._src(src)
+            return _io.decode_image(data, image_options(**options), name or f"<{len(data)} bytes>", _index(index))
         except UnsupportedFormat:
             pass  # not JPEG or PNG: FFmpeg's turn
     max_pixels = options.pop("max_pixels", None)
@@ -179,8 +190,9 @@ def load_image(
         if extra:
             # Decoded whole by FFmpeg, then the same native transform as the
             # JPEG/PNG path (resize, crops, augmentation, dtype, layout).
-            pixels = _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config)
-            name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
+            pixels = _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, name=name)
+            if name is None and is_path:
+                name = os.fspath(src)
             return transform_image(pixels, name=name, index=index, **options)
         pix_fmt = {"rgb": "rgb24", "bgr": "bgr24", "gray": "gray"}.get(
             options.get("pix_fmt", "rgb24"), options.get("pix_fmt", "rgb24")
@@ -193,8 +205,12 @@ def load_image(
                 pix_fmt=pix_fmt,
             )
         else:
-            return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, pix_fmt=pix_fmt)
-    return _av.load_image_ffmpeg(src, demux_config=demux_config, decode_config=decode_config, filter_desc=filter_desc)
+            return _av.load_image_ffmpeg(
+                src, demux_config=demux_config, decode_config=decode_config, pix_fmt=pix_fmt, name=name
+            )
+    return _av.load_image_ffmpeg(
+        src, demux_config=demux_config, decode_config=decode_config, filter_desc=filter_desc, name=name
+    )
 
 
 def _with_max_pixels(decode_config, max_pixels):

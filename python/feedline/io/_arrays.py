@@ -9,6 +9,7 @@ audio is widened to int32.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -202,22 +203,48 @@ def load_wav(
     return np.asarray(_io.load_wav(src, name, start, frames))
 
 
-def parse_wav(data, *, mmap_mode: str | None = None) -> dict:
-    """The WAV header: audio_format, num_channels, sample_rate,
-    bits_per_sample, block_align, num_frames, data_offset. A path is read
-    (or, with ``mmap_mode="r"``, mapped) as in :func:`load_wav`."""
+@dataclasses.dataclass(frozen=True)
+class WAVHeader:
+    """A WAV file's header, as :func:`parse_wav` reads it: SPDL's fields
+    (``data_size``: the bytes of samples present), and ``num_frames`` and
+    ``data_offset``. Fields read as attributes or, as the dict it once was,
+    by name (``header["sample_rate"]``)."""
+
+    audio_format: int
+    num_channels: int
+    sample_rate: int
+    byte_rate: int
+    block_align: int
+    bits_per_sample: int
+    data_size: int
+    num_frames: int
+    data_offset: int
+
+    def __getitem__(self, key: str) -> int:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self.__dataclass_fields__)
+
+
+def parse_wav(data, *, mmap_mode: str | None = None) -> WAVHeader:
+    """The WAV header (:class:`WAVHeader`). A path is read (or, with
+    ``mmap_mode="r"``, mapped) as in :func:`load_wav`."""
     src, name = _source(data, "wav", mmap_mode)
     info = _io.parse_wav(src, name)
-    keys = (
-        "audio_format",
-        "num_channels",
-        "sample_rate",
-        "bits_per_sample",
-        "block_align",
-        "num_frames",
-        "data_offset",
+    return WAVHeader(
+        audio_format=info.audio_format,
+        num_channels=info.num_channels,
+        sample_rate=info.sample_rate,
+        byte_rate=info.sample_rate * info.block_align,
+        block_align=info.block_align,
+        bits_per_sample=info.bits_per_sample,
+        data_size=info.num_frames * info.block_align,
+        num_frames=info.num_frames,
+        data_offset=info.data_offset,
     )
-    return {key: getattr(info, key) for key in keys}
 
 
 def iter_tarfile(src, *, mmap_mode: str | None = None) -> Iterator[tuple[str, memoryview | bytes]]:

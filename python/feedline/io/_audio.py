@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .._feedline_ext import DecodeError
 from .._feedline_ext import io as _io
 from . import _av
 from ._arrays import _source
@@ -19,6 +20,7 @@ def load_audio(
     decode_config=None,
     filter_desc=_av.FILTER_DESC_DEFAULT,
     name: str | None = None,
+    **kwargs,
 ):
     """Decodes the best audio stream of ``src`` (a path or bytes-like) to a
     :class:`Buffer` of float32 samples, shape ``(channels, samples)`` (SPDL's
@@ -36,9 +38,15 @@ def load_audio(
     ``aformat=sample_fmts=fltp`` keeps the decoder's sample format: packed
     formats give ``(samples, channels)``.
 
+    Times may be int, float, Fraction, Decimal or str; ``end`` may be
+    ``inf`` or None (to the end).
+
     Raises :class:`feedline.DecodeError` naming the source for data that is
-    not media, has no audio stream, or fails to decode.
+    not media, has no audio stream, fails to decode, or has no sample in a
+    window. Other keyword arguments (SPDL's ``device_config``, say) are
+    ignored with a warning.
     """
+    _av._ignored("load_audio", kwargs)
     if demux_config is not None or decode_config is not None or filter_desc is not _av.FILTER_DESC_DEFAULT:
         if filter_desc is _av.FILTER_DESC_DEFAULT:
             filter_desc = _av.get_audio_filter_desc(
@@ -51,9 +59,15 @@ def load_audio(
         return _av.convert_frames(_av.decode_packets(packets, filter_desc, decode_config))
     data, default_name = _source(src, "audio")
     start, duration = 0.0, None
-    if timestamp is not None:
-        start, end = timestamp
-        if start < 0 or end < start:
-            raise ValueError(f"timestamp must be (start, end) with 0 <= start <= end, got {timestamp}")
-        duration = end - start
-    return _io.load_audio(data, name or default_name, sample_rate or 0, num_channels or 0, float(start), duration)
+    window = _av._window(timestamp)
+    if window is not None:
+        start, duration = window.start, window.end - window.start
+    label = name or default_name
+    out = _io.load_audio(data, label, sample_rate or 0, num_channels or 0, start, duration)
+    if window is not None and out.shape[1] == 0 and duration != 0:
+        # As decode_packets: a window past the end is an error, not an
+        # empty clip (a file without samples gives its empty array).
+        whole = _io.load_audio(data, label, sample_rate or 0, num_channels or 0, 0.0, None)
+        if whole.shape[1] > 0:
+            raise DecodeError(f"{label}: no audio in the window [{window.start}, {window.end}) s")
+    return out

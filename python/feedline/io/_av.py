@@ -57,7 +57,9 @@ __all__ = [
     "AudioPackets",
     "BSF",
     "Codec",
+    "DecodeConfig",
     "Decoder",
+    "DemuxConfig",
     "Demuxer",
     "FilterGraph",
     "Frames",
@@ -87,6 +89,8 @@ __all__ = [
 ]
 
 Codec = _io.Codec
+DemuxConfig = _io.DemuxConfig  # what demux_config() makes
+DecodeConfig = _io.DecodeConfig  # what decode_config() makes
 Packets = _io.Packets
 AudioPackets = _io.AudioPackets
 VideoPackets = _io.VideoPackets
@@ -112,10 +116,10 @@ FILTER_DESC_DEFAULT = _Default()
 
 
 def demux_config(
-    *,
     format: str | None = None,
     format_options: dict[str, str] | None = None,
     buffer_size: int = 65536,
+    *,
     find_stream_info: bool | None = None,
     allow_unsafe_formats: bool = False,
 ) -> _io.DemuxConfig:
@@ -147,7 +151,7 @@ def demux_config(
 
 
 def decode_config(
-    *, decoder: str | None = None, decoder_options: dict[str, str] | None = None, threads: int | None = None
+    decoder: str | None = None, decoder_options: dict[str, str] | None = None, *, threads: int | None = None
 ) -> _io.DecodeConfig:
     """How to decode: a ``decoder`` by name (default: FFmpeg's for the
     codec), ``decoder_options`` (every one must be used), and ``threads``

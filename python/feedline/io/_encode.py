@@ -35,9 +35,11 @@ from .._feedline_ext import io as _io
 
 __all__ = [
     "AudioEncodeConfig",
+    "AudioEncoder",
     "Encoder",
     "Muxer",
     "VideoEncodeConfig",
+    "VideoEncoder",
     "audio_encode_config",
     "create_reference_audio_frame",
     "create_reference_video_frame",
