@@ -114,14 +114,17 @@ class Channel {
     std::move(entries.begin(), entries.end(), std::back_inserter(*out));
     entries.clear();
   }
-  void start_clock(Clock::time_point now) { last_change_ = started_ = now; }
+  void start_clock(Clock::time_point now) {
+    last_change_ = started_ = now;
+    clock_started_ = true;
+  }
   QueueStats snapshot(Clock::time_point now) {
     account(now);
     QueueStats s = stats;
     s.capacity = slots_;
     s.depth = depth();
     s.items_got -= s.depth - entries.size();
-    s.elapsed = now - started_;
+    s.elapsed = clock_started_ ? now - started_ : Clock::duration::zero();
     return s;
   }
 
@@ -136,7 +139,9 @@ class Channel {
 
  private:
   void account(Clock::time_point now) {
-    if (now <= last_change_) return;
+    // Before start_clock() there is no interval to charge (the clock's
+    // zero is not when the queue began).
+    if (!clock_started_ || now <= last_change_) return;
     auto dt = now - last_change_;
     const std::size_t d = depth();
     stats.depth_integral +=
@@ -154,6 +159,7 @@ class Channel {
   StageRunner* producer_ = nullptr;
   Clock::time_point started_{};
   Clock::time_point last_change_{};
+  bool clock_started_ = false;
 };
 
 }  // namespace feedline::detail

@@ -88,7 +88,8 @@ std::chrono::nanoseconds LatencyHistogram::mean() const {
 
 std::chrono::nanoseconds LatencyHistogram::quantile(double q) const {
   if (count_ == 0) return std::chrono::nanoseconds(0);
-  q = std::clamp(q, 0.0, 1.0);
+  if (!(q >= 0)) q = 0;  // NaN too: clamp() passes it on
+  q = std::min(q, 1.0);
   uint64_t rank =
       static_cast<uint64_t>(std::ceil(q * static_cast<double>(count_)));
   rank = std::max<uint64_t>(rank, 1);

@@ -417,6 +417,9 @@ PipelineStats PipelineImpl::live_stats_locked() const {
   s.num_threads = active > 0 ? active : options_.num_threads;
   s.autotune = autotune_stats_;
   Clock::time_point t = clock_->now();
+  const Tick drained = drained_at_.load();
+  if (drained != kNotDrained)
+    t = std::min(t, Clock::time_point(Clock::time_point::duration(drained)));
   if (start_time_) s.elapsed = t - *start_time_;
   for (const auto& runner : runners_) {
     s.stages.push_back(runner->snapshot(t));

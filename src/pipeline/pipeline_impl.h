@@ -25,6 +25,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -102,6 +103,14 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   // Kicks every stage (StageRunner::kick()): starts a worker wherever there
   // is work that nobody woke a worker for. For a starving consumer.
   void kick_all();
+  // The sink's consumer read the end of the stream at `t` (the first call
+  // counts): the statistics' clock stops there, so that the time between
+  // the end and stop() (or a later stats() call) does not dilute rates and
+  // busy fractions.
+  void note_drained(Clock::time_point t) {
+    Tick none = kNotDrained;
+    drained_at_.compare_exchange_strong(none, t.time_since_epoch().count());
+  }
   const Clock& clock() const { return *clock_; }
   const BuildOptions& options() const { return options_; }
   std::stop_token stop_token() const { return stop_source_.get_token(); }
@@ -185,6 +194,10 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   AutotuneStats autotune_stats_ GUARDED_BY(state_mu_);
   // The pool's active threads (autotune changes them).
   std::atomic<int> active_threads_{0};
+  // note_drained()'s time, as a count of Clock::time_point's ticks.
+  using Tick = Clock::time_point::rep;
+  static constexpr Tick kNotDrained = std::numeric_limits<Tick>::min();
+  std::atomic<Tick> drained_at_{kNotDrained};
 
   // The latest counters of every region's workers (report_region()); a leaf
   // lock, taken under state_mu_ by the snapshots.

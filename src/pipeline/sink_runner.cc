@@ -126,6 +126,7 @@ NextStatus SinkRunner::take_run(std::optional<Pipeline::Deadline> deadline) {
   }
   if (stopped_.load(std::memory_order_relaxed)) return NextStatus::kEnd;
   if (in->entries.empty()) {
+    if (!input_ended_) pipeline_->note_drained(now());
     input_ended_ = true;
     if (should_finish_locked()) stats_.finished = true;
     return NextStatus::kEnd;

@@ -619,13 +619,12 @@ std::string format_table(const PipelineStats& stats) {
   std::string out;
   char line[256];
   double elapsed = seconds(stats.elapsed);
+  // The name goes in as a string: a long one must not cut the line short.
   std::snprintf(
-      line, sizeof(line),
-      "pipeline '%s': %llu items delivered in %.2fs (%.0f items/s)\n",
-      stats.name.c_str(),
+      line, sizeof(line), "': %llu items delivered in %.2fs (%.0f items/s)\n",
       static_cast<unsigned long long>(stats.items_delivered), elapsed,
       elapsed > 0 ? static_cast<double>(stats.items_delivered) / elapsed : 0.0);
-  out += line;
+  out += "pipeline '" + stats.name + line;
   // A region's stages follow its host stage, as "  <region>/<stage>".
   auto region_name = [](const RegionStats& r, const StageStats& s) {
     return "  " + r.name + "/" + s.name;

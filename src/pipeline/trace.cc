@@ -71,14 +71,6 @@ Trace TraceBuffer::snapshot() const {
 
 }  // namespace detail
 
-namespace {
-
-double micros(std::chrono::nanoseconds d) {
-  return static_cast<double>(d.count()) / 1e3;
-}
-
-}  // namespace
-
 std::string to_trace_json(const Trace& trace, const PipelineStats& stats) {
   using detail::JsonObject;
   std::string out;
@@ -136,8 +128,8 @@ std::string to_trace_json(const Trace& trace, const PipelineStats& stats) {
         x.add("ph", std::string("X"));
         x.add("pid", uint64_t{1});
         x.add("tid", static_cast<uint64_t>(e.thread));
-        x.add("ts", micros(e.start));
-        x.add("dur", micros(e.duration));
+        x.add_micros("ts", e.start);
+        x.add_micros("dur", e.duration);
         JsonObject args(x.key("args"));
         args.add("failed", e.failed);
         continue;
@@ -151,7 +143,7 @@ std::string to_trace_json(const Trace& trace, const PipelineStats& stats) {
         a.add("id", async_id);
         a.add("pid", uint64_t{1});
         a.add("tid", uint64_t{0});
-        a.add("ts", micros(ph[0] == 'b' ? e.start : e.start + e.duration));
+        a.add_micros("ts", ph[0] == 'b' ? e.start : e.start + e.duration);
         if (ph[0] == 'e') {
           JsonObject args(a.key("args"));
           args.add("failed", e.failed);

@@ -4,6 +4,7 @@
 // the histogram.
 
 #include <atomic>
+#include <cmath>
 #include <latch>
 #include <stdexcept>
 #include <string>
@@ -172,6 +173,75 @@ TEST(HistogramTest, BucketsCoverEveryValueWithBoundedError) {
                 std::max(1.0, 0.125 * static_cast<double>(v) + 1));
     }
   }
+}
+
+TEST(HistogramTest, ANanQuantileIsTheLowest) {
+  LatencyHistogram h;
+  for (int ms : {1, 2, 30}) h.record(milliseconds(ms));
+  EXPECT_EQ(h.quantile(std::nan("")), h.quantile(0));
+  EXPECT_EQ(h.quantile(-1), h.quantile(0));
+  EXPECT_EQ(h.quantile(2), h.quantile(1));
+}
+
+TEST(StatsTest, StatsBeforeStartDoNotCountTheClocksZero) {
+  // A snapshot before start() charged the queues from the clock's zero
+  // (the machine's uptime) as empty time, which stayed after the start.
+  testing::ManualClock clock;
+  clock.advance(std::chrono::hours(10));
+  auto p = PipelineBuilder()
+               .add_source(iota(5))
+               .pipe([](int x) { return x; })
+               .add_sink()
+               .build(BuildOptions{.num_threads = 1, .clock = &clock});
+  for (const StageStats& s : p.stats().stages) {
+    EXPECT_EQ(s.input_queue.elapsed, nanoseconds(0)) << s.name;
+    EXPECT_EQ(s.input_queue.time_empty, nanoseconds(0)) << s.name;
+  }
+  clock.advance(milliseconds(3));
+  drain(p);
+  clock.advance(milliseconds(2));
+  for (const StageStats& s : p.stats().stages) {
+    EXPECT_LE(s.input_queue.time_empty, s.input_queue.elapsed) << s.name;
+    EXPECT_LE(s.input_queue.elapsed, milliseconds(2)) << s.name;
+  }
+}
+
+TEST(StatsTest, TheClockStopsWhenTheStreamEnds) {
+  // Time after the consumer read the end (before stop(), or a later
+  // stats()) diluted the rates and busy fractions of the run.
+  testing::ManualClock clock;
+  auto p = PipelineBuilder()
+               .add_source(iota(10))
+               .pipe(
+                   [&](int x) {
+                     clock.advance(milliseconds(1));
+                     return x;
+                   },
+                   {.name = "work"})
+               .add_sink()
+               .build(BuildOptions{.num_threads = 1, .clock = &clock});
+  drain(p);
+  const PipelineStats at_end = p.stats();
+  EXPECT_EQ(at_end.elapsed, milliseconds(10));
+  clock.advance(std::chrono::seconds(60));
+  const PipelineStats later = p.stats();
+  EXPECT_EQ(later.elapsed, at_end.elapsed);
+  EXPECT_EQ(later.stages[1].input_queue.elapsed,
+            at_end.stages[1].input_queue.elapsed);
+  p.stop();
+  EXPECT_EQ(p.stats().elapsed, at_end.elapsed);
+}
+
+TEST(StatsTest, ALongPipelineNameKeepsTheTablesFirstLineWhole) {
+  auto p = PipelineBuilder().add_source(iota(3)).add_sink().build(
+      BuildOptions{.num_threads = 1, .name = std::string(250, 'n')});
+  drain(p);
+  const std::string table = format_table(p.stats());
+  const std::string first = table.substr(0, table.find('\n'));
+  EXPECT_EQ(first.rfind("pipeline '" + std::string(250, 'n') + "': 3 items", 0),
+            0u)
+      << first;
+  EXPECT_EQ(first.substr(first.size() - 8), "items/s)") << first;
 }
 
 TEST(HistogramTest, MergeEqualsRecordingEverythingInOne) {
@@ -674,6 +744,22 @@ TEST(TraceTest, SamplesOneCallInNPerStageAndWritesTraceEvents) {
   drain(off);
   EXPECT_EQ(off.trace().every, 0);
   EXPECT_TRUE(off.trace().events.empty());
+}
+
+TEST(TraceTest, TimesAreExactMicrosecondsHoweverLongTheRun) {
+  // 9 significant digits rounded a day's 8.64e10 us to 100 us.
+  Trace t;
+  t.every = 1;
+  t.events.push_back(
+      TraceEvent{.stage = 0,
+                 .thread = 1,
+                 .start = std::chrono::seconds(86400) + nanoseconds(12345),
+                 .duration = nanoseconds(1500)});
+  auto p = PipelineBuilder().add_source(iota(1)).add_sink().build(1);
+  drain(p);
+  const std::string json = to_trace_json(t, p.stats());
+  EXPECT_NE(json.find("\"ts\":86400000012.345"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"dur\":1.500"), std::string::npos) << json;
 }
 
 TEST(TraceTest, KeepsTheLatestEventsUpToItsCapacity) {
