@@ -195,9 +195,7 @@ def test_load_image_takes_bytes_like_sources_as_spdl_does(tmp_path, jpegs, ffmpe
         np.testing.assert_array_equal(np.asarray(fio.load_image(src, width=64, height=48)), want)
     bmp = tmp_path / "t.bmp"
     ffmpeg("-f", "lavfi", "-i", "testsrc2=size=32x24", "-frames:v", "1", bmp)
-    np.testing.assert_array_equal(
-        np.asarray(fio.load_image(bmp.read_bytes())), np.asarray(fio.load_image(bmp))
-    )
+    np.testing.assert_array_equal(np.asarray(fio.load_image(bmp.read_bytes())), np.asarray(fio.load_image(bmp)))
     with pytest.raises(feedline.DecodeError, match="^my.jpg: "):
         fio.load_image(b"not an image at all" * 8, name="my.jpg")
     with pytest.warns(UserWarning, match=r"load_image ignores these arguments: \['device_config'\]"):
