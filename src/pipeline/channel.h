@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <iterator>
 
@@ -133,9 +134,17 @@ class Channel {
   QueueStats stats;
   std::atomic<bool> producer_waiting{false};
 
-  // Consumer side, without the mutex: one taken entry was handed out. Call
-  // before release() of its slot.
-  void hand_out() { held_.fetch_sub(1, std::memory_order_relaxed); }
+  // Consumer side, without the mutex: one taken entry was handed out at
+  // `now`. Call before release() of its slot. The time is added up for
+  // account(), which charges the entry up to it (not up to the previous
+  // snapshot, which made the sink's occupancy depend on how often
+  // snapshots were taken).
+  void hand_out(Clock::time_point now) {
+    handed_ticks_.fetch_add(now.time_since_epoch().count(),
+                            std::memory_order_relaxed);
+    handed_.fetch_add(1, std::memory_order_relaxed);
+    held_.fetch_sub(1, std::memory_order_release);
+  }
 
  private:
   void account(Clock::time_point now) {
@@ -143,9 +152,21 @@ class Channel {
     // zero is not when the queue began).
     if (!clock_started_ || now <= last_change_) return;
     auto dt = now - last_change_;
-    const std::size_t d = depth();
+    const std::size_t d =
+        entries.size() +
+        static_cast<std::size_t>(held_.load(std::memory_order_acquire));
+    // Entries handed out since the last account() were held until their
+    // hand_out() time: sum(out - last_change_). At most the entries of one
+    // take_all() are handed out between two account()s, so the sum of
+    // their times does not overflow. (One handed out while this runs may
+    // land in the next interval, with a negative share there: the total
+    // stays right.)
+    const int64_t n = handed_.exchange(0, std::memory_order_relaxed);
+    const int64_t ticks = handed_ticks_.exchange(0, std::memory_order_relaxed);
+    const int64_t handed = ticks - n * last_change_.time_since_epoch().count();
     stats.depth_integral +=
-        static_cast<double>(d) * static_cast<double>(dt.count());
+        static_cast<double>(d) * static_cast<double>(dt.count()) +
+        static_cast<double>(handed);
     if (d == 0) stats.time_empty += dt;
     if (d >= slots_) stats.time_full += dt;
     last_change_ = now;
@@ -155,6 +176,9 @@ class Channel {
   const long wake_threshold_;
   std::atomic<long> free_;
   std::atomic<long> held_{0};  // taken by the consumer, not handed out
+  // Handed out since the last account(): how many, and their times summed.
+  std::atomic<int64_t> handed_{0};
+  std::atomic<int64_t> handed_ticks_{0};
   StageRunner* const consumer_;
   StageRunner* producer_ = nullptr;
   Clock::time_point started_{};

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <latch>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include "feedline/pipeline/builder.h"
 #include "feedline/pipeline/histogram.h"
 #include "feedline/pipeline/trace.h"
+#include "pipeline/channel.h"
 #include "testing/manual_clock.h"
 #include "testing/pipeline_testing.h"
 
@@ -203,6 +205,28 @@ TEST(StatsTest, StatsBeforeStartDoNotCountTheClocksZero) {
   for (const StageStats& s : p.stats().stages) {
     EXPECT_LE(s.input_queue.time_empty, s.input_queue.elapsed) << s.name;
     EXPECT_LE(s.input_queue.elapsed, milliseconds(2)) << s.name;
+  }
+}
+
+TEST(ChannelTest, HandedOutEntriesAreChargedUntilTheirHandOut) {
+  // The sink takes all queued entries at once and hands them out one by
+  // one without the lock: each is held until its hand-out, however often
+  // snapshots come (the occupancy used to depend on that).
+  for (bool snapshots_between : {false, true}) {
+    detail::Channel c(4, nullptr);
+    const Clock::time_point t0{std::chrono::seconds(100)};
+    c.start_clock(t0);
+    for (int i = 0; i < 4; ++i) c.push(detail::Entry{Item(i)}, t0);
+    std::deque<detail::Entry> taken;
+    c.take_all(t0, &taken);
+    for (int k = 1; k <= 4; ++k) {
+      c.hand_out(t0 + milliseconds(10 * k));
+      if (snapshots_between) c.snapshot(t0 + milliseconds(10 * k + 5));
+    }
+    const QueueStats s = c.snapshot(t0 + milliseconds(40));
+    // Held 10, 20, 30 and 40 ms: 100 entry-ms in 40 ms of 4 slots.
+    EXPECT_DOUBLE_EQ(s.depth_integral, 100e6) << snapshots_between;
+    EXPECT_DOUBLE_EQ(s.occupancy(), 100.0 / (4 * 40)) << snapshots_between;
   }
 }
 
