@@ -134,14 +134,13 @@ class Channel {
   QueueStats stats;
   std::atomic<bool> producer_waiting{false};
 
-  // Consumer side, without the mutex: one taken entry was handed out at
-  // `now`. Call before release() of its slot. The time is added up for
-  // account(), which charges the entry up to it (not up to the previous
-  // snapshot, which made the sink's occupancy depend on how often
-  // snapshots were taken).
-  void hand_out(Clock::time_point now) {
-    handed_ticks_.fetch_add(now.time_since_epoch().count(),
-                            std::memory_order_relaxed);
+  // Consumer side, without the mutex: one taken entry was handed out. Call
+  // before release() of its slot. account() charges the entries handed out
+  // since the last account() for half the interval (the consumer does not
+  // read the clock per entry: a hand-out is a few nanoseconds), rather than
+  // for none of it, which made the sink's occupancy depend on how often
+  // snapshots were taken.
+  void hand_out() {
     handed_.fetch_add(1, std::memory_order_relaxed);
     held_.fetch_sub(1, std::memory_order_release);
   }
@@ -150,23 +149,23 @@ class Channel {
   void account(Clock::time_point now) {
     // Before start_clock() there is no interval to charge (the clock's
     // zero is not when the queue began).
-    if (!clock_started_ || now <= last_change_) return;
+    if (!clock_started_) return;
+    if (now <= last_change_) {
+      // No time passed: entries handed out meanwhile were held for none.
+      handed_.store(0, std::memory_order_relaxed);
+      return;
+    }
     auto dt = now - last_change_;
     const std::size_t d =
         entries.size() +
         static_cast<std::size_t>(held_.load(std::memory_order_acquire));
-    // Entries handed out since the last account() were held until their
-    // hand_out() time: sum(out - last_change_). At most the entries of one
-    // take_all() are handed out between two account()s, so the sum of
-    // their times does not overflow. (One handed out while this runs may
-    // land in the next interval, with a negative share there: the total
-    // stays right.)
-    const int64_t n = handed_.exchange(0, std::memory_order_relaxed);
-    const int64_t ticks = handed_ticks_.exchange(0, std::memory_order_relaxed);
-    const int64_t handed = ticks - n * last_change_.time_since_epoch().count();
+    // Entries handed out since the last account() were held for part of
+    // the interval: half of it each, on average. (One handed out while this
+    // runs may be counted here and in the depth: a few nanoseconds' race.)
+    const int64_t handed = handed_.exchange(0, std::memory_order_relaxed);
     stats.depth_integral +=
-        static_cast<double>(d) * static_cast<double>(dt.count()) +
-        static_cast<double>(handed);
+        (static_cast<double>(d) + 0.5 * static_cast<double>(handed)) *
+        static_cast<double>(dt.count());
     if (d == 0) stats.time_empty += dt;
     if (d >= slots_) stats.time_full += dt;
     last_change_ = now;
@@ -175,10 +174,8 @@ class Channel {
   const std::size_t slots_;
   const long wake_threshold_;
   std::atomic<long> free_;
-  std::atomic<long> held_{0};  // taken by the consumer, not handed out
-  // Handed out since the last account(): how many, and their times summed.
-  std::atomic<int64_t> handed_{0};
-  std::atomic<int64_t> handed_ticks_{0};
+  std::atomic<long> held_{0};       // taken by the consumer, not handed out
+  std::atomic<int64_t> handed_{0};  // handed out since the last account()
   StageRunner* const consumer_;
   StageRunner* producer_ = nullptr;
   Clock::time_point started_{};

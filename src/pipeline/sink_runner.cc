@@ -145,7 +145,7 @@ NextStatus SinkRunner::next(Item* out,
   Channel* in = inputs_[0].get();
   Entry e = std::move(taken_.front());
   taken_.pop_front();
-  in->hand_out(now());
+  in->hand_out();
   if (e.epoch_end) {
     handed_epochs_.fetch_add(1, std::memory_order_relaxed);
   } else {

@@ -208,10 +208,13 @@ TEST(StatsTest, StatsBeforeStartDoNotCountTheClocksZero) {
   }
 }
 
-TEST(ChannelTest, HandedOutEntriesAreChargedUntilTheirHandOut) {
+TEST(ChannelTest, HandedOutEntriesAreChargedForTheirShareOfTheInterval) {
   // The sink takes all queued entries at once and hands them out one by
-  // one without the lock: each is held until its hand-out, however often
-  // snapshots come (the occupancy used to depend on that).
+  // one without the lock. Each snapshot charged its interval at the depth
+  // it found at its end, as if every entry handed out meanwhile had left
+  // at its start: 0 entry-ms here without snapshots between. Entries handed
+  // out are now charged half the interval each (the consumer reads no
+  // clock per entry), within 20% of the true 100 entry-ms either way.
   for (bool snapshots_between : {false, true}) {
     detail::Channel c(4, nullptr);
     const Clock::time_point t0{std::chrono::seconds(100)};
@@ -220,13 +223,13 @@ TEST(ChannelTest, HandedOutEntriesAreChargedUntilTheirHandOut) {
     std::deque<detail::Entry> taken;
     c.take_all(t0, &taken);
     for (int k = 1; k <= 4; ++k) {
-      c.hand_out(t0 + milliseconds(10 * k));
+      c.hand_out();  // at t0 + 10 k ms
       if (snapshots_between) c.snapshot(t0 + milliseconds(10 * k + 5));
     }
     const QueueStats s = c.snapshot(t0 + milliseconds(40));
     // Held 10, 20, 30 and 40 ms: 100 entry-ms in 40 ms of 4 slots.
-    EXPECT_DOUBLE_EQ(s.depth_integral, 100e6) << snapshots_between;
-    EXPECT_DOUBLE_EQ(s.occupancy(), 100.0 / (4 * 40)) << snapshots_between;
+    EXPECT_GE(s.depth_integral, 80e6) << snapshots_between;
+    EXPECT_LE(s.depth_integral, 100e6) << snapshots_between;
   }
 }
 
