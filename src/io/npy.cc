@@ -76,7 +76,10 @@ Descr parse_descr(const std::string& d, const io::Reader& r, uint64_t at) {
 // tuple), each exactly once: numpy refuses other and missing keys; it takes
 // the last of duplicated keys, which are refused here as no writer makes
 // them. Trailing blanks (the padding) are allowed; anything else after the
-// dict is not.
+// dict is not. Files of versions 1.0 and 2.0 written by Python 2 may suffix a
+// dimension with 'L' (a long, as `(2L, 3L)` on Windows): numpy reads those
+// versions with the suffix removed, and so does this; version 3.0 postdates
+// Python 2 and numpy refuses the suffix there.
 struct Header {
   std::string descr;
   bool fortran_order = false;
@@ -85,8 +88,9 @@ struct Header {
 
 class HeaderParser {
  public:
-  HeaderParser(std::string_view text, const io::Reader& r, uint64_t at)
-      : text_(text), r_(r), at_(at) {}
+  HeaderParser(std::string_view text, const io::Reader& r, uint64_t at,
+               bool long_suffix)
+      : text_(text), r_(r), at_(at), long_suffix_(long_suffix) {}
 
   Header parse() {
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t'))
@@ -204,12 +208,14 @@ class HeaderParser {
     }
     if (text_[begin] == '0' && pos_ - begin > 1)
       fail(begin, "malformed NPY shape: an integer with a leading zero");
+    if (long_suffix_ && peek() == 'L') ++pos_;
     return v;
   }
 
   std::string_view text_;
   const io::Reader& r_;
   uint64_t at_;
+  bool long_suffix_;
   std::size_t pos_ = 0;
 };
 
@@ -253,7 +259,7 @@ Buffer load_npy(const Buffer& bytes, std::string_view name) {
   const Header header =
       HeaderParser(std::string_view(reinterpret_cast<const char*>(raw.data()),
                                     raw.size()),
-                   r, header_at)
+                   r, header_at, /*long_suffix=*/major <= 2)
           .parse();
   const Descr descr = parse_descr(header.descr, r, header_at);
   const bool fortran_order = header.fortran_order;

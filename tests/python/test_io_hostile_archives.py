@@ -466,6 +466,28 @@ def test_npy_versions_and_header_length_as_numpy():
         fio.load_npy(over)
 
 
+def test_npy_python2_long_suffix_read_as_numpy_reads_it():
+    # Python 2 on Windows wrote dimensions as longs: "(2L, 3L)". numpy strips
+    # the suffix in versions 1.0 and 2.0 (with a warning), not in 3.0.
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (2L, 3L), }"
+    for version in [(1, 0), (2, 0)]:
+        data = npy_with(header, version)
+        with pytest.warns(UserWarning, match="Python 2"):
+            expected = numpy_load(data)
+        np.testing.assert_array_equal(fio.load_npy(data), expected)
+    data = npy_with(header, (3, 0))
+    with pytest.raises(ValueError):
+        numpy_load(data)
+    with pytest.raises(feedline.FormatError):
+        fio.load_npy(data)
+    for shape in ["(6LL,)", "(6l,)", "(L,)", "(6L)"]:
+        data = npy_with("{'descr': '<i4', 'fortran_order': False, 'shape': %s}" % shape)
+        with pytest.raises(ValueError):
+            numpy_load(data)
+        with pytest.raises(feedline.FormatError):
+            fio.load_npy(data)
+
+
 def test_npz_member_with_a_duplicate_key_header_is_refused():
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w") as z:

@@ -161,6 +161,24 @@ TEST(NpyTest, VersionsAndHeaderLength) {
             std::string::npos);
 }
 
+// Python 2 wrote a long dimension with an 'L' suffix; numpy reads it in
+// versions 1.0 and 2.0 only. Here it must follow the digits at once (numpy,
+// filtering tokens, also takes "4 L", which no writer made).
+TEST(NpyTest, Python2LongSuffixAsNumpyReadsIt) {
+  const std::string h =
+      "{'descr': '<i4', 'fortran_order': False, 'shape': (2L, 2L), }";
+  for (uint8_t major : {uint8_t{1}, uint8_t{2}})
+    EXPECT_EQ(load(npy(h, major)).shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_THROW(load(npy(h, 3)), FormatError);
+  for (std::string shape : {"(4LL,)", "(4l,)", "(L,)", "(4L)", "(4 L,)"}) {
+    SCOPED_TRACE(shape);
+    EXPECT_THROW(load(npy("{'descr': '<i4', 'fortran_order': False, "
+                          "'shape': " +
+                          shape + "}")),
+                 FormatError);
+  }
+}
+
 TEST(NpyTest, DescrMustBeOneNumpyReadsAlike) {
   for (std::string descr : {"<i04", "i4", "<i3", "<U4", "|O", "<i"}) {
     SCOPED_TRACE(descr);
