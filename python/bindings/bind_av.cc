@@ -470,6 +470,9 @@ void bind_av(nb::module_& m) {
           nb::gil_scoped_release release;
           out = media::convert_frames(mine);
         }
+        // The GIL is held again: no other thread can consume one of the
+        // originals between the checks and the takes, so either every
+        // original is consumed or (one was consumed meanwhile) none is.
         for (Frames* f : frames) f->check();
         for (Frames* f : frames) f->take();
         return out;
