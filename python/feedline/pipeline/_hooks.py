@@ -13,9 +13,11 @@ the classes here present those counters the way ``spdl.pipeline`` does:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
+import inspect
 import io
 import logging
 import os
@@ -130,8 +132,14 @@ class TaskStatsHook(TaskHook):
     async def task_hook(self, input_item=None):
         yield
 
-    def interval_stats_callback(self, stats: TaskPerfStats) -> None:
-        """Called with the stats of the last interval."""
+    async def interval_stats_callback(self, stats: TaskPerfStats) -> None:
+        """Called with the stats of the last interval.
+
+        A coroutine function, as in SPDL, so that an ``async def`` override
+        can ``await super().interval_stats_callback(stats)``; a plain ``def``
+        override works too. The coroutine runs to completion on the
+        pipeline's reporter thread before the next report.
+        """
         _LG.info("[%s]\t%s", self.info, _format_task_stats(stats))
 
 
@@ -222,6 +230,43 @@ class JsonLinesWriter:
                 self._file.close()
 
 
+def _run_to_completion(awaitable):
+    """Runs an awaitable on an event loop made for it; returns its result.
+
+    Reports come seconds apart, so a loop per call costs nothing that
+    matters. The reporter thread runs no loop; the final report may come
+    from the thread that called ``stop()``, which may be inside a coroutine
+    (its loop busy, and a second loop refused there): then a short-lived
+    thread runs it, and this one waits.
+    """
+
+    def run():
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(awaitable)
+        finally:
+            loop.close()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    outcome: dict = {}
+
+    def in_thread():
+        try:
+            outcome["result"] = run()
+        except BaseException as e:  # re-raised in the caller
+            outcome["error"] = e
+
+    t = threading.Thread(target=in_thread, name="feedline-stats-hook")
+    t.start()
+    t.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
+
+
 class StatsDispatcher:
     """Turns the engine's periodic snapshots into hook calls and log lines.
 
@@ -283,7 +328,12 @@ class StatsDispatcher:
     @staticmethod
     def _guard(fn, *args):
         try:
-            return fn(*args)
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                # An async callback (SPDL declares interval_stats_callback
+                # with async def).
+                result = _run_to_completion(result)
+            return result
         except Exception:
             _LG.exception("a pipeline stats hook failed")
             return None
