@@ -389,6 +389,45 @@ def test_the_interpreter_exits_cleanly_with_a_live_region():
     assert "Traceback" not in proc.stderr and "leaked" not in proc.stderr, proc.stderr
 
 
+def _run_script(body: str, **kwargs) -> subprocess.CompletedProcess:
+    code = textwrap.dedent(
+        f"""
+        import os, signal, sys, threading
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from feedline.pipeline import PipelineBuilder
+        from feedline.pipeline.defs import MAIN_PROCESS, ProcessPoolExecutorConfig
+        from test_pipeline_regions import square
+        """
+    ) + textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def test_a_forked_child_that_exits_leaves_the_regions_workers_to_the_parent():
+    # A child made with os.fork() inherits multiprocessing's list of the
+    # parent's workers and feedline's finalizers. Its normal exit must not
+    # terminate the parent's (daemonic) workers nor try to join them.
+    proc = _run_script(
+        """
+        p = (PipelineBuilder().add_source(range(3000)).to(ProcessPoolExecutorConfig(max_workers=2))
+             .pipe(square).to(MAIN_PROCESS).add_sink(3).build(num_threads=2))
+        it = iter(p)
+        got = [next(it) for _ in range(10)]
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        got += list(it)
+        p.stop()
+        assert sorted(got) == [x * x for x in range(3000)], len(got)
+        print("parent ok", flush=True)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "parent ok", proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_a_builder_with_a_region_pickles():
     builder = PipelineBuilder().add_source(range(5)).to(_pool(2)).pipe(square).to(MAIN_PROCESS).add_sink(3)
     again = pickle.loads(pickle.dumps(builder))

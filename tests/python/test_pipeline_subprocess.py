@@ -37,6 +37,10 @@ def five():
     return Reiterable(5)
 
 
+def many():
+    return Reiterable(2000)
+
+
 def gen_five():
     return (i for i in range(5))
 
@@ -344,6 +348,42 @@ def test_interpreter_exit_with_a_live_worker_is_clean(state):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.strip() == "end"
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("daemon", [False, True])
+def test_a_forked_child_that_exits_leaves_the_worker_to_the_parent(daemon):
+    # A child made with os.fork() inherits multiprocessing's list of the
+    # parent's workers and the iterable's finalizer. Its normal exit must not
+    # terminate the parent's worker (a daemon) nor try to join it; the
+    # inherited iterable refuses to be read there.
+    proc = _script(
+        f"""
+        import os
+        from feedline.pipeline import iterate_in_subprocess
+        from test_pipeline_subprocess import many
+        it = iterate_in_subprocess(many, buffer_size=2, daemon={daemon})
+        values = iter(it)
+        got = [next(values) for _ in range(10)]
+        pid = os.fork()
+        if pid == 0:
+            refused = 0
+            for read in (lambda: next(values), lambda: iter(it)):
+                try:
+                    read()
+                except RuntimeError as e:
+                    refused += "belongs to the parent process" in str(e)
+            sys.exit(0 if refused == 2 else 5)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        got += list(values)
+        assert got == list(range(2000)), len(got)
+        print("parent ok", flush=True)
+        """
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "parent ok", out
     assert "Traceback" not in err, err
 
 

@@ -45,7 +45,7 @@ import time
 import weakref
 from typing import Any
 
-from ._subprocess import _dumps
+from ._subprocess import _dumps, _own
 from .defs import (
     Aggregator,
     ExecutorConfig,
@@ -303,7 +303,11 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
 # -- the main side ------------------------------------------------------------------
 
 
-def _stop_pool(procs, inqs, outq) -> None:
+def _stop_pool(procs, inqs, outq, owner) -> None:
+    """Stops the workers (shutdown, then terminate, then kill); does nothing
+    in a process other than ``owner``, which started them (a forked child)."""
+    if os.getpid() != owner:
+        return
     for q in inqs:
         with contextlib.suppress(Exception):
             q.put_nowait(("shutdown",))
@@ -353,15 +357,17 @@ class RegionPool:
             task_hook_factory=_worker_hooks(region.name, hook_factory, target.mp_context),
         )
         self._procs = [
-            ctx.Process(
-                target=_worker_main,
-                args=(i, region.stages, kwargs, target, self._inqs[i], self._outq),
-                name=f"feedline-{region.name}-{i}",
-                daemon=True,
+            _own(
+                ctx.Process(
+                    target=_worker_main,
+                    args=(i, region.stages, kwargs, target, self._inqs[i], self._outq),
+                    name=f"feedline-{region.name}-{i}",
+                    daemon=True,
+                )
             )
             for i in range(self.size)
         ]
-        self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq)
+        self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq, os.getpid())
         self._pending: collections.deque = collections.deque()
         self._outbox: list = []  # items no worker's queue had room for yet
         self._epoch_done = 0

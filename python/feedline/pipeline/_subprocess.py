@@ -59,6 +59,34 @@ T = TypeVar("T")
 _POLL = 0.1  # seconds between liveness checks while waiting
 _JOIN = 3.0  # seconds a worker gets to exit after "abort", then after terminate()
 
+# The worker processes this process made (iterate_in_subprocess's and the
+# regions'), forgotten by a child made with os.fork().
+_workers: weakref.WeakSet = weakref.WeakSet()
+
+
+def _own(process):
+    """Records ``process`` as a worker of this process; returns it."""
+    _workers.add(process)
+    return process
+
+
+def _forget_parent_workers() -> None:
+    """In a child made with os.fork(): the parent's workers are not its own.
+    multiprocessing lists every process it started in a set that the fork
+    copies; a child that exits normally would terminate the daemonic ones
+    (the parent's workers) and fail to join the others. Taking them off
+    that list leaves them to the parent; their finalizers do nothing here
+    (they check the pid)."""
+    global _workers
+    children = getattr(multiprocessing.process, "_children", None)
+    if children is not None:
+        for process in list(_workers):
+            children.discard(process)
+    _workers = weakref.WeakSet()
+
+
+os.register_at_fork(after_in_child=_forget_parent_workers)
+
 
 # -- worker side ------------------------------------------------------------------
 
@@ -179,11 +207,12 @@ def _drop(msg, arena) -> None:
             discard(msg[2], arena)
 
 
-def _stop_worker(process, commands, data, sent, arena=None) -> None:
+def _stop_worker(process, commands, data, sent, arena=None, owner=None) -> None:
     """Stops the worker: "abort", then terminate, then kill, draining the
     data queue meanwhile so that the worker is never stuck writing to it
-    (and waking it if it waits for shared memory)."""
-    if process.pid is None:
+    (and waking it if it waits for shared memory). Does nothing in a process
+    other than ``owner`` (the one that started it), such as a forked child."""
+    if process.pid is None or (owner is not None and os.getpid() != owner):
         return
     with contextlib.suppress(Exception):
         commands.put(("abort",))
@@ -235,11 +264,14 @@ class _SubprocessIterable(Generic[T]):
         self._commands = ctx.Queue()
         self._sent = ctx.Value("L", 0, lock=False)  # commands sent, for the worker
         self._data = ctx.Queue(maxsize=buffer_size)
-        self._process = ctx.Process(
-            target=_worker_main,
-            args=(fn, initializers, self._commands, self._data, self._sent, arena),
-            name="feedline-subprocess",
-            daemon=daemon,
+        self._owner = os.getpid()
+        self._process = _own(
+            ctx.Process(
+                target=_worker_main,
+                args=(fn, initializers, self._commands, self._data, self._sent, arena),
+                name="feedline-subprocess",
+                daemon=daemon,
+            )
         )
         try:
             self._process.start()
@@ -252,7 +284,7 @@ class _SubprocessIterable(Generic[T]):
             ) from e
         self._pid = self._process.pid
         self._finalizer = weakref.finalize(
-            self, _stop_worker, self._process, self._commands, self._data, self._sent, arena
+            self, _stop_worker, self._process, self._commands, self._data, self._sent, arena, self._owner
         )
         self._gen = 0
         # Messages of a newer pass that an older iterator took from the
@@ -283,6 +315,7 @@ class _SubprocessIterable(Generic[T]):
     def _receive(self, what: str):
         """The next message from the worker; RuntimeError if it dies or
         sends nothing for ``timeout`` seconds."""
+        self._check_owner()
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while True:
             wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
@@ -303,7 +336,15 @@ class _SubprocessIterable(Generic[T]):
                     raise RuntimeError(f"The worker subprocess did not initialize after {self._timeout} seconds.")
                 raise RuntimeError(f"The worker subprocess did not produce any data for {self._timeout} seconds.")
 
+    def _check_owner(self) -> None:
+        if os.getpid() != self._owner:
+            raise RuntimeError(
+                "This iterable of iterate_in_subprocess belongs to the parent process (it was inherited "
+                "through fork); its worker serves the parent only. Make a new one in this process."
+            )
+
     def __iter__(self) -> Iterator[T]:
+        self._check_owner()
         if self._broken is not None:
             raise RuntimeError(self._broken)
         with self._lock:
