@@ -428,6 +428,32 @@ def test_a_forked_child_that_exits_leaves_the_regions_workers_to_the_parent():
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_ctrl_c_to_the_process_group_leaves_the_workers_to_the_main_process():
+    # Ctrl-C at a terminal signals the whole foreground process group. The
+    # workers ignore it: the main process decides (here its handler only
+    # notes the signal, so the pipeline goes on and must lose nothing).
+    proc = _run_script(
+        """
+        interrupted = threading.Event()
+        signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+        p = (PipelineBuilder().add_source(range(3000)).to(ProcessPoolExecutorConfig(max_workers=2))
+             .pipe(square).to(MAIN_PROCESS).add_sink(3).build(num_threads=2))
+        with p.auto_stop():
+            it = iter(p)
+            got = [next(it) for _ in range(10)]
+            os.killpg(os.getpgrp(), signal.SIGINT)
+            got += list(it)
+        assert interrupted.is_set()
+        assert sorted(got) == [x * x for x in range(3000)], len(got)
+        print("parent ok", flush=True)
+        """,
+        start_new_session=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "parent ok", proc.stdout
+    assert "KeyboardInterrupt" not in proc.stderr, proc.stderr
+
+
 def test_a_builder_with_a_region_pickles():
     builder = PipelineBuilder().add_source(range(5)).to(_pool(2)).pipe(square).to(MAIN_PROCESS).add_sink(3)
     again = pickle.loads(pickle.dumps(builder))

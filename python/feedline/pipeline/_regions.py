@@ -39,6 +39,7 @@ import multiprocessing
 import os
 import pickle
 import queue
+import signal
 import sys
 import threading
 import time
@@ -247,6 +248,10 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
     from ._subprocess import _describe, _watch_parent
     from .defs import PipelineConfig, SinkConfig, SourceConfig
 
+    # Ctrl-C at a terminal signals the whole process group: the main process
+    # gets its KeyboardInterrupt and stops the workers, which must not fail
+    # the region first (the user would get a PipelineFailure instead).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent()
     inbox = _Inbox(inq)
     # The main process reports the region's stages (its stats, hooks and log
