@@ -364,6 +364,43 @@ def test_interpreter_exit_with_pipeline_in_any_state_is_clean(case):
     assert r.stdout.strip() == "end of script", r
 
 
+def test_a_thread_that_outlives_the_exit_hook_still_stops_reads_and_gets_stats():
+    # A non-daemon thread reads a pipeline (the documented auto_stop pattern)
+    # as the main thread ends: feedline's exit hook stops the pipeline and
+    # drops its native handle. The thread's own stop(), reads and stats()
+    # afterwards see a stopped pipeline.
+    r = run_script(
+        """
+        hook_done = threading.Event()
+        # threading's exit callbacks run last-registered first: this one,
+        # registered before feedline's (the first build), runs after it.
+        threading._register_atexit(hook_done.set)
+        p = PipelineBuilder().add_source(range(10**9)).pipe(lambda x: x).add_sink(2).build(num_threads=2)
+        reading = threading.Event()
+        def worker():
+            with p.auto_stop():
+                for _ in p:
+                    reading.set()
+                assert hook_done.wait(60)
+            p.stop()
+            assert list(p) == []
+            try:
+                p.get_item(timeout=1)
+                raise SystemExit("a read after the stop returned an item")
+            except EOFError:
+                pass
+            assert p.stats().stages[0].items_out > 0, p.stats()
+            print("worker: clean end", flush=True)
+        t = threading.Thread(target=worker)
+        t.start()
+        assert reading.wait(60)
+        print("end of script", flush=True)
+        """
+    )
+    assert r.stdout.splitlines() == ["end of script", "worker: clean end"], r
+    assert "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_refused_worker_thread_raises_and_the_pipeline_can_start_later():
     # A real limit: an address space too small for the worker stacks.

@@ -61,9 +61,9 @@ def _stop_live_pipelines():
             # otherwise be freed only by the interpreter's last garbage
             # collection, after its extension module is gone. (Also after a
             # timeout: the stop goes on without it.)
-            p._native = None
+            p._release_native()
         except TimeoutError:
-            p._native = None
+            p._release_native()
             _LG.warning(
                 "a pipeline was still running a call %s s after exit began; exiting without it",
                 _CLEANUP_TIMEOUT,
@@ -138,6 +138,10 @@ class Pipeline(Subscriptable):
         self._stopped = False
         self._failure_seen = False
         self._failure = None  # the PipelineFailure, once stopped
+        # What stats() and trace_json() return once the exit hook has dropped
+        # the native handle (a thread that outlives it may still ask).
+        self._final_stats = None
+        self._final_trace: str | None = None
         self._pid = os.getpid()  # another pid: inherited through fork
         self._finalizer = weakref.finalize(self, _finalize, native, loop_thread, stage_hooks, self._pid)
         # Tracked for its whole life: at exit every pipeline is stopped (even
@@ -174,6 +178,7 @@ class Pipeline(Subscriptable):
             raise
         with self._lock:
             stopped = self._stopped
+            native = self._native  # dropped (under the lock) only once stopped
         if stopped:  # stop() came first, with nothing running yet to stop
             self._stage_hooks.exit()
             if self._loop_thread is not None:
@@ -181,7 +186,7 @@ class Pipeline(Subscriptable):
             return
         # The engine's own start may fail (a worker thread refused) and be
         # tried again by the first read.
-        self._native.start()
+        native.start()
 
     def _ensure_started(self) -> None:
         if not self._started:
@@ -219,9 +224,12 @@ class Pipeline(Subscriptable):
             self._loop_thread.begin_close()
         if self._resume is not None and self._resume.run is not None:
             self._resume.run.active = False  # what the stop drops was not done
-        done = self._native.stop(timeout)
-        if done and self._failure is None:
-            self._failure = self._native.take_failure()
+        native = self._native
+        # None: the exit hook stopped the pipeline and dropped the handle
+        # (its stop took the failure, if any).
+        done = native is None or native.stop(timeout)
+        if done and self._failure is None and native is not None:
+            self._failure = native.take_failure()
             if self._failure is not None:
                 self._locate(self._failure)
         # The hooks end first, while the loop still runs: a background task
@@ -232,6 +240,21 @@ class Pipeline(Subscriptable):
         _drain_released()
         if not done:
             raise TimeoutError(f"The pipeline did not stop within {timeout} s; it stops in the background.")
+
+    def _release_native(self) -> None:
+        """Drops the native handle of a stopped pipeline (at exit), keeping
+        its last statistics and trace for threads that still ask."""
+        native = self._native
+        if native is None:
+            return
+        if os.getpid() == self._pid:  # a parent's pipeline in a forked child: never touched
+            try:
+                self._final_stats = native.stats()
+                self._final_trace = native.trace_json()
+            except Exception:
+                _LG.exception("taking a stopped pipeline's statistics at exit failed")
+        with self._lock:
+            self._native = None
 
     @contextlib.contextmanager
     def auto_stop(self, *, timeout: float | None = None):
@@ -257,8 +280,11 @@ class Pipeline(Subscriptable):
         """
         self._ensure_started()
         resume = self._tracking()
+        native = self._native
+        if native is None:  # stopped at exit
+            raise EOFError("Reached the end of the pipeline.")
         try:
-            value = self._native.get(timeout)
+            value = native.get(timeout)
         except PipelineFailure as e:
             self._failure_seen = True
             self._locate(e)
@@ -280,7 +306,8 @@ class Pipeline(Subscriptable):
         A new iterator continues where the previous one stopped.
         """
         self._ensure_started()
-        return self._iterate(self._native.epoch(timeout))
+        native = self._native
+        return self._iterate(iter(()) if native is None else native.epoch(timeout))  # None: stopped at exit
 
     def _iterate(self, epoch):
         resume = self._tracking()
@@ -361,14 +388,26 @@ class Pipeline(Subscriptable):
     def stats(self):
         """A :class:`PipelineStats` snapshot of every stage (cheap; callable
         while running, from any thread)."""
-        return self._native.stats()
+        native = self._native
+        if native is None:  # stopped and released at exit
+            return self._released("stats()", self._final_stats)
+        return native.stats()
 
     def trace_json(self) -> str:
         """The calls sampled so far (build with ``trace_every=N``) in the
         Trace Event Format: one slice per call on the thread that ran it,
         named after its stage, that Perfetto (ui.perfetto.dev) and
         chrome://tracing open. Without ``trace_every`` it has no calls."""
-        return self._native.trace_json()
+        native = self._native
+        if native is None:  # stopped and released at exit
+            return self._released("trace_json()", self._final_trace)
+        return native.trace_json()
+
+    @staticmethod
+    def _released(what, kept):
+        if kept is None:
+            raise RuntimeError(f"Pipeline.{what}: the pipeline was released at interpreter exit")
+        return kept
 
     def write_trace(self, path) -> None:
         """Writes :meth:`trace_json` to ``path`` (e.g. ``trace.json``)."""
