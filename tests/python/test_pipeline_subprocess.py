@@ -41,6 +41,14 @@ def many():
     return Reiterable(2000)
 
 
+def three_arrays():
+    return [np.full(8192, i, np.uint8) for i in range(3)]
+
+
+def one_large_array():
+    return [np.zeros(1 << 20, np.uint8)]
+
+
 def gen_five():
     return (i for i in range(5))
 
@@ -609,3 +617,20 @@ def test_a_killed_worker_leaves_held_views_intact():
         list(values)
     for item in held:
         _check(item)
+
+
+def test_arena_errors_in_the_worker_reach_the_parent_as_runtime_errors_naming_them():
+    # docs/python.md: the worker writes into the arena, so a full pool (a
+    # feedline.Timeout there) or a too-large item (a ValueError there) is,
+    # like every failure of the worker, a RuntimeError in the parent.
+    from feedline.pipeline import SharedMemorySegmentPool
+
+    held = []
+    full = SharedMemorySegmentPool(16384, 2, acquire_timeout=0)
+    with pytest.raises(RuntimeError, match=r"in shared memory: Timeout: .*all 2 segments"):
+        for item in iterate_in_subprocess(three_arrays, arena=full):
+            held.append(item)  # the parent holds both segments
+    assert [int(a[0]) for a in held] == [0, 1]
+    small = SharedMemorySegmentPool(16384, 2)
+    with pytest.raises(RuntimeError, match=r"in shared memory: ValueError: .*do not fit in a segment of 16384 bytes"):
+        list(iterate_in_subprocess(one_large_array, arena=small))
