@@ -66,6 +66,21 @@ def test_pipeline_failure_is_an_exception_group_naming_the_stage():
     assert type(cause) is ValueError and str(cause) == "odd item 1"
 
 
+def test_a_stage_whose_every_call_failed_names_its_last_error_in_the_message_only():
+    # docs/errors.md: this TooManyFailures is made at the end of the stream,
+    # when the engine keeps the last error as text only: no __cause__.
+    def always_fail(x):
+        raise KeyError(f"key {x}")
+
+    p = PipelineBuilder().add_source(range(3)).pipe(always_fail).add_sink(3).build(num_threads=1)
+    with p.auto_stop():
+        _, failure = read_until_failure(p)
+    (stage_error,) = failure.exceptions
+    assert isinstance(stage_error, feedline.TooManyFailures)
+    assert "all 3 calls failed; last error: KeyError: 'key 2'" in str(stage_error)
+    assert stage_error.__cause__ is None
+
+
 def test_the_ops_exception_keeps_its_traceback():
     def inner_helper(x):
         raise KeyError(f"missing {x}")
