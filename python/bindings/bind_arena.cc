@@ -64,14 +64,14 @@ Buffer contiguous_bytes(nb::handle data) {
 // copy.
 uint64_t write_bytes(Unit& unit, nb::handle data) {
   const Buffer bytes = contiguous_bytes(data);
-  nb::gil_scoped_release release;
+  ReleaseGil release;
   return unit.write(bytes.data(), bytes.nbytes());
 }
 
 uint64_t write_ring(SharedRing::Unit& unit, nb::handle data, double timeout) {
   const Buffer bytes = contiguous_bytes(data);
   const auto ns = timeout_from(timeout);
-  nb::gil_scoped_release release;
+  ReleaseGil release;
   return unit.write(bytes.data(), bytes.nbytes(), ns);
 }
 
@@ -85,7 +85,7 @@ nb::bytes read_ring_bytes(const SharedRing& ring, uint64_t offset,
   nb::bytes out(nullptr, n);  // not yet shared: filled without the GIL
   char* dst = const_cast<char*>(out.c_str());
   {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     ring.read_into(offset, n, dst);
   }
   return out;
@@ -123,7 +123,7 @@ void bind_arena(nb::module_& m) {
           "begin_unit",
           [](SharedArena& a, double timeout) {
             const auto ns = timeout_from(timeout);
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return a.begin_unit(ns);
           },
           nb::arg("timeout"),
@@ -171,7 +171,7 @@ void bind_arena(nb::module_& m) {
           [](const SharedRing& r, uint64_t offset, const std::string& dtype,
              std::vector<int64_t> shape) {
             const DType t = dtype_from_name(dtype);
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return r.read(offset, t, std::move(shape));
           },
           nb::arg("offset"), nb::arg("dtype"), nb::arg("shape"),

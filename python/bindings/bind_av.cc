@@ -261,7 +261,7 @@ void bind_av(nb::module_& m) {
           "deserialize",
           [](nb::handle data) {
             Buffer blob = bytes_from_python(data);
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return media::deserialize_packets(blob, false);
           },
           nb::arg("data"),
@@ -270,7 +270,7 @@ void bind_av(nb::module_& m) {
           "deserialize_view",
           [](nb::handle data) {
             Buffer blob = bytes_from_python(data);
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return media::deserialize_packets(blob, true);
           },
           nb::arg("data"),
@@ -287,7 +287,7 @@ void bind_av(nb::module_& m) {
       "deserialize_packets",
       [](nb::handle data, bool view, const std::string& name) {
         Buffer blob = bytes_from_python(data);
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         return media::deserialize_packets(blob, view, name);
       },
       nb::arg("data"), nb::arg("view") = false, nb::arg("name") = "",
@@ -311,7 +311,7 @@ void bind_av(nb::module_& m) {
           nb::arg("packets"), nb::arg("flush") = false)
       .def("_flush",
            [](media::BitstreamFilter& f) {
-             nb::gil_scoped_release release;
+             ReleaseGil release;
              return f.flush();
            })
       .def("__repr__", [](const media::BitstreamFilter& f) {
@@ -353,7 +353,7 @@ void bind_av(nb::module_& m) {
           "deserialize",
           [](nb::handle data) {
             Buffer blob = bytes_from_python(data);
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return media::deserialize_frames(blob);
           },
           nb::arg("data"), "Frames from serialize() output (copied).")
@@ -371,7 +371,7 @@ void bind_av(nb::module_& m) {
             // A copy: Python may change `config` while the GIL is released.
             const media::DemuxConfig held =  // NOLINT(performance-*)
                 config;
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             new (self) media::Demuxer(std::move(source), held, name);
           },
           nb::arg("src"), nb::arg("config"), nb::arg("name"))
@@ -379,16 +379,15 @@ void bind_av(nb::module_& m) {
       .def_prop_ro("num_streams", &media::Demuxer::num_streams)
       .def_prop_ro("duration", &media::Demuxer::duration)
       .def("has_audio", &media::Demuxer::has_audio)
-      .def("rewind", &media::Demuxer::rewind,
-           nb::call_guard<nb::gil_scoped_release>())
+      .def("rewind", &media::Demuxer::rewind, nb::call_guard<ReleaseGil>())
       .def("best_stream", &media::Demuxer::best_stream)
       .def("codec", &media::Demuxer::codec)
       .def("stream_codec", &media::Demuxer::stream_codec)
       .def("demux", &media::Demuxer::demux, nb::arg("media"),
-           nb::arg("window").none(), nb::call_guard<nb::gil_scoped_release>())
+           nb::arg("window").none(), nb::call_guard<ReleaseGil>())
       .def("next_chunk", &media::Demuxer::next_chunk, nb::arg("streams"),
            nb::arg("duration"), nb::arg("num_packets"),
-           nb::call_guard<nb::gil_scoped_release>());
+           nb::call_guard<ReleaseGil>());
 
   nb::class_<media::Decoder>(m, "Decoder")
       .def(nb::init<const Codec&, const std::optional<std::string>&,
@@ -404,8 +403,7 @@ void bind_av(nb::module_& m) {
             });
           },
           nb::arg("packets"), nb::arg("max_frames").none() = nb::none())
-      .def("flush", &media::Decoder::flush,
-           nb::call_guard<nb::gil_scoped_release>());
+      .def("flush", &media::Decoder::flush, nb::call_guard<ReleaseGil>());
 
   nb::class_<media::FilterGraph>(m, "FilterGraph")
       .def(nb::init<const std::string&>(), nb::arg("filter_desc"))
@@ -419,10 +417,9 @@ void bind_av(nb::module_& m) {
             });
           },
           nb::arg("frames"), nb::arg("key") = "")
-      .def("flush", &media::FilterGraph::flush,
-           nb::call_guard<nb::gil_scoped_release>())
+      .def("flush", &media::FilterGraph::flush, nb::call_guard<ReleaseGil>())
       .def("get_frames", &media::FilterGraph::get_frames, nb::arg("key") = "",
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<ReleaseGil>())
       .def("dump", &media::FilterGraph::dump);
 
   m.def("decode_packets",
@@ -467,7 +464,7 @@ void bind_av(nb::module_& m) {
         }
         Buffer out;
         {
-          nb::gil_scoped_release release;
+          ReleaseGil release;
           out = media::convert_frames(mine);
         }
         // The GIL is held again: no other thread can consume one of the
@@ -496,7 +493,7 @@ void bind_av(nb::module_& m) {
       [](nb::handle src, const media::VideoOptions& o, const std::string& name,
          bool image) {
         media::Source source = source_from(src);
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         return image ? media::load_image_ffmpeg(std::move(source), o, name)
                      : media::load_video(std::move(source), o, name);
       },

@@ -199,7 +199,7 @@ auto on_bytes(F f) {
     // Copies: an options object held by Python could be changed by another
     // thread while f reads it.
     std::tuple<std::decay_t<Args>...> held(args...);
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     return std::apply(
         [&](const auto&... a) {
           if constexpr (std::is_invocable_v<F, const Buffer&, Args...>) {
@@ -229,7 +229,7 @@ std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
   }
   std::pair<Buffer, std::vector<ImageFailure>> out;
   const ImageOptions held = options;  // Python may change `options` meanwhile
-  nb::gil_scoped_release release;
+  ReleaseGil release;
   out.first =
       ops::load_image_batch(std::move(sources), held, &out.second, indices);
   return out;
@@ -364,7 +364,7 @@ void bind_io(nb::module_& parent) {
           throw InvalidArgument(name + ": pixels do not match their shape");
         }
         const ImageOptions held = options;
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         return media::transform_image(pixels, held, name, index);
       },
       nb::arg("data"), nb::arg("shape"), nb::arg("options"), nb::arg("name"),
@@ -449,10 +449,8 @@ void bind_io(nb::module_& parent) {
       .def_ro("size", &TarMember::size);
   m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),
         nb::arg("name"));
-  m.def("read_file", &read_file, nb::arg("path"),
-        nb::call_guard<nb::gil_scoped_release>());
-  m.def("map_file", &map_file, nb::arg("path"),
-        nb::call_guard<nb::gil_scoped_release>(),
+  m.def("read_file", &read_file, nb::arg("path"), nb::call_guard<ReleaseGil>());
+  m.def("map_file", &map_file, nb::arg("path"), nb::call_guard<ReleaseGil>(),
         "The file memory-mapped read-only (no copy).");
   m.def("load_audio",
         on_bytes<const std::string&, int, int, double, std::optional<double>>(

@@ -57,14 +57,14 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   // waits for calls that may need it); on a worker thread of any pipeline,
   // without waiting (see stop()). A stop under way is left to the engine.
   ~NativePipeline() {
-    std::optional<nb::gil_scoped_release> release;
+    std::optional<ReleaseGil> release;
     if (holds_gil()) release.emplace();
     if (ThreadPool::in_any_pool_thread()) pipeline_.stop(nanoseconds(0));
     Pipeline gone = std::move(pipeline_);
   }
 
   void start() {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     pipeline_.start();
   }
   bool started() const { return pipeline_.started(); }
@@ -77,13 +77,16 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     std::optional<nanoseconds> wait;
     if (timeout) wait = seconds_to_ns(*timeout);
     // Pending signals are handled between slices of the wait, with the GIL.
+    // At exit (see ReleaseGil) it stops the wait with no error set; the
+    // ReleaseGil then parks this thread.
     auto signalled = [] {
-      nb::gil_scoped_acquire acquire;
+      BriefGil gil;
+      if (!gil.held()) return true;
       return PyErr_CheckSignals() != 0;  // leaves the error set
     };
     NextStatus status;
     {
-      nb::gil_scoped_release release;
+      ReleaseGil release;
       status = pipeline_.next(out, wait, signalled, kSignalCheckInterval);
     }
     if (status != NextStatus::kInterrupted) return status;
@@ -105,7 +108,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
   bool stop(std::optional<double> timeout) {
     std::optional<nanoseconds> wait;
     if (timeout) wait = seconds_to_ns(*timeout);
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     if (ThreadPool::in_any_pool_thread()) wait = nanoseconds(0);
     if (wait) return pipeline_.stop(*wait) || pipeline_.on_worker_thread();
     pipeline_.stop();
@@ -122,7 +125,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
 
   // The sampled calls as Trace Event Format JSON (to_trace_json()).
   std::string trace_json() const {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     return to_trace_json(pipeline_.trace(), pipeline_.stats());
   }
 
@@ -133,7 +136,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
                      int workers, const nb::bytes& record) {
     std::vector<StageStats> stages =
         decode_stage_stats(std::string_view(record.c_str(), record.size()));
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     pipeline_.report_region(region, host_stage, worker, workers,
                             std::move(stages));
   }
@@ -147,7 +150,7 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
     {
       // Without the GIL: a stop that just finished may join its stopper
       // thread, which takes the GIL as it exits.
-      nb::gil_scoped_release release;
+      ReleaseGil release;
       failure = pipeline_.take_failure();
     }
     if (!failure) return nb::none();
@@ -272,6 +275,8 @@ void bind_pipeline(nb::module_& m) {
   // atexit function registered later (they run last first) and just before
   // the interpreter finalizes.
   nb::module_::import_("atexit").attr("register")(m.attr("_begin_exit"));
+  note_main_thread(nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident")));
 }
 
 }  // namespace feedline::bindings

@@ -73,7 +73,7 @@ void bind_stats(nb::module_& m) {
       .def(
           "sample",
           [](ProcessGroupMonitor& monitor) {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             return monitor.sample();
           },
           "Reads every process of the group now (without the GIL).");

@@ -21,6 +21,7 @@
 #include "feedline/pipeline/op.h"
 #include "feedline/pipeline/pipeline.h"
 #include "feedline/pipeline/spec.h"
+#include "py_ref.h"
 
 namespace feedline::bindings {
 
@@ -62,7 +63,7 @@ Buffer bytes_from_python(nanobind::handle obj);
 template <typename T, typename F>
 auto reading_detached(const T& obj, F&& f) {
   std::unique_ptr<T> copy = obj.clone();
-  nanobind::gil_scoped_release release;
+  ReleaseGil release;
   return f(static_cast<const T&>(*copy));
 }
 
@@ -71,7 +72,7 @@ template <typename T, typename F>
 auto consuming_detached(T& obj, F&& f) {
   std::unique_ptr<T> copy = obj.clone();
   auto run = [&] {
-    nanobind::gil_scoped_release release;
+    ReleaseGil release;
     return f(std::move(*copy));
   };
   try {

@@ -124,7 +124,7 @@ class PyCompletion {
   // without the GIL, like every call into the engine.
   ~PyCompletion() {
     if (!done_.pending()) return;
-    std::optional<nb::gil_scoped_release> release;
+    std::optional<ReleaseGil> release;
     if (holds_gil()) release.emplace();
     Completion dropped = done_.take();
   }
@@ -136,7 +136,7 @@ class PyCompletion {
     Item item;
     if (!result.is_none()) item = Item(PyObj::borrow(result.ptr()));
     Completion done = done_.take();
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     done.emit(std::move(item));
   }
 
@@ -149,7 +149,7 @@ class PyCompletion {
 
   void fail_with(std::exception_ptr error) {
     Completion done = done_.take();
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     done.fail(std::move(error));
   }
 
@@ -265,7 +265,19 @@ StatsHook make_python_stats_hook(nb::object callback) {
   return [fn = shared(std::move(callback))](const PipelineStats& stats) {
     try {
       GilScope gil;
-      python_call([&] { nb::handle(fn->get())(stats); });
+      try {
+        nb::handle(fn->get())(stats);
+      } catch (nb::python_error& e) {
+        // Ctrl-C reached the main thread while it ran the callback (stop()
+        // reports the final statistics there): the user's interrupt, not the
+        // callback's failure. It is raised again at the thread's next check.
+        if (e.matches(PyExc_KeyboardInterrupt)) {
+          PyErr_SetInterrupt();
+          return;
+        }
+        e.restore();
+        throw_python_error();
+      }
     } catch (const std::exception& e) {
       log(LogLevel::kWarning,
           std::string("pipeline stats callback failed: ") + e.what());

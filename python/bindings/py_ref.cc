@@ -14,6 +14,7 @@
 
 #include <nanobind/nanobind.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "feedline/base/error.h"
 #include "feedline/pipeline/op.h"
@@ -85,6 +86,22 @@ class AcquireTicket {
 };
 
 bool exit_began() { return g_exit_began.load() || interpreter_finalizing(); }
+
+// The interpreter's main thread (note_main_thread), and the thread that ran
+// begin_interpreter_exit(): the one that finalizes, which Python never ends.
+std::atomic<unsigned long> g_main_thread{0};
+std::atomic<unsigned long> g_exit_thread{0};
+
+bool may_be_ended_by_exit() {
+  const unsigned long self = PyThread_get_thread_ident();
+  return self != g_main_thread.load() && self != g_exit_thread.load();
+}
+
+// Blocks this thread until the process ends; it holds no GIL and no lock of
+// its own, and the process's exit ends it.
+[[noreturn]] void park_until_process_exit() {
+  for (;;) pause();
+}
 
 // The Python thread state a native thread created for itself: kept for the
 // thread's life and deleted when the thread exits (unless the interpreter is
@@ -171,7 +188,41 @@ bool interpreter_finalizing() {
 #endif
 }
 
+void note_main_thread(unsigned long ident) { g_main_thread.store(ident); }
+
+ReleaseGil::ReleaseGil() : state_(PyEval_SaveThread()) {}
+
+ReleaseGil::~ReleaseGil() {
+  if (may_be_ended_by_exit()) {
+    bool exiting = false;
+    {
+      AcquireTicket ticket;  // begin_interpreter_exit() waits for it
+      exiting = exit_began();
+      if (!exiting) PyEval_RestoreThread(state_);
+    }
+    if (exiting) park_until_process_exit();
+    return;
+  }
+  PyEval_RestoreThread(state_);
+}
+
+BriefGil::BriefGil() {
+  if (may_be_ended_by_exit()) {
+    AcquireTicket ticket;
+    if (exit_began()) return;
+    gstate_ = PyGILState_Ensure();
+  } else {
+    gstate_ = PyGILState_Ensure();
+  }
+  held_ = true;
+}
+
+BriefGil::~BriefGil() {
+  if (held_) PyGILState_Release(gstate_);
+}
+
 void begin_interpreter_exit(double timeout_s) {
+  g_exit_thread.store(PyThread_get_thread_ident());
   g_exit_began.store(true);
   PyThreadState* self = PyEval_SaveThread();
   {
@@ -222,7 +273,13 @@ GilScope::GilScope() {
       PyGILState_GetThisThreadState() != nullptr) {
     // A thread Python created (the consumer, an asyncio loop): borrow its
     // thread state for this scope only; Python owns and deletes it.
+    // Past the start of the exit such a thread (not the main one) could be
+    // ended as it waits; it unwinds to its ReleaseGil, which parks it.
     borrowed_ = true;
+    AcquireTicket ticket;
+    if (may_be_ended_by_exit() && exit_began()) {
+      throw Cancelled("the Python interpreter is exiting");
+    }
     gstate_ = PyGILState_Ensure();
   } else {
     AcquireTicket ticket;

@@ -44,12 +44,54 @@ void begin_interpreter_exit(double timeout_s);
 // Engine threads waiting for the GIL in a GilScope now (for tests).
 int threads_waiting_for_gil();
 
+// Records the interpreter's main thread (the one that runs atexit functions
+// and finalizes): threading.main_thread().ident, when the module is imported.
+void note_main_thread(unsigned long ident);
+
+// Releases the GIL for its scope, as nanobind::gil_scoped_release does; every
+// binding that lets Python threads run meanwhile uses this instead. Python
+// (< 3.14) ends a thread that asks for the GIL back once finalization has
+// begun, with pthread_exit, and that unwinding, out of a destructor, aborts
+// the process: a daemon thread decoding or iterating while the main thread
+// exits. So a thread other than the main one takes part in the exit gate of
+// begin_interpreter_exit(): once the exit began it never asks for the GIL
+// again but parks, with no lock held by this scope, until the process ends,
+// as Python 3.14 does with such threads. The main thread always gets the
+// GIL back. Requires: the GIL (as nanobind's).
+class ReleaseGil {
+ public:
+  ReleaseGil();
+  ~ReleaseGil();
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 // True when this thread holds the GIL (has an attached thread state). Late in
 // finalization Python < 3.12 deletes the key PyGILState_Check() reads, which
 // then says yes on every thread; this thread's state is gone by then too.
 inline bool holds_gil() {
   return PyGILState_Check() != 0 && PyGILState_GetThisThreadState() != nullptr;
 }
+
+// Takes the GIL for its scope on a Python thread inside a ReleaseGil scope
+// that needs it briefly (a signal check while it waits), unless, as for
+// ReleaseGil, the exit began and the thread could be ended: then held() is
+// false and the caller must return to its ReleaseGil without Python calls.
+class BriefGil {
+ public:
+  BriefGil();
+  ~BriefGil();
+  BriefGil(const BriefGil&) = delete;
+  BriefGil& operator=(const BriefGil&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  bool held_ = false;
+  PyGILState_STATE gstate_{};
+};
 
 // Releases one reference to `obj` now if this thread holds the GIL, else
 // queues it for the next GilScope. Safe on any thread, at any time.

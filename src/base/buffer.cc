@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -193,7 +194,16 @@ std::size_t default_cache_limit() {
 class HugeCache {
  public:
   static HugeCache& get() {
-    static auto* cache = new HugeCache();  // never destroyed: used at exit
+    static auto* cache = [] {
+      auto* c = new HugeCache();  // never destroyed: used at exit
+      instance_ = c;              // for the fork handlers, set first
+      // A fork() while another thread held mu_ would leave it held in the
+      // child for good (a child's first large allocation hung): the forking
+      // thread takes it across the fork. Its holders only edit the list.
+      pthread_atfork(&HugeCache::lock_for_fork, &HugeCache::unlock_after_fork,
+                     &HugeCache::unlock_after_fork);
+      return c;
+    }();
     return *cache;
   }
 
@@ -221,31 +231,37 @@ class HugeCache {
   }
 
   void give(void* p, std::size_t length) {
+    std::vector<std::pair<void*, std::size_t>> evicted;
     {
       MutexLock lock(mu_);
       if (length <= limit_) {
         // Oldest blocks leave first to make room.
         while (cached_ + length > limit_ && !blocks_.empty()) {
-          munmap(blocks_.front().first, blocks_.front().second);
+          evicted.push_back(blocks_.front());
           cached_ -= blocks_.front().second;
           blocks_.erase(blocks_.begin());
         }
         blocks_.emplace_back(p, length);
         cached_ += length;
-        return;
+      } else {
+        evicted.emplace_back(p, length);
       }
     }
-    munmap(p, length);
+    unmap(evicted);  // outside the lock: a fork waits for none of it
   }
 
   void set_limit(std::size_t limit) {
-    MutexLock lock(mu_);
-    limit_ = limit;
-    while (cached_ > limit_ && !blocks_.empty()) {
-      munmap(blocks_.front().first, blocks_.front().second);
-      cached_ -= blocks_.front().second;
-      blocks_.erase(blocks_.begin());
+    std::vector<std::pair<void*, std::size_t>> evicted;
+    {
+      MutexLock lock(mu_);
+      limit_ = limit;
+      while (cached_ > limit_ && !blocks_.empty()) {
+        evicted.push_back(blocks_.front());
+        cached_ -= blocks_.front().second;
+        blocks_.erase(blocks_.begin());
+      }
     }
+    unmap(evicted);
   }
 
   std::size_t cached() {
@@ -254,6 +270,18 @@ class HugeCache {
   }
 
  private:
+  static void lock_for_fork() NO_THREAD_SAFETY_ANALYSIS {
+    instance_->mu_.lock();
+  }
+  static void unlock_after_fork() NO_THREAD_SAFETY_ANALYSIS {
+    instance_->mu_.unlock();
+  }
+
+  static inline HugeCache* instance_ = nullptr;
+  static void unmap(const std::vector<std::pair<void*, std::size_t>>& blocks) {
+    for (const auto& [p, length] : blocks) munmap(p, length);
+  }
+
   Mutex mu_;
   std::vector<std::pair<void*, std::size_t>> blocks_ GUARDED_BY(mu_);
   std::size_t cached_ GUARDED_BY(mu_) = 0;
