@@ -70,7 +70,15 @@ Buffer array_from(nb::handle data, const std::vector<int64_t>& shape,
 
 Rational rational_from(nb::handle pair) {
   if (nb::len(pair) != 2) throw InvalidArgument("a rate is (num, den)");
-  return Rational{nb::cast<int>(pair[0]), nb::cast<int>(pair[1])};
+  int num = 0;
+  int den = 0;
+  if (!nb::try_cast(pair[0], num) || !nb::try_cast(pair[1], den)) {
+    throw InvalidArgument(
+        "a rate is (num, den), integers of 32 bits (FFmpeg's rationals), "
+        "got " +
+        std::string(nb::repr(pair).c_str()));
+  }
+  return Rational{num, den};
 }
 
 media::ImageEncodeOptions image_options(const std::string& format,
@@ -140,7 +148,7 @@ void bind_encode(nb::module_& m) {
           },
           nb::arg("frames"))
       .def("_flush", [](Encoder& e) {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         return e.flush();
       });
 
@@ -153,7 +161,7 @@ void bind_encode(nb::module_& m) {
            [](Muxer& m) {
              Buffer b;
              {
-               nb::gil_scoped_release release;
+               ReleaseGil release;
                b = m.take_bytes();
              }
              return nb::bytes(b.data_as<const char>(), b.nbytes());
@@ -183,7 +191,7 @@ void bind_encode(nb::module_& m) {
       .def(
           "open",
           [](Muxer& m, const Options& options) {
-            nb::gil_scoped_release release;
+            ReleaseGil release;
             m.open(options);
           },
           nb::arg("options"))
@@ -197,11 +205,11 @@ void bind_encode(nb::module_& m) {
           nb::arg("index"), nb::arg("packets"))
       .def("flush",
            [](Muxer& m) {
-             nb::gil_scoped_release release;
+             ReleaseGil release;
              m.flush();
            })
       .def("close", [](Muxer& m) {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         m.close();
       });
 
@@ -212,7 +220,7 @@ void bind_encode(nb::module_& m) {
          nb::handle frame_rate, int64_t pts) {
         Buffer a = array_from(data, shape, dtype);
         const Rational rate = rational_from(frame_rate);
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         return media::video_frames_from(a, pix_fmt, rate, pts);
       },
       nb::arg("data"), nb::arg("shape"), nb::arg("dtype"), nb::arg("pix_fmt"),
@@ -223,7 +231,7 @@ void bind_encode(nb::module_& m) {
          const std::string& dtype, const std::string& sample_fmt,
          int sample_rate, int64_t pts) {
         Buffer a = array_from(data, shape, dtype);
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         return media::audio_frames_from(a, sample_fmt, sample_rate, pts);
       },
       nb::arg("data"), nb::arg("shape"), nb::arg("dtype"),
@@ -239,7 +247,7 @@ void bind_encode(nb::module_& m) {
             format, pix_fmt, quality, lossless, compression_level);
         Buffer out;
         {
-          nb::gil_scoped_release release;
+          ReleaseGil release;
           out = media::encode_image(a, o);
         }
         return nb::bytes(out.data_as<const char>(), out.nbytes());

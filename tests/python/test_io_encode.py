@@ -12,6 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
+import feedline
 import feedline.io as fio
 
 W, H = 96, 64
@@ -644,3 +645,203 @@ def test_native_audio_transcode_pipeline_is_exact_for_pcm(media, ffmpeg):
     )
     mono = fio.to_numpy(fio.load_audio(blob))
     assert mono.shape == (1, 16000)
+
+
+# --- what a Muxer, an encoder or encode_image must not do silently ----------
+
+
+def _encoded(encoder, pix_fmt, height=H, width=W):
+    muxer = fio.Muxer(None, format="matroska")
+    enc = muxer.add_encode_stream(
+        fio.video_encode_config(height=height, width=width, frame_rate=25, pix_fmt=pix_fmt), encoder=encoder
+    )
+    frames = _video(4)[:, :height, :width]
+    packets = enc.encode(fio.create_reference_video_frame(np.ascontiguousarray(frames), "rgb24", 25))
+    rest = enc.flush()
+    return [p for p in (packets, rest) if p is not None]
+
+
+def test_write_refuses_packets_of_another_codec_or_size(tmp_path):
+    # They made a file nothing could decode ("header damaged").
+    m = fio.Muxer(tmp_path / "x.mkv")
+    m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="bgr0"), encoder="ffv1")
+    m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"), encoder="mpeg4")
+    with m.open():
+        with pytest.raises(ValueError, match=r"stream 1 \(mpeg4\) got packets of codec ffv1"):
+            m.write(1, _encoded("ffv1", "bgr0")[0])
+        with pytest.raises(ValueError, match=r"stream 0 \(ffv1\) got packets of size 48x32, not 96x64"):
+            m.write(0, _encoded("ffv1", "bgr0", height=32, width=48)[0])
+        for p in _encoded("ffv1", "bgr0"):
+            m.write(0, p)  # its own kind of packets are taken
+        for p in _encoded("mpeg4", "yuv420p"):
+            m.write(1, p)
+    streams = _probe(tmp_path / "x.mkv")["streams"]
+    assert [(s["codec_name"], int(s["nb_read_frames"])) for s in streams] == [("ffv1", 4), ("mpeg4", 4)]
+
+
+def test_remux_refuses_packets_filtered_to_another_setup(tmp_path, ffmpeg):
+    src = tmp_path / "src.mp4"
+    _write_video(src, _video(10), encoder="libx264")
+    packets = fio.demux_video(src)
+    m = fio.Muxer(tmp_path / "out.mkv")
+    m.add_remux_stream(packets.codec)
+    annexb = fio.apply_bsf(fio.demux_video(src), "h264_mp4toannexb")
+    with m.open():
+        # The stream holds the MP4's avcC; Annex B packets decoded against
+        # it gave "Invalid NAL unit size".
+        with pytest.raises(ValueError, match=r"extradata"):
+            m.write(0, annexb)
+        m.write(0, packets)
+    assert int(_probe(tmp_path / "out.mkv")["streams"][0]["nb_read_frames"]) == 10
+
+
+def test_in_memory_faststart_is_refused(tmp_path):
+    m = fio.Muxer(None, format="mp4")
+    m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"), encoder="mpeg4")
+    # FFmpeg moves the index by reading the output back by its name: in
+    # memory the close failed and getvalue() handed out a file without one.
+    with pytest.raises(ValueError, match="faststart"):
+        m.open({"movflags": "+faststart"})
+
+
+def test_an_unknown_muxer_option_closes_the_muxer_and_removes_its_file(tmp_path):
+    path = tmp_path / "x.mp4"
+    m = fio.Muxer(path)
+    m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="yuv420p"), encoder="mpeg4")
+    with pytest.raises(ValueError, match="movflagz"):
+        m.open({"movflagz": "+faststart"})
+    assert not path.exists()  # the header was written, then undone
+    with pytest.raises(ValueError, match="closed"):  # not left open
+        m.open()
+
+
+def test_a_header_refused_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "x.mp4"
+    m = fio.Muxer(path)
+    m.add_encode_stream(
+        fio.audio_encode_config(num_channels=1, sample_rate=8000, sample_fmt="s16"), encoder="pcm_s16le"
+    )
+    with pytest.raises(ValueError, match="header"):
+        m.open()
+    assert not path.exists()  # it left a 0-byte file
+
+
+def test_write_errors_carry_ffmpegs_message(tmp_path):
+    m = fio.Muxer(tmp_path / "x.mkv")
+    m.add_encode_stream(fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="bgr0"), encoder="ffv1")
+    packets = _encoded("ffv1", "bgr0")[0]
+    with m.open():
+        m.write(0, packets)
+        with pytest.raises(feedline.IoError) as info:
+            m.write(0, packets)  # the same timestamps again
+    assert "monoton" in str(info.value).lower(), info.value  # not a bare "Invalid argument"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "pix_fmt", "channels", "cli_fmt"),
+    [
+        ("png", "bgra", 4, "bgra"),
+        ("png", "argb", 4, "argb"),
+        ("bmp", "rgba", 4, "rgba"),
+        ("tiff", "gray16be", 1, "gray16be"),
+        ("tiff", "bgr24", 3, "bgr24"),
+    ],
+)
+def test_lossless_images_keep_alpha_depth_and_rgb(tmp_path, ffmpeg, fmt, pix_fmt, channels, cli_fmt):
+    # Stored before as RGB (alpha dropped), 8-bit grey (max error 249) or
+    # YUV 4:4:4 (max error 2) although each format takes the input's kind.
+    rng = np.random.default_rng(5)
+    dtype = np.uint16 if "16" in pix_fmt else np.uint8
+    shape = (H, W) if channels == 1 else (H, W, channels)
+    img = rng.integers(0, np.iinfo(dtype).max, shape, dtype=dtype, endpoint=True)
+    path = tmp_path / f"x.{fmt}"
+    fio.save_image(path, img, pix_fmt=pix_fmt)
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", cli_fmt, "-"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    np.testing.assert_array_equal(np.frombuffer(raw, np.uint8), img.view(np.uint8).ravel())
+
+
+def test_images_a_format_cannot_keep_are_refused_not_changed():
+    rgba = np.zeros((H, W, 4), np.uint8)
+    with pytest.raises(ValueError, match="alpha"):
+        fio.encode_image(rgba, format="jpeg", pix_fmt="rgba")
+    with pytest.raises(ValueError, match="16-bit"):
+        fio.encode_image(np.zeros((H, W), np.uint16), format="jpeg", pix_fmt="gray16le")
+
+
+@pytest.mark.parametrize("pix_fmt", ["gray8", "yuv444p", "yuv420p"])
+def test_jpeg_from_grey_and_yuv(pix_fmt):
+    # These took limited-range YUV, which FFmpeg's JPEG encoder refuses: no
+    # JPEG at all, with an error that said only "Invalid argument".
+    grey = _video(1)[0][..., 1]
+    luma = np.rint(16 + grey.astype(np.float64) * 219 / 255).astype(np.uint8)  # limited range
+    if pix_fmt == "gray8":
+        img = grey.copy()
+    elif pix_fmt == "yuv444p":
+        img = np.stack([luma, np.full_like(luma, 128), np.full_like(luma, 128)])[None]
+    else:
+        img = np.concatenate([luma, np.full((H // 2, W), 128, np.uint8)])[None, None]
+    jpeg = fio.encode_image(img, format="jpeg", pix_fmt=pix_fmt, quality=2)
+    back = fio.to_numpy(fio.decode_image(jpeg))
+    assert _psnr(back[..., 1] if back.ndim == 3 else back, grey) >= 38
+
+
+def test_colorspace_tag_and_conversion_agree(tmp_path, ffmpeg):
+    # RGB was converted with BT.601 and tagged bt709 (or bt2020): decoders
+    # following the tag were off by up to 39 levels.
+    colours = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0], [128, 64, 200]], np.uint8)
+    img = np.ascontiguousarray(np.broadcast_to(colours[:, None, None, :], (5, 16, 16, 3)))
+    for cs in ["bt709", "bt2020nc", None]:
+        path = tmp_path / f"{cs}.mkv"
+        m = fio.Muxer(path)
+        cfg = fio.video_encode_config(height=16, width=16, frame_rate=25, pix_fmt="yuv444p", colorspace=cs)
+        enc = m.add_encode_stream(cfg, encoder="ffv1")
+        with m.open():
+            for p in (enc.encode(fio.create_reference_video_frame(img, "rgb24", 25)), enc.flush()):
+                if p is not None:
+                    m.write(0, p)
+        raw = subprocess.run(
+            ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        back = np.frombuffer(raw, np.uint8).reshape(img.shape).astype(int)
+        assert np.abs(back - img).max() <= 3, (cs, np.abs(back - img).max())
+
+
+def test_flac_refuses_s32_samples_it_would_cut_to_24_bits(tmp_path, ffmpeg):
+    rng = np.random.default_rng(7)
+    full = rng.integers(-(2**31), 2**31 - 1, (4000, 2), dtype=np.int32)
+    cfg = fio.audio_encode_config(num_channels=2, sample_rate=44100, sample_fmt="s32")
+    m = fio.Muxer(tmp_path / "bad.flac")
+    enc = m.add_encode_stream(cfg, encoder="flac")
+    with m.open():
+        with pytest.raises(ValueError, match="keeps 24 bits"):
+            enc.encode(fio.create_reference_audio_frame(full, "s32", 44100))
+    # 24-bit audio held in s32 (the low byte zero, as FFmpeg decodes it)
+    # round-trips exactly.
+    path = tmp_path / "ok.flac"
+    m = fio.Muxer(path)
+    enc = m.add_encode_stream(cfg, encoder="flac")
+    samples = full & ~0xFF
+    with m.open():
+        for p in (enc.encode(fio.create_reference_audio_frame(samples, "s32", 44100)), enc.flush()):
+            if p is not None:
+                m.write(0, p)
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "s32le", "-"], check=True, capture_output=True
+    ).stdout
+    np.testing.assert_array_equal(np.frombuffer(raw, np.int32), samples.ravel())
+
+
+def test_empty_arrays_and_rates_past_32_bits_are_value_errors():
+    # They raised TypeError (a memoryview cast) and RuntimeError (bad_cast).
+    with pytest.raises(ValueError, match="with samples"):
+        fio.encode_image(np.zeros((0, 8, 3), np.uint8), format="png")
+    with pytest.raises(ValueError, match="with samples"):
+        fio.create_reference_audio_frame(np.zeros((2, 0), np.float32), "fltp", 8000)
+    with pytest.raises(ValueError, match="32 bits"):
+        fio.video_encode_config(height=H, width=W, frame_rate=(1, 2**40))

@@ -247,6 +247,8 @@ def _native_array(data) -> tuple[Any, list[int], str]:
     a = _contiguous(data)
     if a.dtype.byteorder == ">" or a.dtype.kind not in "biuf":
         raise ValueError(f"expected a native-order numeric array, got dtype {a.dtype}")
+    if a.size == 0:
+        raise ValueError(f"expected an array with samples, got shape {a.shape}")
     return memoryview(a).cast("B") if a.ndim else memoryview(a.reshape(1)).cast("B"), list(a.shape), a.dtype.name
 
 
@@ -295,7 +297,9 @@ def encode_image(
     :func:`create_reference_video_frame` for the others, without N).
     ``quality``: JPEG 2 (best) to 31, WebP 0 to 100; ``lossless``: WebP;
     ``compression_level``: PNG 0-9, WebP 0-6. The pixels are converted when
-    the format does not store ``pix_fmt`` (JPEG: full-range YUV 4:4:4)."""
+    the format does not store ``pix_fmt``, to one that keeps what they have
+    (JPEG: full-range YUV 4:4:4); an alpha channel or 16-bit samples the
+    format cannot keep raise ``ValueError`` rather than being dropped."""
     arr, shape, dtype = _native_array(data)
     q = -1 if quality is None else int(quality)
     return _io.encode_image(arr, shape, dtype, format, pix_fmt, q, bool(lossless), int(compression_level))

@@ -4,9 +4,11 @@
 // (feedline/media/encode.h; shared declarations in encoding.h).
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -103,6 +105,7 @@ const AVCodec* find_encoder(const std::string& name, AVCodecID id,
 void open_context(AVCodecContext* ctx, const AVCodec* codec,
                   const std::map<std::string, std::string>& options,
                   const std::string& label) {
+  quiet_logging();  // FFmpeg's messages become the errors' text, not stderr
   std::map<std::string, std::string> opts = options;
   // FFmpeg's default is one thread; the CLI's is one per core.
   if (opts.find("threads") == opts.end()) opts["threads"] = "0";
@@ -326,12 +329,47 @@ std::unique_ptr<Packets> Encoder::Impl::encode(Frames&& frames) {
   auto out = new_packets();
   for (AVFrame* f : in->frames()) {
     if (audio) {
+      check_kept_bits(f);
       add_audio(f, *out);
     } else {
       send(video_frame(f), *out);
     }
   }
   return out;
+}
+
+void Encoder::Impl::check_kept_bits(const AVFrame* f) const {
+  // An encoder of 32-bit samples may keep fewer bits: FFmpeg's FLAC encoder
+  // keeps the top 24 (bits_per_raw_sample). For 32-bit integer input whose
+  // low bits are not all zero that would change the samples silently; float
+  // input is quantised anyway. 24-bit audio in s32 (the low byte zero, as
+  // FFmpeg decodes it) passes.
+  const int kept = ctx_->bits_per_raw_sample;
+  const auto in = static_cast<AVSampleFormat>(f->format);
+  if (kept <= 0 || kept >= 32 ||
+      av_get_packed_sample_fmt(ctx_->sample_fmt) != AV_SAMPLE_FMT_S32 ||
+      av_get_packed_sample_fmt(in) != AV_SAMPLE_FMT_S32) {
+    return;
+  }
+  const uint32_t dropped = (uint32_t{1} << (32 - kept)) - 1;
+  const bool planar = av_sample_fmt_is_planar(in) != 0;
+  const int channels = f->ch_layout.nb_channels;
+  const int planes = planar ? channels : 1;
+  const int64_t per_plane = int64_t{f->nb_samples} * (planar ? 1 : channels);
+  for (int p = 0; p < planes; ++p) {
+    const auto* v = reinterpret_cast<const uint32_t*>(f->extended_data[p]);
+    for (int64_t i = 0; i < per_plane; ++i) {
+      if ((v[i] & dropped) != 0) {
+        throw InvalidArgument(
+            label_ + ": the " + ctx_->codec->name + " encoder keeps " +
+            std::to_string(kept) +
+            " bits of s32 samples, and these have bits below them (they "
+            "would change): give samples whose low " +
+            std::to_string(32 - kept) +
+            " bits are zero, or another sample format or codec");
+      }
+    }
+  }
 }
 
 std::unique_ptr<Packets> Encoder::Impl::flush() {
@@ -384,6 +422,38 @@ FramePtr Encoder::Impl::video_frame(const AVFrame* f) {
       throw InvalidArgument(label_ + ": cannot convert " +
                             pix_fmt_name(f->format) + " frames to " +
                             pix_fmt_name(ctx_->pix_fmt));
+    }
+    const std::array<int, 5> input = {f->width, f->height, f->format,
+                                      f->colorspace, f->color_range};
+    if (input != sws_input_) {
+      // The matrix and range the stream is tagged with (and the frame's):
+      // swscale's default, BT.601, under a bt709 or bt2020 tag shifted the
+      // colours by up to 39 levels. An untagged stream keeps the frame's
+      // matrix, as the CLI's scale filter does; RGB frames into an untagged
+      // stream get BT.601, as decoders read it. (RGB to RGB has no details.)
+      auto coefficients = [](AVColorSpace cs) {
+        return sws_getCoefficients(cs == AVCOL_SPC_UNSPECIFIED ||
+                                           cs == AVCOL_SPC_RGB
+                                       ? SWS_CS_DEFAULT
+                                       : static_cast<int>(cs));
+      };
+      auto full_range = [](int format, AVColorRange range) {
+        const AVPixFmtDescriptor* d =
+            av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
+        const bool rgb = d != nullptr && (d->flags & AV_PIX_FMT_FLAG_RGB) != 0;
+        const std::string_view name = d != nullptr ? d->name : "";
+        return rgb || range == AVCOL_RANGE_JPEG || name.substr(0, 4) == "yuvj"
+                   ? 1
+                   : 0;
+      };
+      (void)sws_setColorspaceDetails(
+          sws_.get(), coefficients(f->colorspace),
+          full_range(f->format, f->color_range),
+          coefficients(ctx_->colorspace != AVCOL_SPC_UNSPECIFIED
+                           ? ctx_->colorspace
+                           : f->colorspace),
+          full_range(ctx_->pix_fmt, ctx_->color_range), 0, 1 << 16, 1 << 16);
+      sws_input_ = input;
     }
     out->format = ctx_->pix_fmt;
     out->width = ctx_->width;

@@ -229,6 +229,88 @@ std::unique_ptr<Frames> audio_frames_from(const Buffer& array,
 
 // --- encode_image ---
 
+namespace {
+
+// The format an image of `in_fmt` is encoded in: `in_fmt` when the encoder
+// takes it; else the first it takes that keeps what the input has (its
+// alpha, its 16-bit samples, RGB before a conversion to YUV, grey before
+// colour, full-range YUV before limited: FFmpeg's JPEG encoder refuses
+// limited range). An input whose alpha or 16-bit depth no format keeps is
+// refused: dropping either silently would give another image back.
+AVPixelFormat image_encoder_format(AVPixelFormat in_fmt,
+                                   const EncoderSupport& s,
+                                   const std::string& label) {
+  auto takes = [&](AVPixelFormat f) {
+    return s.pix_fmts.empty() || std::find(s.pix_fmts.begin(), s.pix_fmts.end(),
+                                           f) != s.pix_fmts.end();
+  };
+  // Limited-range YUV as the full-range kind where the encoder takes that
+  // (JPEG): swscale widens the range.
+  const AVPixelFormat full = in_fmt == AV_PIX_FMT_YUV444P ? AV_PIX_FMT_YUVJ444P
+                             : in_fmt == AV_PIX_FMT_YUV420P
+                                 ? AV_PIX_FMT_YUVJ420P
+                                 : AV_PIX_FMT_NONE;
+  if (full != AV_PIX_FMT_NONE && !s.pix_fmts.empty() && takes(full))
+    return full;
+  if (takes(in_fmt)) return in_fmt;
+  std::vector<AVPixelFormat> order;
+  const char* lost = nullptr;
+  switch (in_fmt) {
+    case AV_PIX_FMT_RGBA:
+    case AV_PIX_FMT_BGRA:
+    case AV_PIX_FMT_ARGB:
+    case AV_PIX_FMT_ABGR:
+      order = {AV_PIX_FMT_RGBA, AV_PIX_FMT_BGRA,     AV_PIX_FMT_ARGB,
+               AV_PIX_FMT_ABGR, AV_PIX_FMT_YUVA444P, AV_PIX_FMT_YUVA420P};
+      lost = "an alpha channel (give the colour alone, pix_fmt=\"rgb24\")";
+      break;
+    case AV_PIX_FMT_GRAY16LE:
+    case AV_PIX_FMT_GRAY16BE:
+      order = {AV_PIX_FMT_GRAY16LE, AV_PIX_FMT_GRAY16BE, AV_PIX_FMT_RGB48LE,
+               AV_PIX_FMT_RGB48BE};
+      lost = "16-bit samples (give uint8 grey, pix_fmt=\"gray8\")";
+      break;
+    case AV_PIX_FMT_GRAY8:
+      order = {AV_PIX_FMT_GRAY8,  AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUVJ420P,
+               AV_PIX_FMT_RGB24,  AV_PIX_FMT_BGR24,    AV_PIX_FMT_GBRP,
+               AV_PIX_FMT_RGBA,   AV_PIX_FMT_BGRA,     AV_PIX_FMT_YUV444P,
+               AV_PIX_FMT_YUV420P};
+      break;
+    case AV_PIX_FMT_YUV444P:
+    case AV_PIX_FMT_YUV420P:
+      order = {in_fmt,
+               AV_PIX_FMT_YUV444P,
+               AV_PIX_FMT_YUVJ444P,
+               AV_PIX_FMT_RGB24,
+               AV_PIX_FMT_BGR24,
+               AV_PIX_FMT_GBRP,
+               AV_PIX_FMT_RGBA,
+               AV_PIX_FMT_BGRA,
+               AV_PIX_FMT_YUVJ420P,
+               AV_PIX_FMT_YUV420P};
+      break;
+    default:  // rgb24, bgr24, gbrp
+      order = {AV_PIX_FMT_RGB24,    AV_PIX_FMT_BGR24,    AV_PIX_FMT_GBRP,
+               AV_PIX_FMT_RGBA,     AV_PIX_FMT_BGRA,     AV_PIX_FMT_ARGB,
+               AV_PIX_FMT_ABGR,     AV_PIX_FMT_YUVJ444P, AV_PIX_FMT_YUV444P,
+               AV_PIX_FMT_YUVJ420P, AV_PIX_FMT_YUV420P};
+      break;
+  }
+  for (AVPixelFormat f : order) {
+    if (takes(f)) return f;
+  }
+  if (lost != nullptr) {
+    std::string takes_text;
+    for (int f : s.pix_fmts)
+      takes_text += (takes_text.empty() ? "" : ", ") + pix_fmt_name(f);
+    throw InvalidArgument(label + ": the format keeps no " + lost +
+                          "; its encoder takes " + takes_text);
+  }
+  return static_cast<AVPixelFormat>(s.pix_fmts.front());
+}
+
+}  // namespace
+
 Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
   std::string format = options.format;
   std::transform(format.begin(), format.end(), format.begin(),
@@ -299,34 +381,8 @@ Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
     }
   }
   auto frames = frames_from_planes(one, in_fmt, l, Rational{1, 1}, 0);
-  // The input's format when the encoder takes it; else the closest.
-  const EncoderSupport s = encoder_support(codec);
-  AVPixelFormat fmt = AV_PIX_FMT_NONE;
-  auto takes = [&](AVPixelFormat f) {
-    return s.pix_fmts.empty() || std::find(s.pix_fmts.begin(), s.pix_fmts.end(),
-                                           f) != s.pix_fmts.end();
-  };
-  if (takes(in_fmt)) {
-    fmt = in_fmt;
-  } else {
-    const AVPixelFormat preferred[] = {
-        gray ? AV_PIX_FMT_GRAY8 : AV_PIX_FMT_YUVJ444P,
-        AV_PIX_FMT_YUV444P,
-        AV_PIX_FMT_RGB24,
-        AV_PIX_FMT_BGR24,
-        AV_PIX_FMT_BGRA,
-        AV_PIX_FMT_RGBA,
-        AV_PIX_FMT_YUVJ420P,
-        AV_PIX_FMT_YUV420P};
-    for (AVPixelFormat f : preferred) {
-      if (takes(f)) {
-        fmt = f;
-        break;
-      }
-    }
-    if (fmt == AV_PIX_FMT_NONE)
-      fmt = static_cast<AVPixelFormat>(s.pix_fmts.front());
-  }
+  const AVPixelFormat fmt =
+      image_encoder_format(in_fmt, encoder_support(codec), label);
   VideoEncodeConfig config;
   config.width = l.width;
   config.height = l.height;

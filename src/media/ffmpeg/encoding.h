@@ -7,6 +7,7 @@
 
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -65,6 +66,9 @@ class Encoder::Impl {
   // `f` has the encoder's sample format, rate and channel count: regrouped
   // into frames of frame_size where the encoder needs that.
   void add_encoder_audio(const AVFrame* f, Packets& out);
+  // Throws InvalidArgument if the encoder would drop bits of `f`'s 32-bit
+  // integer samples that are not zero.
+  void check_kept_bits(const AVFrame* f) const;
   // Numbers `f` (audio), sends it and collects the packets ready.
   void send(ffmpeg::FramePtr f, Packets& out);
   void receive(Packets& out);
@@ -75,6 +79,9 @@ class Encoder::Impl {
   int stream_index_;
   Rational frame_rate_;
   ffmpeg::SwsPtr sws_;
+  // The frames sws_ was last set up for: {width, height, format, colour
+  // space, range}; its colour details are set again when they change.
+  std::array<int, 5> sws_input_{};
   ffmpeg::SwrPtr swr_;
   // The stream's input audio parameters, from its first frame (-1: none yet).
   int in_format_ = -1;

@@ -3,6 +3,7 @@
 // The Muxer, encode_video and encode_audio (feedline/media/encode.h).
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -22,6 +23,10 @@ struct Muxer::State {
   std::vector<std::unique_ptr<Encoder>> encoders;
   bool opened = false;
   bool closed = false;
+  bool failed = false;  // a close (trailer) failed: the file is incomplete
+  // Streams added by add_remux_stream, whose packets must also have the
+  // stream's extradata (an encode stream's packets come from its encoder).
+  std::vector<bool> remuxed;
   // The thread inside a call: one AVFormatContext must not be written from
   // two threads at once (the bindings release the GIL).
   std::atomic<std::thread::id> busy{};
@@ -122,6 +127,10 @@ Buffer Muxer::take_bytes() {
     throw InvalidArgument(dst_ + ": not a Muxer in memory");
   if (!state_->closed)
     throw InvalidArgument(dst_ + ": close the Muxer before taking its bytes");
+  if (state_->failed) {
+    throw IoError(dst_ +
+                  ": the Muxer's close failed; its bytes are not a whole file");
+  }
   const auto& b = state_->bytes;
   Buffer out =
       Buffer::allocate(DType::kUint8, {static_cast<int64_t>(b.size())});
@@ -183,6 +192,7 @@ Encoder& Muxer::add_stream(Media media, const std::string& encoder,
   state_->encoders.push_back(
       std::unique_ptr<Encoder>(new Encoder(std::make_unique<Encoder::Impl>(
           media, std::move(ctx), label, index, rate))));
+  state_->remuxed.push_back(false);
   return *state_->encoders.back();
 }
 
@@ -219,6 +229,7 @@ int Muxer::add_remux_stream(const Codec& codec) {
   st->time_base = to_av(codec.time_base());
   if (codec.media() != Media::kAudio)
     st->avg_frame_rate = to_av(codec.frame_rate());
+  state_->remuxed.push_back(true);
   return static_cast<int>(st->index);
 }
 
@@ -236,6 +247,21 @@ void Muxer::open(const std::map<std::string, std::string>& options) {
       opts.find("update") == opts.end()) {
     opts["update"] = "1";
   }
+  if (state_->in_memory) {
+    auto flags = opts.find("movflags");
+    if (flags != opts.end() &&
+        flags->second.find("faststart") != std::string::npos) {
+      // FFmpeg moves the index by reading the file back through its name.
+      throw InvalidArgument(
+          dst_ +
+          ": movflags=faststart reads the file back by its name, "
+          "which a Muxer in memory has not: write to a path, or use "
+          "movflags=+frag_keyframe+empty_moov for a streamable file");
+    }
+  }
+  const bool own_file = !state_->in_memory &&
+                        (fmt->oformat->flags & AVFMT_NOFILE) == 0 &&
+                        dst_.find("://") == std::string::npos;
   if (!state_->in_memory && (fmt->oformat->flags & AVFMT_NOFILE) == 0) {
     // A plain path is written with the file protocol only; a URL with the
     // protocol it names (the caller asked for it).
@@ -252,20 +278,90 @@ void Muxer::open(const std::map<std::string, std::string>& options) {
   Options o(opts);
   clear_ffmpeg_error();
   const int rc = avformat_write_header(fmt, o.get());
-  if (rc < 0) {
-    // FFmpeg does not take a second avformat_write_header() on a context
-    // whose first one failed: the Muxer is done (and its file closed).
-    const std::string detail = ffmpeg_error();
+  // FFmpeg does not take a second avformat_write_header() on a context
+  // whose first one failed: the Muxer is done, its file closed and removed
+  // (what was written of it is no file of its format). So is one given an
+  // option no part of FFmpeg took: it was probably misspelt.
+  auto give_up = [&] {
     state_->closed = true;
     if (!state_->in_memory && (fmt->oformat->flags & AVFMT_NOFILE) == 0)
       avio_closep(&fmt->pb);
+    if (own_file) std::remove(dst_.c_str());
+  };
+  if (rc < 0) {
+    const std::string detail = ffmpeg_error();
+    give_up();
     throw InvalidArgument(
         dst_ + ": cannot write the " + format() +
         " header: " + (detail.empty() ? av_error_text(rc) : detail));
   }
+  try {
+    o.check_consumed(dst_, "the " + format() + " muxer");
+  } catch (...) {
+    give_up();
+    throw;
+  }
   state_->opened = true;
-  o.check_consumed(dst_, "the " + format() + " muxer");
 }
+
+namespace {
+
+// FFmpeg's message for the failed call (captured since clear_ffmpeg_error),
+// else the code's text.
+std::string error_text(int rc) {
+  const std::string detail = ffmpeg_error();
+  return detail.empty() ? av_error_text(rc) : detail;
+}
+
+// Throws InvalidArgument unless packets of `codec` fit stream `index`, of
+// parameters `st`.
+void check_same_codec(const std::string& dst, const Codec& codec,
+                      const AVCodecParameters* st, int index, bool remuxed) {
+  const AVCodecParameters* p = codec.params();
+  const std::string stream = dst + ": stream " + std::to_string(index) + " (";
+  auto refuse = [&](const std::string& what, const std::string& theirs,
+                    const std::string& ours) {
+    throw InvalidArgument(stream + avcodec_get_name(st->codec_id) +
+                          ") got packets of " + what + " " + theirs + ", not " +
+                          ours + ": they would make a file nothing can decode");
+  };
+  if (p->codec_id != st->codec_id) {
+    refuse("codec", avcodec_get_name(p->codec_id),
+           avcodec_get_name(st->codec_id));
+  }
+  if (st->codec_type == AVMEDIA_TYPE_VIDEO && p->width > 0 && st->width > 0 &&
+      (p->width != st->width || p->height != st->height)) {
+    refuse("size", std::to_string(p->width) + "x" + std::to_string(p->height),
+           std::to_string(st->width) + "x" + std::to_string(st->height));
+  }
+  if (st->codec_type == AVMEDIA_TYPE_AUDIO) {
+    if (p->sample_rate > 0 && st->sample_rate > 0 &&
+        p->sample_rate != st->sample_rate) {
+      refuse("rate", std::to_string(p->sample_rate) + " Hz",
+             std::to_string(st->sample_rate) + " Hz");
+    }
+    if (p->ch_layout.nb_channels > 0 && st->ch_layout.nb_channels > 0 &&
+        p->ch_layout.nb_channels != st->ch_layout.nb_channels) {
+      refuse("channel count", std::to_string(p->ch_layout.nb_channels),
+             std::to_string(st->ch_layout.nb_channels));
+    }
+  }
+  // Packets of another stream of the codec (another SPS, or Annex B after a
+  // bit-stream filter where the stream holds avcC) decode against the wrong
+  // set-up.
+  if (remuxed && p->extradata_size > 0 && st->extradata_size > 0 &&
+      (p->extradata_size != st->extradata_size ||
+       std::memcmp(p->extradata, st->extradata,
+                   static_cast<std::size_t>(st->extradata_size)) != 0)) {
+    refuse("codec set-up (extradata)",
+           "of " + std::to_string(p->extradata_size) + " bytes",
+           "the stream's " + std::to_string(st->extradata_size) +
+               " (packets of another file, or filtered by a bit-stream "
+               "filter: add the stream from their codec)");
+  }
+}
+
+}  // namespace
 
 void Muxer::write(int index, const Packets& packets) {
   BusyGuard guard(state_->busy, dst_ + ": the Muxer");
@@ -287,6 +383,10 @@ void Muxer::write(int index, const Packets& packets) {
                           (audio_stream ? "audio" : "video") + ", got " +
                           media_name(packets.media()) + " packets");
   }
+  if (packets.codec()) {
+    check_same_codec(dst_, *packets.codec(), st->codecpar, index,
+                     state_->remuxed[static_cast<std::size_t>(index)]);
+  }
   const AVRational tb = to_av(packets.time_base());
   for (const AVPacket* p : packets.packets()) {
     PacketPtr c = new_packet();
@@ -294,10 +394,11 @@ void Muxer::write(int index, const Packets& packets) {
     av_packet_rescale_ts(c.get(), tb, st->time_base);
     c->stream_index = index;
     c->pos = -1;
+    clear_ffmpeg_error();
     const int rc = av_interleaved_write_frame(fmt, c.get());
     if (rc < 0) {
       throw IoError(dst_ + ": cannot write a packet of stream " +
-                    std::to_string(index) + ": " + av_error_text(rc));
+                    std::to_string(index) + ": " + error_text(rc));
     }
   }
 }
@@ -305,8 +406,9 @@ void Muxer::write(int index, const Packets& packets) {
 void Muxer::flush() {
   BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   if (!state_->opened || state_->closed) return;
+  clear_ffmpeg_error();
   const int rc = av_interleaved_write_frame(state_->fmt, nullptr);
-  if (rc < 0) throw IoError(dst_ + ": cannot flush: " + av_error_text(rc));
+  if (rc < 0) throw IoError(dst_ + ": cannot flush: " + error_text(rc));
 }
 
 void Muxer::close() {
@@ -315,15 +417,17 @@ void Muxer::close() {
   state_->closed = true;
   if (!state_->opened) return;
   AVFormatContext* fmt = state_->fmt;
+  clear_ffmpeg_error();
   const int rc = av_write_trailer(fmt);
+  const std::string detail = rc < 0 ? error_text(rc) : "";
   int rc_close = 0;
   if (state_->in_memory) {
     avio_flush(fmt->pb);
   } else if ((fmt->oformat->flags & AVFMT_NOFILE) == 0) {
     rc_close = avio_closep(&fmt->pb);
   }
-  if (rc < 0)
-    throw IoError(dst_ + ": cannot write the trailer: " + av_error_text(rc));
+  state_->failed = rc < 0 || rc_close < 0;
+  if (rc < 0) throw IoError(dst_ + ": cannot write the trailer: " + detail);
   if (rc_close < 0)
     throw IoError(dst_ + ": cannot close: " + av_error_text(rc_close));
 }
