@@ -472,6 +472,11 @@ void PipeRunner::run_worker() {
     }
     if (u.kind == Unit::kCall && op_kind_ == OpKind::kAsync) {
       start_async(u);
+      // The next call's clock starts now, not before this start (which takes
+      // the GIL for a Python op): a stale time made every call look longer,
+      // up to more calls in flight than the stage's concurrency, and kept
+      // the worker from ever yielding its thread.
+      t = now();
       continue;
     }
     done = execute(u, &t);

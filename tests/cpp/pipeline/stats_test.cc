@@ -55,6 +55,32 @@ TEST(StatsTest, OpTimeIsMeasuredAroundEachCall) {
               13e6 * 0.125);
 }
 
+// An async call is timed from its start to its completion. A worker that
+// starts calls one after another timed each from before the previous start,
+// so a call completed at once took as long as all the starts before it.
+TEST(StatsTest, AsyncCallsAreTimedFromTheirOwnStart) {
+  testing::ManualClock clock;
+  struct Starts final : AsyncOp {
+    explicit Starts(testing::ManualClock* c) : clock(c) {}
+    void start(Item input, Completion&& done) override {
+      clock->advance(milliseconds(3));  // starting costs (the GIL, say)
+      done.emit(std::move(input));
+    }
+    testing::ManualClock* clock;
+  };
+  PipelineSpec spec = PipelineBuilder().add_source(iota(10)).spec();
+  spec.stages.push_back({StageKind::kPipe, std::make_shared<Starts>(&clock),
+                         PipeOptions{.concurrency = 4}});
+  spec.sink_capacity = 16;
+  Pipeline p = build_pipeline(std::move(spec),
+                              BuildOptions{.num_threads = 1, .clock = &clock});
+  EXPECT_EQ(drain<int>(p).size(), 10u);
+  const StageStats s = p.stats().stages[1];
+  EXPECT_EQ(s.op_time.count(), 10u);
+  EXPECT_EQ(s.op_time.max(), milliseconds(3));
+  EXPECT_EQ(s.op_time.sum(), milliseconds(30));
+}
+
 TEST(StatsTest, HookGetsAFinalSnapshotOnceAndPeriodicOnes) {
   std::atomic<int> reports{0};
   std::latch two_reports(2);
