@@ -845,3 +845,20 @@ def test_empty_arrays_and_rates_past_32_bits_are_value_errors():
         fio.create_reference_audio_frame(np.zeros((2, 0), np.float32), "fltp", 8000)
     with pytest.raises(ValueError, match="32 bits"):
         fio.video_encode_config(height=H, width=W, frame_rate=(1, 2**40))
+
+
+def test_remux_keeps_the_source_tag_where_the_format_reads_it_alike(tmp_path, ffmpeg):
+    # H.264 from MP4 into AVI: with the tag cleared, AVI chose its own "H264",
+    # which claims Annex B, and refused every packet ("no startcode found");
+    # the CLI's stream copy keeps "avc1", as this now does.
+    src = tmp_path / "src.mp4"
+    _write_video(src, _video(10), encoder="libx264")
+    packets = fio.demux_video(src)
+    out = tmp_path / "out.avi"
+    m = fio.Muxer(out)
+    m.add_remux_stream(packets.codec)
+    with m.open():
+        m.write(0, packets)
+    stream = _probe(out)["streams"][0]
+    assert (stream["codec_name"], stream["codec_tag_string"], int(stream["nb_read_frames"])) == ("h264", "avc1", 10)
+    subprocess.run(["ffmpeg", "-v", "error", "-xerror", "-i", str(out), "-f", "null", "-"], check=True)

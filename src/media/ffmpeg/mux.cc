@@ -225,7 +225,18 @@ int Muxer::add_remux_stream(const Codec& codec) {
   if (st == nullptr) throw std::bad_alloc();
   if (avcodec_parameters_copy(st->codecpar, codec.params()) < 0)
     throw std::bad_alloc();
-  st->codecpar->codec_tag = 0;  // the input container's tag may not fit
+  // The input container's tag, where this format reads it as the same codec
+  // or has no tag of its own for it (as the CLI's stream copy does): AVI
+  // given H.264 from MP4 keeps "avc1" (its own "H264" would claim Annex B).
+  // Otherwise the format picks its own.
+  const AVCodecTag* const* tags = state_->fmt->oformat->codec_tag;
+  const unsigned int in_tag = codec.params()->codec_tag;
+  unsigned int own_tag = 0;
+  const bool keep_tag =
+      tags == nullptr ||
+      av_codec_get_id(tags, in_tag) == codec.params()->codec_id ||
+      av_codec_get_tag2(tags, codec.params()->codec_id, &own_tag) == 0;
+  st->codecpar->codec_tag = keep_tag ? in_tag : 0;
   st->time_base = to_av(codec.time_base());
   if (codec.media() != Media::kAudio)
     st->avg_frame_rate = to_av(codec.frame_rate());
