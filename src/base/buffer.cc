@@ -191,12 +191,15 @@ std::size_t default_cache_limit() {
   return limit;
 }
 
+class HugeCache;
+HugeCache* g_huge_cache = nullptr;  // for the fork handlers
+
 class HugeCache {
  public:
   static HugeCache& get() {
     static auto* cache = [] {
       auto* c = new HugeCache();  // never destroyed: used at exit
-      instance_ = c;              // for the fork handlers, set first
+      g_huge_cache = c;           // set before the handlers can run
       // A fork() while another thread held mu_ would leave it held in the
       // child for good (a child's first large allocation hung): the forking
       // thread takes it across the fork. Its holders only edit the list.
@@ -271,13 +274,12 @@ class HugeCache {
 
  private:
   static void lock_for_fork() NO_THREAD_SAFETY_ANALYSIS {
-    instance_->mu_.lock();
+    g_huge_cache->mu_.lock();
   }
   static void unlock_after_fork() NO_THREAD_SAFETY_ANALYSIS {
-    instance_->mu_.unlock();
+    g_huge_cache->mu_.unlock();
   }
 
-  static inline HugeCache* instance_ = nullptr;
   static void unmap(const std::vector<std::pair<void*, std::size_t>>& blocks) {
     for (const auto& [p, length] : blocks) munmap(p, length);
   }
