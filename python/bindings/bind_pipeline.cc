@@ -258,6 +258,11 @@ void bind_pipeline(nb::module_& m) {
       [](int level) { set_log_level(static_cast<LogLevel>(level)); },
       nb::arg("level"));
   m.def(
+      "_set_leak_warnings", [](bool on) { nb::set_leak_warnings(on); },
+      nb::arg("on"),
+      "nanobind's report of objects alive at exit: off once a pipeline is "
+      "left running at exit (what it holds is left on purpose).");
+  m.def(
       "_drain_released", [] { drain_released(); },
       "Releases Python references dropped by native threads.");
   m.def(

@@ -271,7 +271,7 @@ StatsHook make_python_stats_hook(nb::object callback) {
         // Ctrl-C reached the main thread while it ran the callback (stop()
         // reports the final statistics there): the user's interrupt, not the
         // callback's failure. It is raised again at the thread's next check.
-        if (e.matches(PyExc_KeyboardInterrupt)) {
+        if (e.matches(PyExc_KeyboardInterrupt) && on_main_thread()) {
           PyErr_SetInterrupt();
           return;
         }

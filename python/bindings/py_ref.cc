@@ -190,6 +190,10 @@ bool interpreter_finalizing() {
 
 void note_main_thread(unsigned long ident) { g_main_thread.store(ident); }
 
+bool on_main_thread() {
+  return PyThread_get_thread_ident() == g_main_thread.load();
+}
+
 ReleaseGil::ReleaseGil() : state_(PyEval_SaveThread()) {}
 
 ReleaseGil::~ReleaseGil() {

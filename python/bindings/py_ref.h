@@ -48,6 +48,9 @@ int threads_waiting_for_gil();
 // and finalizes): threading.main_thread().ident, when the module is imported.
 void note_main_thread(unsigned long ident);
 
+// True on the interpreter's main thread (the one Python delivers signals to).
+bool on_main_thread();
+
 // Releases the GIL for its scope, as nanobind::gil_scoped_release does; every
 // binding that lets Python threads run meanwhile uses this instead. Python
 // (< 3.14) ends a thread that asks for the GIL back once finalization has

@@ -431,6 +431,11 @@ def _set_log_handler(handler: object | None) -> None:
 
 def _set_log_level(level: int) -> None: ...
 
+def _set_leak_warnings(on: bool) -> None:
+    """
+    nanobind's report of objects alive at exit: off once a pipeline is left running at exit (what it holds is left on purpose).
+    """
+
 def _drain_released() -> None:
     """Releases Python references dropped by native threads."""
 
