@@ -28,9 +28,8 @@ if sys.version_info >= (3, 11):
         the very object the op raised, with its traceback. A stage that failed
         by exceeding ``max_failures`` contributes a
         :class:`feedline.TooManyFailures` whose ``__cause__`` is the error
-        that exceeded the budget; a stage whose every call failed, one whose
-        message names its last error (no ``__cause__``). Use ``except*`` to
-        handle one kind.
+        that exceeded the budget (for a stage whose every call failed, the
+        last one). Use ``except*`` to handle one kind.
 
         The consumer receives it after every item that made it through the
         pipeline, from ``get_item()`` or the iterator, and then again on every

@@ -194,6 +194,7 @@ bool StageRunner::record_failure_locked(std::exception_ptr error,
   if (state_ == State::kCancelled) return false;
   std::string message = describe(error);
   failure_log_.record(message, now(), line);
+  last_error_ = error;
   bool exceeded = budget_ != nullptr
                       ? budget_->exceeded(stats_.failures, stats_.calls)
                       : pipeline_->count_global_failure();
@@ -264,7 +265,8 @@ bool StageRunner::should_finish_locked() {
                        std::to_string(stats_.calls) + " calls failed";
     const auto& recent = failure_log_.recent();
     if (!recent.empty()) what += "; last error: " + recent.back();
-    fail_locked(std::make_exception_ptr(TooManyFailures(what)));
+    fail_locked(
+        std::make_exception_ptr(TooManyFailures(what, std::move(last_error_))));
   }
   state_ = State::kFinished;
   end_wait_locked();

@@ -221,6 +221,9 @@ class StageRunner {
   // Calls that did not throw: a stage that made calls and none of them
   // succeeded fails the pipeline at its end (see should_finish_locked()).
   uint64_t succeeded_calls_ GUARDED_BY(mu_) = 0;
+  // The last failure held against the stage: the cause of the error that
+  // ends a stage whose every call failed.
+  std::exception_ptr last_error_ GUARDED_BY(mu_);
   bool waiting_ GUARDED_BY(mu_) = false;
   bool waiting_on_output_ GUARDED_BY(mu_) = false;
   Clock::time_point wait_start_ GUARDED_BY(mu_){};

@@ -66,9 +66,8 @@ def test_pipeline_failure_is_an_exception_group_naming_the_stage():
     assert type(cause) is ValueError and str(cause) == "odd item 1"
 
 
-def test_a_stage_whose_every_call_failed_names_its_last_error_in_the_message_only():
-    # docs/errors.md: this TooManyFailures is made at the end of the stream,
-    # when the engine keeps the last error as text only: no __cause__.
+def test_a_stage_whose_every_call_failed_has_its_last_error_as_cause():
+    # As an exceeded budget's TooManyFailures has the error that exceeded it.
     def always_fail(x):
         raise KeyError(f"key {x}")
 
@@ -78,7 +77,7 @@ def test_a_stage_whose_every_call_failed_names_its_last_error_in_the_message_onl
     (stage_error,) = failure.exceptions
     assert isinstance(stage_error, feedline.TooManyFailures)
     assert "all 3 calls failed; last error: KeyError: 'key 2'" in str(stage_error)
-    assert stage_error.__cause__ is None
+    assert isinstance(stage_error.__cause__, KeyError) and stage_error.__cause__.args == ("key 2",)
 
 
 def test_the_ops_exception_keeps_its_traceback():

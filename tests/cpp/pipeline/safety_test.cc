@@ -125,6 +125,17 @@ TEST(AllCallsFailedTest, FailsThePipelineEvenWithAnUnlimitedBudget) {
               std::string::npos)
         << e.errors()[0].message;
     EXPECT_NE(e.errors()[0].message.find("bad 4"), std::string::npos);
+    // The last failure itself is the error's cause, as for a budget.
+    try {
+      std::rethrow_exception(e.errors()[0].error);
+    } catch (const TooManyFailures& tmf) {
+      ASSERT_TRUE(tmf.last_error());
+      try {
+        std::rethrow_exception(tmf.last_error());
+      } catch (const std::runtime_error& last) {
+        EXPECT_STREQ(last.what(), "bad 4");
+      }
+    }
   }
   EXPECT_EQ(p.stats().stages[1].failures, 5u);
 }
