@@ -3,8 +3,10 @@ reports, JSON lines, logging, and custom task hooks."""
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
+import math
 import re
 import threading
 
@@ -20,6 +22,7 @@ from feedline.pipeline import (
     TaskPerfStats,
     TaskStatsHook,
 )
+from feedline.pipeline._hooks import queue_stats
 
 
 def test_snapshot_counts_every_stage():
@@ -371,6 +374,40 @@ def test_stage_info_and_perf_stat_classes():
     assert q.qps == 5.0
     with pytest.raises(TypeError):
         TaskHook()  # abstract
+
+
+def test_perf_stats_take_spdls_fields_in_spdls_order():
+    # Positional construction as in SPDL code: feedline's extra fields come last.
+    t = TaskPerfStats(100, 2, 0.01, 0.02, 0.05)
+    assert (t.num_tasks, t.num_failures, t.ave_time, t.p90_time, t.p99_time) == (100, 2, 0.01, 0.02, 0.05)
+    spdl_queue_fields = [
+        "elapsed",
+        "num_items",
+        "ave_put_time",
+        "ave_get_time",
+        "p90_put_time",
+        "p99_put_time",
+        "p90_get_time",
+        "p99_get_time",
+        "occupancy_rate",
+    ]
+    names = [f.name for f in dataclasses.fields(QueuePerfStats)]
+    assert names[: len(spdl_queue_fields)] == spdl_queue_fields
+    q = QueuePerfStats(2.0, 10, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75)
+    assert (q.p90_put_time, q.p99_get_time, q.occupancy_rate, q.qps) == (0.3, 0.6, 0.75, 5.0)
+    names = [f.name for f in dataclasses.fields(TaskPerfStats)]
+    assert names[:5] == ["num_tasks", "num_failures", "ave_time", "p90_time", "p99_time"]
+
+
+def test_queue_stats_of_the_engine_leave_unmeasured_percentiles_nan():
+    p = PipelineBuilder().add_source(range(20)).pipe(_square).add_sink(3).build(num_threads=1)
+    with p.auto_stop():
+        assert len(list(p)) == 20
+    q = queue_stats(p.stats().stages[1])
+    assert q.num_items == 20
+    for value in (q.p90_put_time, q.p99_put_time, q.p90_get_time, q.p99_get_time):
+        assert math.isnan(value)
+    assert q.ave_put_time >= 0 and q.ave_get_time >= 0
 
 
 def _square(x):

@@ -58,34 +58,49 @@ class StageInfo:
 class TaskPerfStats:
     """Calls of one stage over an interval (or its whole run).
 
-    Times are in seconds. ``ave_time`` and the percentiles are over all calls
-    of the interval, failed ones included (the engine times every call);
-    percentiles are within 12.5%.
+    SPDL's fields in SPDL's order (``num_tasks, num_failures, ave_time,
+    p90_time, p99_time``), so positional construction means the same thing,
+    then feedline's ``p50_time``. Times are in seconds. ``ave_time`` and the
+    percentiles are over all calls of the interval, failed ones included
+    (the engine times every call); percentiles are within 12.5%.
     """
 
     num_tasks: int = 0
     num_failures: int = 0
     ave_time: float = 0.0
-    p50_time: float = 0.0
     p90_time: float = 0.0
     p99_time: float = 0.0
+    p50_time: float = 0.0
+
+
+_NAN = float("nan")
 
 
 @dataclasses.dataclass(frozen=True)
 class QueuePerfStats:
     """The queue in front of a stage (its input) over an interval.
 
+    SPDL's fields in SPDL's order, then feedline's ``capacity``.
     ``ave_put_time`` is the mean time the producer waited for room per item
     and ``ave_get_time`` the mean time the consumer waited for an item.
     ``occupancy_rate`` is the mean fill level (depth / capacity) over the
     interval, so 1.0 means the consumer of the queue is the bottleneck and 0.0
     means it starves.
+
+    The engine keeps the total waits of a queue, not their distribution, so
+    the stats it reports carry NaN in ``p90_put_time``, ``p99_put_time``,
+    ``p90_get_time`` and ``p99_get_time`` (not measured, rather than a made-up
+    figure).
     """
 
     elapsed: float = 0.0
     num_items: int = 0
     ave_put_time: float = 0.0
     ave_get_time: float = 0.0
+    p90_put_time: float = _NAN
+    p99_put_time: float = _NAN
+    p90_get_time: float = _NAN
+    p99_get_time: float = _NAN
     occupancy_rate: float = 0.0
     capacity: int = 0
 
