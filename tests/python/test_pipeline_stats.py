@@ -128,6 +128,87 @@ def test_interval_reports_arrive_while_the_pipeline_runs():
     assert len([r for r in reports if r.num_tasks]) >= 2
 
 
+class LapHook(TaskStatsHook):
+    """Records its reports; sets ``reported`` once one of them counts calls."""
+
+    def __init__(self, info, interval, reported=None):
+        super().__init__(info, interval)
+        self.reports = []
+        self.reported = reported
+
+    def interval_stats_callback(self, stats):
+        self.reports.append(stats.num_tasks)
+        if stats.num_tasks and self.reported is not None:
+            self.reported.set()
+
+
+def test_each_hook_reports_at_its_own_interval_without_report_stats_interval(caplog):
+    # As in SPDL: report_stats_interval is for the logger, stats_callback and
+    # the default hooks; a hook from task_hook_factory keeps its own interval.
+    caplog.set_level(logging.INFO, logger="feedline.pipeline")
+    reported = threading.Event()
+    snapshots = []
+    hooks = {}
+
+    def factory(info):
+        if info.stage_name != "ident":
+            return []
+        hooks["fast"] = LapHook(info, 0.01, reported)
+        hooks["slow"] = LapHook(info, 3600)
+        return [hooks["fast"], hooks["slow"]]
+
+    p = (
+        PipelineBuilder()
+        .add_source(gated_source(40, 20, reported))
+        .pipe(lambda x: x, name="ident")
+        .add_sink(50)
+        .build(num_threads=2, task_hook_factory=factory, stats_callback=snapshots.append)
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 40
+    fast, slow = hooks["fast"].reports, hooks["slow"].reports
+    # The fast hook reported mid-run (the source waited for it) and its laps
+    # add up to the stage's calls; the slow one only got the final report.
+    assert len([n for n in fast if n]) >= 2 and sum(fast) == 40
+    assert slow == [40]
+    # Without report_stats_interval, the logger and stats_callback only get
+    # the end, however often the hooks report.
+    assert len(snapshots) == 1 and all(s.finished for s in snapshots[0].stages)
+    laps = [r.getMessage() for r in caplog.records if r.name == "feedline.pipeline" and ": last " in r.getMessage()]
+    assert laps == []
+
+
+def test_a_hooks_long_interval_is_not_shortened_by_report_stats_interval():
+    mid_run = threading.Event()
+    snapshots = []
+    hooks = []
+
+    def record(stats):
+        snapshots.append(stats)
+        if len([s for s in snapshots if not all(st.finished for st in s.stages)]) >= 2:
+            mid_run.set()
+
+    def factory(info):
+        if info.stage_name != "ident":
+            return []
+        hooks.append(LapHook(info, 3600))
+        return hooks[-1:]
+
+    p = (
+        PipelineBuilder()
+        .add_source(gated_source(40, 20, mid_run))
+        .pipe(lambda x: x, name="ident")
+        .add_sink(50)
+        .build(num_threads=2, report_stats_interval=0.01, task_hook_factory=factory, stats_callback=record)
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 40
+    # Two periodic reports went to stats_callback before the source went on;
+    # the hook, due only after an hour, got just the final report.
+    assert len(snapshots) >= 3
+    assert hooks[0].reports == [40]
+
+
 class AsyncHook(TaskStatsHook):
     """Written for SPDL, whose interval_stats_callback is a coroutine function."""
 

@@ -25,10 +25,12 @@ from ._hooks import (
     StageInfo,
     StatsDispatcher,
     TaskStatsHook,
+    hook_interval,
     hooked_coroutine,
     hooked_generator,
     hooked_map,
     hooks_around,
+    snapshot_period,
 )
 from ._pipeline import Pipeline
 from .defs import (
@@ -393,9 +395,11 @@ def build_pipeline(
             of failed calls tolerated (-1: unlimited, 0: none) or a Fraction
             rate in (0, 1] checked after 100 calls. Counted over all such
             stages together, as in SPDL.
-        report_stats_interval: seconds between statistics reports (to
-            TaskStatsHook callbacks, ``stats_callback`` and the
-            ``feedline.pipeline`` logger at INFO); <= 0: only the final one.
+        report_stats_interval: seconds between statistics reports to
+            ``stats_callback`` and the ``feedline.pipeline`` logger (at
+            INFO), and the interval of the default hooks; <= 0: only the
+            final one. A ``TaskStatsHook`` from ``task_hook_factory``
+            reports at its own ``interval`` instead.
         task_hook_factory: ``f(StageInfo) -> list[TaskHook]`` per stage.
         stage_id: the id of the first stage in StageInfo.
         stats_callback: called with a :class:`PipelineStats` snapshot at every
@@ -481,6 +485,12 @@ def build_pipeline(
         raise
     background = _background.BackgroundTasks(tasks, builder.loop_thread)
     stage_hooks = StageHooks([*builder.stage_hooks, background] if background else builder.stage_hooks)
+    # The engine snapshots as often as the most frequent reporter needs: the
+    # logger and stats_callback (report_stats_interval) or a hook's own
+    # interval; the dispatcher gives each its own schedule.
+    period = snapshot_period(
+        float(report_stats_interval), [hook_interval(h) for hooks in builder.stats_hooks for h in hooks]
+    )
     dispatcher = StatsDispatcher(
         infos=builder.infos,
         hooks=builder.stats_hooks,
@@ -488,12 +498,13 @@ def build_pipeline(
         interval=report_stats_interval,
         on_end=stage_hooks.exit,
         region_hook_factory=builder.region_stats_hooks,
+        period=period,
     )
     try:
         native = spec.build(
             num_threads=num_threads,
             max_failures=_budget(max_failures),
-            report_interval=float(report_stats_interval),
+            report_interval=float(period),
             stats_callback=dispatcher,
             failure_log_burst=failure_log_burst,
             failure_log_interval=float(failure_log_interval),

@@ -282,49 +282,110 @@ def _run_to_completion(awaitable):
     return outcome.get("result")
 
 
+def hook_interval(hook) -> float:
+    """A stats hook's own reporting interval in seconds (<= 0: none)."""
+    value = getattr(hook, "interval", -1)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return -1.0
+    return value if value > 0 and value != float("inf") else -1.0
+
+
+# The engine's snapshots come no more often than this, whatever a hook asks.
+MIN_SNAPSHOT_PERIOD = 0.01
+
+
+def snapshot_period(report_interval: float, hook_intervals) -> float:
+    """The engine's snapshot period for these intervals: the smallest
+    positive one (at least MIN_SNAPSHOT_PERIOD); -1 when none is positive."""
+    positive = [i for i in (report_interval, *hook_intervals) if i > 0]
+    return max(min(positive), MIN_SNAPSHOT_PERIOD) if positive else -1.0
+
+
+class _Schedule:
+    """When a periodic report is due, on the pipeline's elapsed time.
+
+    Targets are ``interval, 2 * interval, ...`` from the start, so a report
+    that came one snapshot late does not push the later ones back; ``slack``
+    absorbs the jitter of snapshots that land a hair early.
+    """
+
+    __slots__ = ("interval", "next_due", "slack")
+
+    def __init__(self, interval: float, slack: float):
+        self.interval = interval
+        self.next_due = interval
+        self.slack = slack
+
+    def due(self, elapsed: float) -> bool:
+        if self.interval <= 0 or elapsed + self.slack < self.next_due:
+            return False
+        while self.next_due <= elapsed + self.slack:
+            self.next_due += self.interval
+        return True
+
+
+class _HookState:
+    """A stats hook, its schedule, and its stage as of its last report."""
+
+    __slots__ = ("base", "base_reporting", "hook", "schedule")
+
+    def __init__(self, hook, slack: float):
+        self.hook = hook
+        self.schedule = _Schedule(hook_interval(hook), slack)
+        self.base = None  # StageStats of the last report; None: the start
+        self.base_reporting = None  # a region's worker count at that report
+
+
 class StatsDispatcher:
     """Turns the engine's periodic snapshots into hook calls and log lines.
 
     The engine calls it (with the GIL, on its reporter thread) every
-    ``interval`` seconds and once at the end with a PipelineStats snapshot.
+    ``period`` seconds (see :func:`snapshot_period`) and once at the end with
+    a PipelineStats snapshot. Each TaskStatsHook reports at its own
+    ``interval`` what its stage did since its previous report; the log
+    lines and ``user_callback`` follow ``interval`` (the pipeline's
+    ``report_stats_interval``). At the end every hook gets what its reports
+    did not cover yet, and the logger the stats table.
     """
 
-    def __init__(self, infos, hooks, user_callback, interval, on_end, region_hook_factory=None):
+    def __init__(self, infos, hooks, user_callback, interval, on_end, region_hook_factory=None, period=None):
         self._infos = infos  # StageInfo per engine stage, in engine order
-        self._hooks = hooks  # per engine stage: list of TaskStatsHook
+        if period is None:
+            period = snapshot_period(interval, [hook_interval(h) for hs in hooks for h in hs])
+        self._slack = period / 4 if period > 0 else 0.0
+        # per engine stage: a _HookState per TaskStatsHook
+        self._hooks = [[_HookState(h, self._slack) for h in hs] for hs in hooks]
         # f(RegionStats, StageStats, index) -> TaskStatsHooks of a region's
         # stage, made when its workers first report it.
         self._region_hook_factory = region_hook_factory
         self._region_hooks: dict = {}
         self._user_callback = user_callback
         self._interval = interval
+        self._report = _Schedule(interval if interval > 0 else -1.0, self._slack)
         self._on_end = on_end
-        self._last = None
+        self._logged = None  # the snapshot of the last log line
         self._ended = False
         self._lock = threading.Lock()
 
     def __call__(self, stats) -> None:
         with self._lock:
             final = all(s.finished for s in stats.stages)
-            earlier, self._last = self._last, stats
-            if self._user_callback is not None:
+            report = not final and self._report.due(stats.elapsed)
+            if self._user_callback is not None and (report or final):
                 self._guard(self._user_callback, stats)
             if not final or not self._ended:
                 for i, stage in enumerate(stats.stages):
-                    hooks = self._hooks[i] if i < len(self._hooks) else ()
-                    if not hooks:
-                        continue
-                    prev = earlier.stages[i] if earlier is not None else None
-                    lap = task_stats(stage, prev)
-                    for hook in hooks:
-                        if hook.interval > 0 or final:
-                            self._guard(hook.interval_stats_callback, lap)
-                for region, i, stage, prev in _region_stages(stats, earlier):
-                    for hook in self._hooks_of(region, i, stage):
-                        if hook.interval > 0 or final:
-                            self._guard(hook.interval_stats_callback, task_stats(stage, prev))
-            if self._interval > 0 and not final and _LG.isEnabledFor(logging.INFO):
-                _LG.info("%s", self._format_lap(stats, earlier))
+                    for state in self._hooks[i] if i < len(self._hooks) else ():
+                        self._feed(state, stage, None, stats.elapsed, final)
+                for region, i, stage, _ in _region_stages(stats, None):
+                    for state in self._hooks_of(region, i, stage):
+                        self._feed(state, stage, region.reporting, stats.elapsed, final)
+            if report:
+                earlier, self._logged = self._logged, stats
+                if _LG.isEnabledFor(logging.INFO):
+                    _LG.info("%s", self._format_lap(stats, earlier))
             if final and not self._ended:
                 self._ended = True
                 if _LG.isEnabledFor(logging.INFO):
@@ -332,12 +393,23 @@ class StatsDispatcher:
                 if self._on_end is not None:
                     self._guard(self._on_end)
 
+    def _feed(self, state: _HookState, stage, reporting, elapsed: float, final: bool) -> None:
+        """Reports ``stage`` since the hook's last report to the hook, when
+        its interval is due or at the end."""
+        if not (state.schedule.due(elapsed) or final):
+            return
+        # Totals from fewer workers of a region are no baseline.
+        base = state.base if state.base_reporting == reporting else None
+        state.base, state.base_reporting = stage, reporting
+        self._guard(state.hook.interval_stats_callback, task_stats(stage, base))
+
     def _hooks_of(self, region, i, stage):
         key = (region.name, i)
         if key not in self._region_hooks:
             self._region_hooks[key] = []
             if self._region_hook_factory is not None:
-                self._region_hooks[key] = self._guard(self._region_hook_factory, region, stage, i) or []
+                hooks = self._guard(self._region_hook_factory, region, stage, i) or []
+                self._region_hooks[key] = [_HookState(h, self._slack) for h in hooks]
         return self._region_hooks[key]
 
     @staticmethod
