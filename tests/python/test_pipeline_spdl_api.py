@@ -7,9 +7,11 @@ import asyncio
 import functools
 import itertools
 import logging
+import math
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -157,6 +159,190 @@ def test_default_queue_class_is_recorded_and_ignored_with_a_warning(restore_conf
         p = PipelineBuilder().add_source([1]).add_sink().build(num_threads=1)
     with p.auto_stop():
         assert list(p) == [1]
+
+
+def test_spdl_queue_and_task_names_are_exported():
+    for name in ("AsyncQueue", "StatsQueue", "create_task", "QueuePerfStats"):
+        assert name in fp.__all__ and getattr(fp, name) is not None
+    for name in ("is_diagnostic_mode_enabled", "diagnostic_mode_num_sources"):
+        assert name in config.__all__ and callable(getattr(config, name))
+    assert issubclass(fp.StatsQueue, fp.AsyncQueue) and issubclass(fp.AsyncQueue, asyncio.Queue)
+
+
+def test_diagnostic_mode_settings_read_the_environment(monkeypatch):
+    for name in (
+        "FEEDLINE_PIPELINE_DIAGNOSTIC_MODE",
+        "SPDL_PIPELINE_DIAGNOSTIC_MODE",
+        "FEEDLINE_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS",
+        "SPDL_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    assert config.is_diagnostic_mode_enabled() is False
+    assert config.diagnostic_mode_num_sources() == 1000
+    monkeypatch.setenv("SPDL_PIPELINE_DIAGNOSTIC_MODE", "1")
+    monkeypatch.setenv("SPDL_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS", "7")
+    assert config.is_diagnostic_mode_enabled() is True
+    assert config.diagnostic_mode_num_sources() == 7
+    monkeypatch.setenv("FEEDLINE_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS", "12")  # feedline's name wins
+    assert config.diagnostic_mode_num_sources() == 12
+    monkeypatch.setenv("SPDL_PIPELINE_DIAGNOSTIC_MODE", "off")
+    assert config.is_diagnostic_mode_enabled() is False
+
+
+def test_create_task_logs_failures_cancellations_and_suppresses_repeats(caplog):
+    async def fail(i):
+        raise ValueError(f"bad {i}")
+
+    async def forever():
+        await asyncio.Event().wait()
+
+    async def main():
+        assert await fp.create_task(asyncio.sleep(0, result=3), name="ok") == 3
+        with pytest.raises(ValueError, match="bad 0"):
+            await fp.create_task(fail(0), name="once")
+        tasks = [
+            fp.create_task(
+                fail(i), suppress_repeated_logs=True, suppression_threshold=2, suppression_warning_interval=3
+            )
+            for i in range(9)
+        ]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for log_cancelled in (True, False):
+            t = fp.create_task(forever(), name=f"cancelled-{log_cancelled}", log_cancelled=log_cancelled)
+            await asyncio.sleep(0)
+            t.cancel()
+            await asyncio.gather(t, return_exceptions=True)
+
+    with caplog.at_level(logging.INFO, logger="feedline.pipeline"):
+        asyncio.run(main())
+    records = [r for r in caplog.records if r.name == "feedline.pipeline"]
+    errors = [r for r in records if r.levelno == logging.ERROR]
+    # "once" and the first of the repeated ones, each with its traceback.
+    assert [r.getMessage() for r in errors][0] == "Task [once] failed."
+    assert len(errors) == 2 and all(r.exc_info and r.exc_info[0] is ValueError for r in errors)
+    warnings_ = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert sum("not logging further failures there" in m for m in warnings_) == 1
+    assert [m.split()[0] for m in warnings_ if "have failed at" in m] == ["3", "6", "9"]
+    assert "Task [cancelled-True] was cancelled." in warnings_
+    assert not any("cancelled-False" in m for m in warnings_)
+
+
+def test_async_queue_is_an_asyncio_queue_with_a_stage_hook():
+    info = StageInfo(0, 1, "decode")
+
+    async def main():
+        q = fp.AsyncQueue(info, buffer_size=2)
+        assert q.info is info and q.maxsize == 2
+        async with q.stage_hook():
+            await q.put(1)
+            await q.put(2)
+            assert q.full()
+            assert [await q.get(), await q.get()] == [1, 2]
+
+    asyncio.run(main())
+
+
+def test_stats_queue_used_directly_reports_its_laps_and_logs_its_totals(caplog):
+    reports = []
+
+    class Q(fp.StatsQueue):
+        async def interval_stats_callback(self, stats):
+            await super().interval_stats_callback(stats)
+            reports.append(stats)
+            self.reported.set()
+
+    async def main():
+        q = Q(StageInfo(0, 1, "decode"), buffer_size=10, interval=0.01)
+        q.reported = asyncio.Event()
+        async with q.stage_hook():
+            for i in range(5):  # never waits: no report can come in between
+                await q.put(i)
+            assert [await q.get() for _ in range(5)] == list(range(5))
+            await asyncio.wait_for(q.reported.wait(), 30)
+            assert reports[0].num_items == 5
+            q.reported.clear()
+            for i in range(3):
+                q.put_nowait(i)
+                q.get_nowait()
+            await asyncio.wait_for(q.reported.wait(), 30)
+
+    with caplog.at_level(logging.INFO, logger="feedline.pipeline"):
+        asyncio.run(main())
+    assert isinstance(reports[0], fp.QueuePerfStats)
+    assert sum(r.num_items for r in reports) == 8
+    first = reports[0]
+    assert first.ave_put_time >= 0 and first.ave_get_time >= 0 and 0 <= first.occupancy_rate <= 1
+    assert all(math.isnan(v) for v in (first.p90_put_time, first.p99_get_time))
+    final = [r.getMessage() for r in caplog.records if r.getMessage().startswith("[0:1:decode_queue]")]
+    assert "Processed     8 items" in final[-1] and "Occupancy rate:" in final[-1]
+
+
+def recording_queue_class():
+    """A StatsQueue subclass that records its reports and the instances made."""
+
+    class RecordingQueue(fp.StatsQueue):
+        made: list = []
+
+        def __init__(self, info, *, buffer_size=1, interval=-1):
+            super().__init__(info, buffer_size=buffer_size, interval=interval)
+            self.reports = []
+            self.reported = None
+            RecordingQueue.made.append(self)
+
+        def interval_stats_callback(self, stats):
+            self.reports.append(stats)
+            if stats.num_items and self.reported is not None:
+                self.reported.set()
+
+    return RecordingQueue
+
+
+def gated(n, first, gate):
+    for i in range(n):
+        if i == first:
+            assert gate.wait(30)
+        yield i
+
+
+def test_a_stats_queue_class_is_fed_the_native_queues_counters(recwarn):
+    recording_queue = recording_queue_class()
+    reported = threading.Event()
+
+    def make(info, *, buffer_size=1):
+        q = recording_queue(info, buffer_size=buffer_size, interval=0.01)
+        q.reported = reported
+        return q
+
+    p = (
+        PipelineBuilder()
+        .add_source(gated(40, 20, reported))
+        .pipe(double, name="d")
+        .add_sink(5)
+        .build(num_threads=2, queue_class=make)
+    )
+    with p.auto_stop():
+        assert len(list(p)) == 40
+    assert not [w for w in recwarn if "queue_class" in str(w.message)]
+    queues = {q.info.stage_name: q for q in recording_queue.made}
+    # Named after the stage that fills them; the consumer's queue is the sink's.
+    assert sorted(queues) == ["sink", "src"]
+    assert queues["sink"].maxsize == 5 and queues["src"].maxsize == 2
+    for q in queues.values():
+        assert sum(r.num_items for r in q.reports) == 40  # laps, then the rest at the end
+        assert all(isinstance(r, fp.QueuePerfStats) and r.capacity > 0 for r in q.reports)
+    # A report came mid-run (the source waited for it).
+    assert len([r for r in queues["src"].reports if r.num_items]) >= 2
+
+
+def test_default_stats_queue_class_gets_report_stats_interval(restore_config):
+    recording_queue = recording_queue_class()
+    config.set_default_queue_class(recording_queue)
+    p = PipelineBuilder().add_source(range(10)).pipe(double).add_sink(3).build(num_threads=1, report_stats_interval=7)
+    with p.auto_stop():
+        assert len(list(p)) == 10
+    assert [q.interval for q in recording_queue.made] == [7, 7]
+    # Only the final report (an interval of 7 s is not due in this short run).
+    assert all([r.num_items for r in q.reports] == [10] for q in recording_queue.made)
 
 
 def test_build_callback_sees_every_config_and_its_errors_are_logged(restore_config, caplog):

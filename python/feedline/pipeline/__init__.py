@@ -49,10 +49,12 @@ from ._monitor import ProcessGroupResourceUsage, ProcessGroupStatsMonitor
 from ._pipeline import Pipeline
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
 from ._prometheus import PrometheusExporter
+from ._queues import AsyncQueue, StatsQueue, create_task
 from ._sqlite import SQLiteStatsWriter
 from ._subprocess import iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
+    "AsyncQueue",
     "Autotune",
     "AutotuneDecision",
     "AutotuneStats",
@@ -80,12 +82,14 @@ __all__ = [
     "SharedMemorySegmentPool",
     "StageInfo",
     "StageStats",
+    "StatsQueue",
     "TaskHook",
     "TaskPerfStats",
     "TaskStatsHook",
     "build_pipeline",
     "cache_iterator",
     "config",
+    "create_task",
     "defs",
     "is_eof",
     "is_epoch_end",

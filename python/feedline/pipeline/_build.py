@@ -8,6 +8,7 @@ per item runs in the engine.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import itertools
 import logging
@@ -33,6 +34,7 @@ from ._hooks import (
     snapshot_period,
 )
 from ._pipeline import Pipeline
+from ._queues import StatsQueue
 from .defs import (
     AggregateConfig,
     Aggregator,
@@ -87,12 +89,14 @@ class _Builder:
         self.stats_hooks = []  # TaskStatsHook instances per engine stage
         self.stage_hooks = []  # every hook, for stage_hook()
         self.locations = []  # per engine stage: where its config was made
+        self.kinds = []  # per engine stage: "source", "merge", "sink" or "" (the rest)
         self.region_kwargs: dict = {}  # build_pipeline arguments for regions' pipelines
         self.region_pools: list = []  # a RegionPool per region, in stage order
 
-    def _new_stage(self, name, concurrency=None, where=None):
+    def _new_stage(self, name, concurrency=None, where=None, kind=""):
         info = StageInfo(self.pipeline_id, self.stage_id + len(self.infos), name, concurrency)
         self.locations.append(where)
+        self.kinds.append(kind)
         hooks = list(self.task_hook_factory(info)) if self.task_hook_factory is not None else []
         self.infos.append(info)
         self.stats_hooks.append([h for h in hooks if isinstance(h, TaskStatsHook)])
@@ -115,12 +119,12 @@ class _Builder:
                     self._new_stage(f"{src.name}_input{i}", where=src.defined_at)
                     sub.add_aggregate(_merge.InputEnd(i), False, f"{src.name}_input{i}", None)
                 inputs.append(sub)
-            self._new_stage(src.name, where=src.defined_at)
+            self._new_stage(src.name, where=src.defined_at, kind="merge")
             spec.set_merge(inputs, src.name)
             if stopper is not None:
                 self._custom_merge_op(spec, src, len(inputs), stopper)
         elif isinstance(src, SourceConfig):
-            self._new_stage("src", where=src.defined_at)
+            self._new_stage("src", where=src.defined_at, kind="source")
             source = src.source
             if not isinstance(source, NativeSource) and not hasattr(source, "__iter__"):
                 self.needs_loop = True
@@ -135,7 +139,7 @@ class _Builder:
         if with_sink:
             if config.sink is None:
                 raise ValueError("the pipeline has no sink (call add_sink())")
-            self._new_stage("sink")
+            self._new_stage("sink", kind="sink")
             spec.set_sink(config.sink.buffer_size)
         return spec
 
@@ -150,6 +154,22 @@ class _Builder:
         spec.add_aggregate(agg, False, info.stage_name, FailureBudget.max_count(0))
         self._new_stage(f"{src.name}_out", where=src.defined_at)
         spec.add_disaggregate(f"{src.name}_out")
+
+    def stats_queues(self, factory, sink_buffer_size) -> list:
+        """(engine stage, queue object) for the queue in front of each stage
+        but sources: ``factory(info, buffer_size)`` with the StageInfo of the
+        stage that fills it (SPDL names a queue after its producer), except
+        in front of a merge (several producers) and the sink (what the
+        consumer reads: SPDL's sink queue), which take their own. The
+        buffer size is SPDL's: 2 between stages, the sink's buffer_size."""
+        queues = []
+        for i, kind in enumerate(self.kinds):
+            if kind == "source":
+                continue
+            info = self.infos[i] if kind in ("merge", "sink") or i == 0 else self.infos[i - 1]
+            size = sink_buffer_size if kind == "sink" else 2
+            queues.append((i, factory(info, size)))
+        return queues
 
     def region_stats_hooks(self, region, stage, index) -> list:
         """The TaskStatsHook instances of a region's stage (its StatsHooks
@@ -318,6 +338,48 @@ def _default_hook_factory(interval):
     return _DefaultHooks(cls, interval)
 
 
+def _stats_queue_class(cls):
+    """Whether ``cls`` makes StatsQueues (a subclass, or a functools.partial
+    of one, as SPDL code passes to set an interval)."""
+    target = cls.func if isinstance(cls, functools.partial) else cls
+    return isinstance(target, type) and issubclass(target, StatsQueue)
+
+
+def _queue_factory(queue_class, report_stats_interval):
+    """``f(info, buffer_size)`` making the StatsQueue fed each native queue's
+    counters, or None. As in SPDL, an explicit ``queue_class`` is called
+    without an interval, the default class with ``report_stats_interval``.
+    Other queue classes cannot take the place of the native queues: ignored
+    with a warning."""
+    if queue_class is not None:
+        make = functools.partial(_fed_queue, queue_class)
+    elif _config.get_default_queue_class() is not None:
+        queue_class = _config.get_default_queue_class()
+        make = functools.partial(_fed_queue, queue_class, interval=report_stats_interval)
+    else:
+        return None
+    if _stats_queue_class(queue_class) or not isinstance(queue_class, type):
+        return make  # a factory function: what it makes is checked
+    _ignore_queue_class(queue_class, stacklevel=4)
+    return None
+
+
+def _ignore_queue_class(queue_class, stacklevel) -> None:
+    warnings.warn(
+        f"feedline's queues are native; queue_class is ignored ({getattr(queue_class, '__name__', queue_class)!r} "
+        "is not a StatsQueue, whose subclasses are fed the native queues' counters)",
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _fed_queue(cls, info, buffer_size, **kwargs):
+    queue = cls(info, buffer_size=buffer_size, **kwargs)
+    if isinstance(queue, StatsQueue):
+        queue._fed_by_engine = True  # its stage_hook() measures nothing itself
+    return queue
+
+
 def _add_note(exc: BaseException, note: str) -> None:
     if hasattr(exc, "add_note"):
         exc.add_note(note)
@@ -416,10 +478,14 @@ def build_pipeline(
             its stages' concurrency and its active threads toward the
             highest output rate within a CPU budget while it runs (off by
             default; the settings given are where it starts).
-        queue_class, use_thread_output_queue: accepted for SPDL
-            compatibility; feedline's queues are native and always measured,
-            so a custom queue class (here or from
-            ``config.set_default_queue_class()``) is ignored with a warning.
+        queue_class: a :class:`StatsQueue` subclass (or a function making
+            one), made per native queue as ``queue_class(info, buffer_size=n)``
+            and fed that queue's counters at its ``interval`` and at the end
+            (the default from ``config.set_default_queue_class()`` gets
+            ``interval=report_stats_interval``). The queues are native:
+            other classes are ignored with a warning.
+        use_thread_output_queue: accepted for SPDL compatibility; the
+            native sink is already thread-based.
         background_tasks: factories of :class:`BackgroundTask` run beside the
             pipeline (after those of
             ``config.set_default_background_tasks()``): started with it,
@@ -454,14 +520,7 @@ def build_pipeline(
             callback(config)
         except Exception:
             _LG.exception("the default build callback failed")
-    if queue_class is None and _config.get_default_queue_class() is not None:
-        queue_class = _config.get_default_queue_class()
-    if queue_class is not None:
-        warnings.warn(
-            "feedline's queues are native and always measured; queue_class is ignored",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    queue_factory = _queue_factory(queue_class, report_stats_interval)
     tasks = [*(_config.get_default_background_tasks() or ()), *(background_tasks or ())]
     del use_thread_output_queue  # the native sink is already thread-based
     if task_hook_factory is None:
@@ -483,13 +542,20 @@ def build_pipeline(
     except Exception as e:
         _add_note(e, _config_note(config))
         raise
+    sink_size = built.sink.buffer_size if built.sink is not None else 1
+    queues = builder.stats_queues(queue_factory, sink_size) if queue_factory is not None else []
+    if not all(isinstance(q, StatsQueue) for _, q in queues):
+        _ignore_queue_class(queue_class or _config.get_default_queue_class(), stacklevel=3)
+        queues = []
     background = _background.BackgroundTasks(tasks, builder.loop_thread)
-    stage_hooks = StageHooks([*builder.stage_hooks, background] if background else builder.stage_hooks)
+    hooks = [*builder.stage_hooks, *(q for _, q in queues)]
+    stage_hooks = StageHooks([*hooks, background] if background else hooks)
     # The engine snapshots as often as the most frequent reporter needs: the
     # logger and stats_callback (report_stats_interval) or a hook's own
     # interval; the dispatcher gives each its own schedule.
     period = snapshot_period(
-        float(report_stats_interval), [hook_interval(h) for hooks in builder.stats_hooks for h in hooks]
+        float(report_stats_interval),
+        [hook_interval(h) for hs in builder.stats_hooks for h in hs] + [hook_interval(q) for _, q in queues],
     )
     dispatcher = StatsDispatcher(
         infos=builder.infos,
@@ -499,6 +565,7 @@ def build_pipeline(
         on_end=stage_hooks.exit,
         region_hook_factory=builder.region_stats_hooks,
         period=period,
+        queues=queues,
     )
     try:
         native = spec.build(

@@ -327,7 +327,8 @@ class _Schedule:
 
 
 class _HookState:
-    """A stats hook, its schedule, and its stage as of its last report."""
+    """A stats hook (or StatsQueue), its schedule, and its stage as of its
+    last report."""
 
     __slots__ = ("base", "base_reporting", "hook", "schedule")
 
@@ -350,13 +351,16 @@ class StatsDispatcher:
     did not cover yet, and the logger the stats table.
     """
 
-    def __init__(self, infos, hooks, user_callback, interval, on_end, region_hook_factory=None, period=None):
+    def __init__(self, infos, hooks, user_callback, interval, on_end, region_hook_factory=None, period=None, queues=()):
         self._infos = infos  # StageInfo per engine stage, in engine order
         if period is None:
-            period = snapshot_period(interval, [hook_interval(h) for hs in hooks for h in hs])
+            intervals = [hook_interval(h) for hs in hooks for h in hs] + [hook_interval(q) for _, q in queues]
+            period = snapshot_period(interval, intervals)
         self._slack = period / 4 if period > 0 else 0.0
         # per engine stage: a _HookState per TaskStatsHook
         self._hooks = [[_HookState(h, self._slack) for h in hs] for hs in hooks]
+        # (engine stage, _HookState of the StatsQueue fed its input queue's counters)
+        self._queues = [(i, _HookState(q, self._slack)) for i, q in queues]
         # f(RegionStats, StageStats, index) -> TaskStatsHooks of a region's
         # stage, made when its workers first report it.
         self._region_hook_factory = region_hook_factory
@@ -382,6 +386,9 @@ class StatsDispatcher:
                 for region, i, stage, _ in _region_stages(stats, None):
                     for state in self._hooks_of(region, i, stage):
                         self._feed(state, stage, region.reporting, stats.elapsed, final)
+                for i, state in self._queues:
+                    if i < len(stats.stages):
+                        self._feed(state, stats.stages[i], None, stats.elapsed, final, queue_stats)
             if report:
                 earlier, self._logged = self._logged, stats
                 if _LG.isEnabledFor(logging.INFO):
@@ -393,15 +400,15 @@ class StatsDispatcher:
                 if self._on_end is not None:
                     self._guard(self._on_end)
 
-    def _feed(self, state: _HookState, stage, reporting, elapsed: float, final: bool) -> None:
-        """Reports ``stage`` since the hook's last report to the hook, when
-        its interval is due or at the end."""
+    def _feed(self, state: _HookState, stage, reporting, elapsed: float, final: bool, measure=task_stats) -> None:
+        """Reports ``measure(stage)`` since the hook's (or queue's) last
+        report to it, when its interval is due or at the end."""
         if not (state.schedule.due(elapsed) or final):
             return
         # Totals from fewer workers of a region are no baseline.
         base = state.base if state.base_reporting == reporting else None
         state.base, state.base_reporting = stage, reporting
-        self._guard(state.hook.interval_stats_callback, task_stats(stage, base))
+        self._guard(state.hook.interval_stats_callback, measure(stage, base))
 
     def _hooks_of(self, region, i, stage):
         key = (region.name, i)

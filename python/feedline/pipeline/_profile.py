@@ -52,8 +52,6 @@ __all__ = ["ProfileHook", "ProfileResult", "profile_pipeline"]
 _LG = logging.getLogger("feedline.pipeline")
 
 _THREADS = (32, 16, 8, 4, 1)
-_DIAGNOSTIC_ENV = ("FEEDLINE_PIPELINE_DIAGNOSTIC_MODE", "SPDL_PIPELINE_DIAGNOSTIC_MODE")
-_NUM_ITEMS_ENV = ("FEEDLINE_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS", "SPDL_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,15 +217,9 @@ def diagnostic_mode() -> int | None:
     (and this thread is not profiling already), else None."""
     if getattr(_profiling, "active", False):
         return None
-    if not any(_config._parse_bool(n, os.environ[n]) for n in _DIAGNOSTIC_ENV if n in os.environ):
+    if not _config.is_diagnostic_mode_enabled():
         return None
-    for name in _NUM_ITEMS_ENV:
-        if name in os.environ:
-            try:
-                return max(1, int(os.environ[name]))
-            except ValueError:
-                warnings.warn(f"{name}={os.environ[name]!r} is not an int; profiling 1000 inputs", stacklevel=3)
-    return 1000
+    return _config.diagnostic_mode_num_sources()
 
 
 class _ProfilePipeline:

@@ -2,10 +2,15 @@
 
 - :func:`set_default_hook_class`: the hook each stage gets when
   ``build_pipeline`` has no ``task_hook_factory``.
-- :func:`set_default_queue_class`: accepted for SPDL code; feedline's queues
-  are native, so a class set here is ignored with a warning at build time.
+- :func:`set_default_queue_class`: a :class:`StatsQueue` subclass set here
+  is fed the counters of each native queue; another class is ignored with a
+  warning at build time.
 - :func:`set_default_build_callback`: called with every PipelineConfig that
   is built (to log or record descriptions).
+- :func:`is_diagnostic_mode_enabled` and :func:`diagnostic_mode_num_sources`:
+  the diagnostic mode (``FEEDLINE_PIPELINE_DIAGNOSTIC_MODE``, or SPDL's
+  ``SPDL_PIPELINE_DIAGNOSTIC_MODE``), in which ``build_pipeline`` returns a
+  pipeline that profiles the config and exits.
 - :func:`set_compact_log`: one-line failure logs. feedline's failure logs
   are always one line per failure (type, message, file and line of the op),
   rate-limited per stage; the setting is kept for code that reads it.
@@ -25,6 +30,7 @@ from typing import Any
 from ._hooks import TaskStatsHook
 
 __all__ = [
+    "diagnostic_mode_num_sources",
     "get_default_background_tasks",
     "get_default_build_callback",
     "get_default_hook_class",
@@ -32,6 +38,7 @@ __all__ = [
     "get_default_profile_hook",
     "get_default_queue_class",
     "is_compact_log_enabled",
+    "is_diagnostic_mode_enabled",
     "set_compact_log",
     "set_default_background_tasks",
     "set_default_build_callback",
@@ -53,6 +60,9 @@ _compact_log: bool | None = None  # None: not read from the environment yet
 _TRUE = ("1", "true", "TRUE", "on", "ON", "yes", "YES")
 _FALSE = ("0", "false", "FALSE", "off", "OFF", "no", "NO")
 _ENV = ("FEEDLINE_PIPELINE_COMPACT_LOG", "SPDL_PIPELINE_COMPACT_LOG")
+_DIAGNOSTIC_ENV = ("FEEDLINE_PIPELINE_DIAGNOSTIC_MODE", "SPDL_PIPELINE_DIAGNOSTIC_MODE")
+_NUM_ITEMS_ENV = ("FEEDLINE_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS", "SPDL_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS")
+_DEFAULT_NUM_ITEMS = 1000
 
 
 def set_default_hook_class(cls: type | None = TaskStatsHook) -> None:
@@ -75,17 +85,19 @@ def get_default_hook_class() -> type | None:
 
 
 def set_default_queue_class(cls: type | None = None) -> None:
-    """Records a default queue class, as SPDL's setter does. feedline's
-    inter-stage queues are native and always measured: building a pipeline
-    while a class is set warns that it is ignored. ``None`` resets."""
+    """Sets the default queue class. feedline's inter-stage queues are
+    native and always measured: a :class:`StatsQueue` subclass set here is
+    made per native queue as ``cls(info, buffer_size=n,
+    interval=report_stats_interval)`` and fed that queue's counters; building
+    while another class is set warns that it is ignored. ``None`` resets."""
     global _queue_class
     with _lock:
         _queue_class = cls
 
 
 def get_default_queue_class() -> type | None:
-    """The class set by :func:`set_default_queue_class`; None: the native
-    queues (the default)."""
+    """The class set by :func:`set_default_queue_class`; None (the default):
+    the native queues report through the engine's statistics alone."""
     return _queue_class
 
 
@@ -186,3 +198,27 @@ def is_compact_log_enabled() -> bool:
         if _compact_log is None:
             _compact_log = _compact_from_env()
         return _compact_log
+
+
+def is_diagnostic_mode_enabled() -> bool:
+    """Whether the diagnostic mode is on: ``FEEDLINE_PIPELINE_DIAGNOSTIC_MODE``
+    or SPDL's ``SPDL_PIPELINE_DIAGNOSTIC_MODE`` set to a true value (read at
+    every call). In it, ``build_pipeline`` returns a pipeline whose first read
+    profiles the config (see ``profile_pipeline``) and exits the program."""
+    return any(_parse_bool(n, os.environ[n]) for n in _DIAGNOSTIC_ENV if n in os.environ)
+
+
+def diagnostic_mode_num_sources() -> int:
+    """How many source items the diagnostic mode profiles with:
+    ``FEEDLINE_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS`` or SPDL's
+    ``SPDL_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS`` (at least 1; default 1000,
+    also, with a warning, for a value that is not an int)."""
+    for name in _NUM_ITEMS_ENV:
+        if name in os.environ:
+            try:
+                return max(1, int(os.environ[name]))
+            except ValueError:
+                warnings.warn(
+                    f"{name}={os.environ[name]!r} is not an int; profiling {_DEFAULT_NUM_ITEMS} inputs", stacklevel=2
+                )
+    return _DEFAULT_NUM_ITEMS
