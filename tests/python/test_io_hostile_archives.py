@@ -481,7 +481,7 @@ def test_npy_python2_long_suffix_read_as_numpy_reads_it():
     with pytest.raises(feedline.FormatError):
         fio.load_npy(data)
     for shape in ["(6LL,)", "(6l,)", "(L,)", "(6L)"]:
-        data = npy_with("{'descr': '<i4', 'fortran_order': False, 'shape': %s}" % shape)
+        data = npy_with("{'descr': '<i4', 'fortran_order': False, 'shape': " + shape + "}")
         with pytest.raises(ValueError):
             numpy_load(data)
         with pytest.raises(feedline.FormatError):
