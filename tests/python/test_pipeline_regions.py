@@ -57,6 +57,12 @@ def fail_on_three(x):
     return x
 
 
+def fail_below_six(x):
+    if x < 6:
+        raise ValueError(f"item {x} is bad")
+    return x
+
+
 def parity(x):
     return x % 2
 
@@ -300,6 +306,27 @@ def test_a_stage_failure_in_a_worker_follows_the_failure_budget():
     strict = tolerant.build(num_threads=2, max_failures=0)
     with pytest.raises(PipelineFailure, match="item 3 is bad"), strict.auto_stop():
         list(strict)
+
+
+@pytest.mark.parametrize("where", ["pipeline", "stage"])
+def test_a_count_budget_holds_for_the_failures_of_all_workers_together(where):
+    # Six failures over two workers: each worker's own pipeline sees about
+    # three, within a budget of five; the region's stage saw six.
+    def builder(budget):
+        b = PipelineBuilder().add_source(range(16)).to(_pool(2))
+        b = b.pipe(fail_below_six, max_failures=budget) if where == "stage" else b.pipe(fail_below_six)
+        return b.to(MAIN_PROCESS).add_sink(3)
+
+    pipeline = builder(5 if where == "stage" else None).build(
+        num_threads=2, max_failures=5 if where == "pipeline" else -1
+    )
+    with pytest.raises(PipelineFailure, match="max_failures=5"), pipeline.auto_stop():
+        list(pipeline)
+    within = builder(6 if where == "stage" else None).build(
+        num_threads=2, max_failures=6 if where == "pipeline" else -1
+    )
+    with within.auto_stop():
+        assert sorted(within) == list(range(6, 16))
 
 
 def test_an_item_that_does_not_pickle_into_a_region_fails_the_pipeline_by_name():

@@ -4,6 +4,7 @@ live worker, and no leaked processes or descriptors."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import multiprocessing
 import os
@@ -21,6 +22,7 @@ from conftest import process_gone
 
 from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, iterate_in_subprocess, run_pipeline_in_subprocess
+from feedline.pipeline.defs import MAIN_PROCESS, ProcessPoolExecutorConfig
 
 # -- worker-side callables (module level: they pickle by reference) ---------------
 
@@ -487,6 +489,90 @@ def test_a_stage_failure_in_the_worker_reaches_the_parent():
     remote = run_pipeline_in_subprocess(config, num_threads=1, max_failures=0)
     with pytest.raises(RuntimeError, match="no/such/file"):
         list(remote)
+
+
+def thread_and_pid(_):
+    import threading
+
+    return threading.current_thread().name, os.getpid()
+
+
+def and_pid(value):
+    return (*value, os.getpid())
+
+
+def _executor_config(first, second=None):
+    builder = PipelineBuilder().add_source(range(6)).pipe(thread_and_pid, executor=first)
+    if second is not None:
+        builder = builder.pipe(and_pid, executor=second)
+    return builder.add_sink(6).get_config()
+
+
+def test_a_stages_thread_pool_is_rebuilt_in_the_worker():
+    pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="mypool")
+    remote = run_pipeline_in_subprocess(_executor_config(pool), num_threads=1)
+    out = list(remote)
+    assert len(out) == 6
+    assert all(name.startswith("mypool") and pid == remote.pid for name, pid in out)
+    # The parent's executor was not used (a fresh one ran in the worker).
+    assert pool._threads == set()
+    pool.shutdown()
+
+
+def test_a_stages_process_pool_runs_in_the_workers_children_which_exit_when_it_is_killed():
+    pool = concurrent.futures.ProcessPoolExecutor(2)
+    remote = run_pipeline_in_subprocess(_executor_config(pool, pool), num_threads=2)
+    out = list(remote)
+    assert len(out) == 6
+    children = {pid for _, *pids in out for pid in pids}
+    assert remote.pid not in children and os.getpid() not in children
+    assert 1 <= len(children) <= 2  # one pool of 2 processes, though two stages use it
+    assert pool._processes == {} or pool._processes is None  # the parent's executor never started
+    os.kill(remote.pid, signal.SIGKILL)
+    for pid in children:
+        assert process_gone(pid), f"the pool's process {pid} outlived its killed worker"
+    with pytest.raises(RuntimeError, match="quit"):
+        list(remote)
+
+
+def test_an_executor_that_has_run_work_is_refused():
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    pool.submit(int).result()
+    with pytest.raises(ValueError, match="stage 'thread_and_pid'.*fresh one"):
+        run_pipeline_in_subprocess(_executor_config(pool), num_threads=1)
+    pool.shutdown()
+
+
+def test_a_daemon_worker_with_a_process_pool_or_region_is_refused():
+    pool = concurrent.futures.ProcessPoolExecutor(1)
+    with pytest.raises(ValueError, match="daemon.*ProcessPoolExecutor"):
+        run_pipeline_in_subprocess(_executor_config(pool), num_threads=1, daemon=True)
+    config = (
+        PipelineBuilder()
+        .add_source(range(3))
+        .to(ProcessPoolExecutorConfig(max_workers=1))
+        .pipe(pid_of)
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+        .get_config()
+    )
+    with pytest.raises(ValueError, match="daemon.*region"):
+        run_pipeline_in_subprocess(config, num_threads=1, daemon=True)
+
+
+def test_a_region_in_the_worker_runs_in_its_children():
+    config = (
+        PipelineBuilder()
+        .add_source(range(4))
+        .to(ProcessPoolExecutorConfig(max_workers=1))
+        .pipe(pid_of)
+        .to(MAIN_PROCESS)
+        .add_sink(4)
+        .get_config()
+    )
+    remote = run_pipeline_in_subprocess(config, num_threads=2)
+    pids = set(remote)
+    assert len(pids) == 1 and remote.pid not in pids and os.getpid() not in pids
 
 
 def test_native_ops_pickle_as_their_factory_call():

@@ -339,6 +339,17 @@ def _stop_pool(procs, inqs, outq, owner) -> None:
         _release(p, [], [inqs[i], outq] if i == 0 else [inqs[i]])
 
 
+def _count_budgets(stages, default) -> dict[str, int]:
+    """The count budget (``max_failures`` >= 0) of each of the region's
+    stages that has one, by name (the smallest where names repeat)."""
+    budgets: dict[str, int] = {}
+    for s in _ordered_stages(stages):
+        budget = default if s.max_failures is None else s.max_failures
+        if isinstance(budget, int) and budget >= 0:
+            budgets[s.name] = min(budget, budgets.get(s.name, budget))
+    return budgets
+
+
 class RegionPool:
     """The worker processes of one region and their queues."""
 
@@ -373,6 +384,7 @@ class RegionPool:
             for i in range(self.size)
         ]
         self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq, os.getpid())
+        self._budgets = _count_budgets(region.stages, build_kwargs.get("max_failures", -1))
         self._pending: collections.deque = collections.deque()
         self._outbox: list = []  # items no worker's queue had room for yet
         self._epoch_done = 0
@@ -417,6 +429,26 @@ class RegionPool:
             native.report_region(self.name, self.host_stage, worker, self.size, record)
         except Exception:  # a damaged record costs its statistics only
             _LG.exception("%s: worker %d sent counters that do not decode", self.name, worker)
+            return
+        if self._budgets:
+            self._check_budgets(native)
+
+    def _check_budgets(self, native) -> None:
+        """RuntimeError when a stage's failures, summed over the workers,
+        exceed its count budget: each worker's pipeline holds its own calls
+        to the budget, which would let ``size`` times as many fail."""
+        for region in native.stats().regions:
+            if region.name != self.name:
+                continue
+            for stage in region.stages:
+                # Statistics name a stage "<index>:<name>".
+                index, _, name = stage.name.partition(":")
+                budget = self._budgets.get(name if index.isdigit() else stage.name)
+                if budget is not None and stage.failures > budget:
+                    raise RuntimeError(
+                        f"{self.name}: stage {stage.name!r} failed {stage.failures} times in the region's "
+                        f"{self.size} workers, more than its max_failures={budget}"
+                    )
 
     def _get(self):
         """The next message from a worker; RuntimeError when a worker died."""

@@ -547,8 +547,17 @@ def run_pipeline_in_subprocess(
     RNG and torch's CPU RNG when imported). Each ``iter()`` is one pass: one
     epoch of a warm pipeline for a continuous source, a new pipeline
     otherwise.
+
+    A stage's ``concurrent.futures.ThreadPoolExecutor`` or
+    ``ProcessPoolExecutor`` (which do not pickle) must be fresh; the worker
+    builds one like it (one per executor object, however many stages share
+    it) when a stage first uses it. A process pool's processes exit with the
+    worker; one without ``mp_context`` starts them with ``forkserver``. A
+    daemon worker (``daemon=True``) cannot start processes, so a process
+    pool or a region there is a ValueError here.
     """
     from ._builder import PipelineBuilder
+    from ._portable import portable
     from .defs import PipelineConfig
 
     if isinstance(config, PipelineBuilder):
@@ -569,6 +578,7 @@ def run_pipeline_in_subprocess(
         "background_tasks": background_tasks,
         "use_thread_output_queue": use_thread_output_queue,
     }
+    config = portable(config, bool(kwargs.get("daemon", False)))
     user = kwargs.pop("initializer", None)
     inits: list = [_SetStates(_rng_states())]
     if user is not None:
