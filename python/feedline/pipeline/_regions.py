@@ -44,6 +44,7 @@ import sys
 import threading
 import time
 import weakref
+from fractions import Fraction
 from typing import Any
 
 from ._subprocess import _dumps, _own
@@ -339,15 +340,68 @@ def _stop_pool(procs, inqs, outq, owner) -> None:
         _release(p, [], [inqs[i], outq] if i == 0 else [inqs[i]])
 
 
-def _count_budgets(stages, default) -> dict[str, int]:
-    """The count budget (``max_failures`` >= 0) of each of the region's
-    stages that has one, by name (the smallest where names repeat)."""
-    budgets: dict[str, int] = {}
-    for s in _ordered_stages(stages):
-        budget = default if s.max_failures is None else s.max_failures
-        if isinstance(budget, int) and budget >= 0:
-            budgets[s.name] = min(budget, budgets.get(s.name, budget))
-    return budgets
+def _without_rates(stages) -> list:
+    """``stages`` with each rate budget (a ``Fraction``) unlimited: a
+    worker's pipeline would hold it against the worker's calls only (too
+    few for its probation, or unluckily many failures of one worker). The
+    main process holds rates over the calls of all the workers instead."""
+    out = []
+    for s in stages:
+        if isinstance(s, PipeConfig) and isinstance(s.max_failures, Fraction):
+            s = dataclasses.replace(s, max_failures=-1)
+        elif isinstance(s, PathVariantsConfig):
+            s = dataclasses.replace(s, paths=[_without_rates(path) for path in s.paths])
+        out.append(s)
+    return out
+
+
+class _Budgets:
+    """The failure budgets of a region's stages, held against the failures
+    and calls of all its workers together: a stage's own budget against its
+    counts, the pipeline-wide one against the totals of the region's stages
+    without their own (as one pipeline counts them). Each worker's pipeline
+    holds count budgets against its own calls as well, which can only trip
+    later than the region's check (one worker's failures are at most all
+    of them) but trips at once, without waiting for a counters report."""
+
+    def __init__(self, stages, default):
+        from ._build import _budget
+
+        self.own: dict[str, Any] = {}  # stage name -> its FailureBudget
+        self.shared: set[str] = set()  # the stages under the pipeline-wide budget
+        for s in _ordered_stages(stages):
+            if s.max_failures is None:
+                self.shared.add(s.name)
+            else:
+                self.own.setdefault(s.name, (s.max_failures, _budget(s.max_failures)))
+        self.default = (default, _budget(default))
+        limited = [v for v, _ in self.own.values()] + ([default] if self.shared else [])
+        self.active = any(isinstance(v, Fraction) or v >= 0 for v in limited)
+
+    def check(self, region: str, workers: int, stages) -> None:
+        """RuntimeError when a budget is exceeded, given the region's
+        statistics ``stages`` (summed over its workers)."""
+        failures = calls = 0
+        for stage in stages:
+            # Statistics name a stage "<index>:<name>".
+            index, _, key = stage.name.partition(":")
+            key = key if index.isdigit() else stage.name
+            if key in self.own:
+                value, budget = self.own[key]
+                if budget.exceeded(stage.failures, stage.calls):
+                    raise RuntimeError(
+                        f"{region}: stage {stage.name!r} failed {stage.failures} of {stage.calls} calls in the "
+                        f"region's {workers} workers, which exceeds its max_failures={value}"
+                    )
+            elif key in self.shared:
+                failures += stage.failures
+                calls += stage.calls
+        value, budget = self.default
+        if self.shared and budget.exceeded(failures, calls):
+            raise RuntimeError(
+                f"{region}: the region's stages without their own budget failed {failures} of {calls} calls in "
+                f"its {workers} workers, which exceeds the pipeline-wide max_failures={value}"
+            )
 
 
 class RegionPool:
@@ -367,8 +421,10 @@ class RegionPool:
         self._outq = ctx.Queue(maxsize=max(4, 2 * self.size))
         # One thread more than the stages' concurrency: the source waits on
         # the input queue on a thread of the pool.
+        default = build_kwargs.get("max_failures", -1)
         kwargs = dict(
             build_kwargs,
+            max_failures=-1 if isinstance(default, Fraction) else default,
             num_threads=_num_threads(region.stages) + 1,
             task_hook_factory=_worker_hooks(region.name, hook_factory, target.mp_context),
         )
@@ -376,7 +432,7 @@ class RegionPool:
             _own(
                 ctx.Process(
                     target=_worker_main,
-                    args=(i, region.stages, kwargs, target, self._inqs[i], self._outq),
+                    args=(i, _without_rates(region.stages), kwargs, target, self._inqs[i], self._outq),
                     name=f"feedline-{region.name}-{i}",
                     daemon=True,
                 )
@@ -384,7 +440,7 @@ class RegionPool:
             for i in range(self.size)
         ]
         self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq, os.getpid())
-        self._budgets = _count_budgets(region.stages, build_kwargs.get("max_failures", -1))
+        self._budgets = _Budgets(region.stages, default)
         self._pending: collections.deque = collections.deque()
         self._outbox: list = []  # items no worker's queue had room for yet
         self._epoch_done = 0
@@ -430,25 +486,11 @@ class RegionPool:
         except Exception:  # a damaged record costs its statistics only
             _LG.exception("%s: worker %d sent counters that do not decode", self.name, worker)
             return
-        if self._budgets:
-            self._check_budgets(native)
-
-    def _check_budgets(self, native) -> None:
-        """RuntimeError when a stage's failures, summed over the workers,
-        exceed its count budget: each worker's pipeline holds its own calls
-        to the budget, which would let ``size`` times as many fail."""
+        if not self._budgets.active:
+            return
         for region in native.stats().regions:
-            if region.name != self.name:
-                continue
-            for stage in region.stages:
-                # Statistics name a stage "<index>:<name>".
-                index, _, name = stage.name.partition(":")
-                budget = self._budgets.get(name if index.isdigit() else stage.name)
-                if budget is not None and stage.failures > budget:
-                    raise RuntimeError(
-                        f"{self.name}: stage {stage.name!r} failed {stage.failures} times in the region's "
-                        f"{self.size} workers, more than its max_failures={budget}"
-                    )
+            if region.name == self.name:
+                self._budgets.check(self.name, self.size, region.stages)
 
     def _get(self):
         """The next message from a worker; RuntimeError when a worker died."""
