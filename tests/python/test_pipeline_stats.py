@@ -98,6 +98,13 @@ def gated_source(n, first, gate):
         yield i
 
 
+def _gated_ident(event, **build_kwargs):
+    """40 items through a stage named "ident", the source waiting for
+    ``event`` after 20 of them; 2 threads."""
+    builder = PipelineBuilder().add_source(gated_source(40, 20, event))
+    return builder.pipe(lambda x: x, name="ident").add_sink(50).build(num_threads=2, **build_kwargs)
+
+
 def test_interval_reports_arrive_while_the_pipeline_runs():
     reports = []
     reported = threading.Event()
@@ -108,16 +115,10 @@ def test_interval_reports_arrive_while_the_pipeline_runs():
             if stats.num_tasks > 0:
                 reported.set()
 
-    p = (
-        PipelineBuilder()
-        .add_source(gated_source(40, 20, reported))
-        .pipe(lambda x: x, name="ident")
-        .add_sink(50)
-        .build(
-            num_threads=2,
-            report_stats_interval=0.01,
-            task_hook_factory=lambda info: [Hook(info, 0.01)] if info.stage_name == "ident" else [],
-        )
+    p = _gated_ident(
+        reported,
+        report_stats_interval=0.01,
+        task_hook_factory=lambda info: [Hook(info, 0.01)] if info.stage_name == "ident" else [],
     )
     with p.auto_stop():
         assert len(list(p)) == 40
@@ -157,13 +158,7 @@ def test_each_hook_reports_at_its_own_interval_without_report_stats_interval(cap
         hooks["slow"] = LapHook(info, 3600)
         return [hooks["fast"], hooks["slow"]]
 
-    p = (
-        PipelineBuilder()
-        .add_source(gated_source(40, 20, reported))
-        .pipe(lambda x: x, name="ident")
-        .add_sink(50)
-        .build(num_threads=2, task_hook_factory=factory, stats_callback=snapshots.append)
-    )
+    p = _gated_ident(reported, task_hook_factory=factory, stats_callback=snapshots.append)
     with p.auto_stop():
         assert len(list(p)) == 40
     fast, slow = hooks["fast"].reports, hooks["slow"].reports
@@ -194,13 +189,7 @@ def test_a_hooks_long_interval_is_not_shortened_by_report_stats_interval():
         hooks.append(LapHook(info, 3600))
         return hooks[-1:]
 
-    p = (
-        PipelineBuilder()
-        .add_source(gated_source(40, 20, mid_run))
-        .pipe(lambda x: x, name="ident")
-        .add_sink(50)
-        .build(num_threads=2, report_stats_interval=0.01, task_hook_factory=factory, stats_callback=record)
-    )
+    p = _gated_ident(mid_run, report_stats_interval=0.01, task_hook_factory=factory, stats_callback=record)
     with p.auto_stop():
         assert len(list(p)) == 40
     # Two periodic reports went to stats_callback before the source went on;
@@ -229,18 +218,10 @@ def test_async_interval_stats_callbacks_are_awaited(caplog):
     caplog.set_level(logging.INFO, logger="feedline")
     reports = []
     reported = threading.Event()
-    p = (
-        PipelineBuilder()
-        .add_source(gated_source(40, 20, reported))
-        .pipe(lambda x: x, name="ident")
-        .add_sink(50)
-        .build(
-            num_threads=2,
-            report_stats_interval=0.01,
-            task_hook_factory=lambda info: (
-                [AsyncHook(info, 0.01, reports, reported)] if info.stage_name == "ident" else []
-            ),
-        )
+    p = _gated_ident(
+        reported,
+        report_stats_interval=0.01,
+        task_hook_factory=lambda info: [AsyncHook(info, 0.01, reports, reported)] if info.stage_name == "ident" else [],
     )
     with p.auto_stop():
         assert len(list(p)) == 40

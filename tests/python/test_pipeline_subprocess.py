@@ -508,6 +508,12 @@ def _executor_config(first, second=None):
     return builder.add_sink(6).get_config()
 
 
+def _region_config(n):
+    """Items ``range(n)`` through a one-process region that returns its pid."""
+    builder = PipelineBuilder().add_source(range(n)).to(ProcessPoolExecutorConfig(max_workers=1))
+    return builder.pipe(pid_of).to(MAIN_PROCESS).add_sink(n).get_config()
+
+
 def test_a_stages_thread_pool_is_rebuilt_in_the_worker():
     pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="mypool")
     remote = run_pipeline_in_subprocess(_executor_config(pool), num_threads=1)
@@ -547,30 +553,12 @@ def test_a_daemon_worker_with_a_process_pool_or_region_is_refused():
     pool = concurrent.futures.ProcessPoolExecutor(1)
     with pytest.raises(ValueError, match="daemon.*ProcessPoolExecutor"):
         run_pipeline_in_subprocess(_executor_config(pool), num_threads=1, daemon=True)
-    config = (
-        PipelineBuilder()
-        .add_source(range(3))
-        .to(ProcessPoolExecutorConfig(max_workers=1))
-        .pipe(pid_of)
-        .to(MAIN_PROCESS)
-        .add_sink(3)
-        .get_config()
-    )
     with pytest.raises(ValueError, match="daemon.*region"):
-        run_pipeline_in_subprocess(config, num_threads=1, daemon=True)
+        run_pipeline_in_subprocess(_region_config(3), num_threads=1, daemon=True)
 
 
 def test_a_region_in_the_worker_runs_in_its_children():
-    config = (
-        PipelineBuilder()
-        .add_source(range(4))
-        .to(ProcessPoolExecutorConfig(max_workers=1))
-        .pipe(pid_of)
-        .to(MAIN_PROCESS)
-        .add_sink(4)
-        .get_config()
-    )
-    remote = run_pipeline_in_subprocess(config, num_threads=2)
+    remote = run_pipeline_in_subprocess(_region_config(4), num_threads=2)
     pids = set(remote)
     assert len(pids) == 1 and remote.pid not in pids and os.getpid() not in pids
 
