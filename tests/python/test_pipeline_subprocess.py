@@ -22,7 +22,7 @@ from conftest import process_gone
 
 from feedline.io import ops
 from feedline.pipeline import PipelineBuilder, iterate_in_subprocess, run_pipeline_in_subprocess
-from feedline.pipeline.defs import MAIN_PROCESS, ProcessPoolExecutorConfig
+from feedline.pipeline.defs import MAIN_PROCESS, Pipe, ProcessPoolExecutorConfig
 
 # -- worker-side callables (module level: they pickle by reference) ---------------
 
@@ -539,6 +539,25 @@ def test_a_stages_process_pool_runs_in_the_workers_children_which_exit_when_it_i
         assert process_gone(pid), f"the pool's process {pid} outlived its killed worker"
     with pytest.raises(RuntimeError, match="quit"):
         list(remote)
+
+
+def is_odd(x):
+    return x % 2
+
+
+def test_an_executor_in_a_path_variant_is_rebuilt_in_the_worker():
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evenpool")
+    config = (
+        PipelineBuilder()
+        .add_source(range(6))
+        .path_variants(is_odd, [[Pipe(thread_and_pid, executor=pool)], [Pipe(thread_and_pid)]])
+        .add_sink(6)
+        .get_config()
+    )
+    remote = run_pipeline_in_subprocess(config, num_threads=1)
+    names = [name for name, pid in remote if pid == remote.pid]
+    assert len(names) == 6 and sum(name.startswith("evenpool") for name in names) == 3
+    pool.shutdown()
 
 
 def test_an_executor_that_has_run_work_is_refused():

@@ -28,11 +28,11 @@ from typing import Any
 
 from .defs import (
     MergeConfig,
-    PathVariantsConfig,
     PipeConfig,
     PipelineConfig,
     PlacementConfig,
     ProcessPoolExecutorConfig,
+    _map_stages,
 )
 
 
@@ -156,23 +156,18 @@ class _Rewriter:
             self.needs_children.append(f"{where} (ProcessPoolExecutor)")
         return proxy
 
-    def stages(self, stages) -> list:
-        out = []
-        for s in stages:
-            if isinstance(s, PipeConfig) and s.executor is not None:
-                s = dataclasses.replace(s, executor=self.executor(s.executor, f"stage {s.name!r}"))
-            elif isinstance(s, PathVariantsConfig):
-                s = dataclasses.replace(s, paths=[self.stages(path) for path in s.paths])
-            elif isinstance(s, PlacementConfig) and isinstance(s.target, ProcessPoolExecutorConfig):
-                self.needs_children.append(f"the region to({s.target!r})")
-            out.append(s)
-        return out
+    def stage(self, s):
+        if isinstance(s, PipeConfig) and s.executor is not None:
+            return dataclasses.replace(s, executor=self.executor(s.executor, f"stage {s.name!r}"))
+        if isinstance(s, PlacementConfig) and isinstance(s.target, ProcessPoolExecutorConfig):
+            self.needs_children.append(f"the region to({s.target!r})")
+        return s
 
     def config(self, config: PipelineConfig) -> PipelineConfig:
         src = config.src
         if isinstance(src, MergeConfig):
             src = dataclasses.replace(src, pipeline_configs=[self.config(c) for c in src.pipeline_configs])
-        return dataclasses.replace(config, src=src, pipes=self.stages(config.pipes))
+        return dataclasses.replace(config, src=src, pipes=_map_stages(config.pipes, self.stage))
 
 
 def portable(config: PipelineConfig, daemon: bool) -> PipelineConfig:

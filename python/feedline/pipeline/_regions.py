@@ -57,6 +57,7 @@ from .defs import (
     PlacementConfig,
     ProcessPoolExecutorConfig,
     _MainProcess,
+    _map_stages,
 )
 
 _LG = logging.getLogger("feedline.pipeline")
@@ -340,19 +341,14 @@ def _stop_pool(procs, inqs, outq, owner) -> None:
         _release(p, [], [inqs[i], outq] if i == 0 else [inqs[i]])
 
 
-def _without_rates(stages) -> list:
-    """``stages`` with each rate budget (a ``Fraction``) unlimited: a
+def _without_rate(stage):
+    """``stage`` with a rate budget (a ``Fraction``) made unlimited: a
     worker's pipeline would hold it against the worker's calls only (too
-    few for its probation, or unluckily many failures of one worker). The
-    main process holds rates over the calls of all the workers instead."""
-    out = []
-    for s in stages:
-        if isinstance(s, PipeConfig) and isinstance(s.max_failures, Fraction):
-            s = dataclasses.replace(s, max_failures=-1)
-        elif isinstance(s, PathVariantsConfig):
-            s = dataclasses.replace(s, paths=[_without_rates(path) for path in s.paths])
-        out.append(s)
-    return out
+    few for its probation, or one worker's bad luck). The main process
+    holds rates over the calls of all the workers instead."""
+    if isinstance(stage, PipeConfig) and isinstance(stage.max_failures, Fraction):
+        return dataclasses.replace(stage, max_failures=-1)
+    return stage
 
 
 class _Budgets:
@@ -432,7 +428,7 @@ class RegionPool:
             _own(
                 ctx.Process(
                     target=_worker_main,
-                    args=(i, _without_rates(region.stages), kwargs, target, self._inqs[i], self._outq),
+                    args=(i, _map_stages(region.stages, _without_rate), kwargs, target, self._inqs[i], self._outq),
                     name=f"feedline-{region.name}-{i}",
                     daemon=True,
                 )

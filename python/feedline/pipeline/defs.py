@@ -407,6 +407,19 @@ class PathVariantsConfig(Subscriptable):
         return f"{head}({', '.join(args)})"
 
 
+def _map_stages(stages, fn) -> list:
+    """``stages`` with ``fn(stage)`` in place of each stage, the stages of a
+    path variant's paths included (``fn`` never sees the PathVariantsConfig
+    itself)."""
+    out = []
+    for s in stages:
+        if isinstance(s, PathVariantsConfig):
+            out.append(dataclasses.replace(s, paths=[_map_stages(path, fn) for path in s.paths]))
+        else:
+            out.append(fn(s))
+    return out
+
+
 def PathVariants(  # noqa: N802 (SPDL's name)
     router: Callable,
     paths: Sequence[Sequence[PipeConfig | AggregateConfig | DisaggregateConfig | PathVariantsConfig]],
