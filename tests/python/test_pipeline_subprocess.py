@@ -541,6 +541,42 @@ def test_a_stages_process_pool_runs_in_the_workers_children_which_exit_when_it_i
         list(remote)
 
 
+def set_marker(value):
+    os.environ["FEEDLINE_TEST_MARKER"] = value
+
+
+def marker(_):
+    return os.environ.get("FEEDLINE_TEST_MARKER"), os.getpid()
+
+
+def test_a_rebuilt_pool_runs_its_initializer_in_the_worker():
+    pool = concurrent.futures.ThreadPoolExecutor(1, initializer=set_marker, initargs=("set in the worker",))
+    config = PipelineBuilder().add_source(range(2)).pipe(marker, executor=pool).add_sink(2).get_config()
+    remote = run_pipeline_in_subprocess(config, num_threads=1)
+    assert list(remote) == [("set in the worker", remote.pid)] * 2
+    assert "FEEDLINE_TEST_MARKER" not in os.environ
+    pool.shutdown()
+
+
+def test_the_initializer_is_read_from_python_314s_worker_context_factory():
+    # Python 3.14's ThreadPoolExecutor has no _initializer: it keeps the
+    # initializer in the closure of _create_worker_context.
+    from feedline.pipeline._portable import _initializer_of
+
+    def prepare(initializer, initargs):
+        def create_context():
+            return (initializer, initargs)
+
+        return create_context
+
+    class Layout314:
+        _create_worker_context = staticmethod(prepare(set_marker, ["x"]))
+
+    assert _initializer_of(Layout314(), "stage 'f'") == (set_marker, ("x",))
+    with pytest.raises(ValueError, match="stage 'f': cannot read the initializer"):
+        _initializer_of(object(), "stage 'f'")
+
+
 def is_odd(x):
     return x % 2
 

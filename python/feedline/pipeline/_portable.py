@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import inspect
 import multiprocessing
+import sys
 import threading
 from typing import Any
 
@@ -99,6 +101,22 @@ class ExecutorProxy(concurrent.futures.Executor):
             executor.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
+def _initializer_of(executor, where: str) -> tuple[Any, tuple]:
+    """The ``initializer`` and ``initargs`` an executor was made with.
+    Python 3.14's ThreadPoolExecutor keeps them only in the closure of its
+    worker-context factory."""
+    if hasattr(executor, "_initializer"):
+        return executor._initializer, tuple(executor._initargs)
+    factory = getattr(executor, "_create_worker_context", None)
+    names = inspect.getclosurevars(factory).nonlocals if callable(factory) else {}
+    if "initializer" not in names:
+        raise ValueError(
+            f"{where}: cannot read the initializer of its {type(executor).__name__} on Python "
+            f"{sys.version.split()[0]}, so run_pipeline_in_subprocess cannot rebuild it in the worker"
+        )
+    return names["initializer"], tuple(names.get("initargs", ()))
+
+
 def _settings(executor, where: str) -> tuple[type, dict] | None:
     """The class and settings of an executor to rebuild in the worker; None
     for executors that travel as they are."""
@@ -109,11 +127,12 @@ def _settings(executor, where: str) -> tuple[type, dict] | None:
                 f"{where}: its ThreadPoolExecutor has already run work or been shut down; "
                 "run_pipeline_in_subprocess needs a fresh one (it builds a new pool in the worker)"
             )
+        initializer, initargs = _initializer_of(executor, where)
         return cls, {
             "max_workers": executor._max_workers,
             "thread_name_prefix": executor._thread_name_prefix,
-            "initializer": executor._initializer,
-            "initargs": executor._initargs,
+            "initializer": initializer,
+            "initargs": initargs,
         }
     if cls is concurrent.futures.ProcessPoolExecutor:
         if executor._processes or executor._shutdown_thread:
@@ -123,11 +142,12 @@ def _settings(executor, where: str) -> tuple[type, dict] | None:
             )
         ctx = executor._mp_context
         method = ctx.get_start_method() if ctx is not None and ctx is not multiprocessing.get_context() else None
+        initializer, initargs = _initializer_of(executor, where)
         kwargs: dict[str, Any] = {
             "max_workers": executor._max_workers,
             "mp_context": method or "forkserver",
-            "initializer": executor._initializer,
-            "initargs": executor._initargs,
+            "initializer": initializer,
+            "initargs": initargs,
         }
         per_child = getattr(executor, "_max_tasks_per_child", None)
         if per_child is not None:
