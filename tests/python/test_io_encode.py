@@ -27,6 +27,12 @@ def _probe(path) -> dict:
     return json.loads(out)
 
 
+def _cli_raw(path, pix_fmt: str) -> bytes:
+    """The ``ffmpeg`` CLI's decode of ``path`` as raw ``pix_fmt`` frames."""
+    cmd = ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", pix_fmt, "-"]
+    return subprocess.run(cmd, check=True, capture_output=True).stdout
+
+
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
@@ -343,11 +349,7 @@ def test_lossless_images_round_trip(tmp_path, ffmpeg, fmt, pix_fmt, exact):
     fio.save_image(path, img if pix_fmt != "gray16be" else img.astype(np.uint16), pix_fmt=pix_fmt)
     out_fmt = {"rgb24": "rgb24", "gray8": "gray", "gray16be": "gray16le"}[pix_fmt]
     dtype = np.uint16 if pix_fmt == "gray16be" else np.uint8
-    raw = subprocess.run(
-        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", out_fmt, "-"],
-        check=True,
-        capture_output=True,
-    ).stdout
+    raw = _cli_raw(path, out_fmt)
     back = np.frombuffer(raw, dtype).reshape(img.shape)
     if pix_fmt == "gray16be":
         # The array is native order; gray16be names how the encoder stores it.
@@ -393,11 +395,7 @@ def test_png_writer_gives_the_pixels_back_in_valid_chunks(tmp_path, level, pix_f
     assert len(kinds) - 2 >= (2 if img.nbytes > 300_000 else 1)
     path = tmp_path / "x.png"
     path.write_bytes(data)
-    raw = subprocess.run(
-        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", out_fmt, "-"],
-        check=True,
-        capture_output=True,
-    ).stdout
+    raw = _cli_raw(path, out_fmt)
     # The array's bytes are read in the order pix_fmt names (gray16be: as
     # big-endian samples), and ffmpeg writes them back the same way.
     np.testing.assert_array_equal(np.frombuffer(raw, np.uint8), img.view(np.uint8).ravel())
@@ -756,11 +754,7 @@ def test_lossless_images_keep_alpha_depth_and_rgb(tmp_path, ffmpeg, fmt, pix_fmt
     img = rng.integers(0, np.iinfo(dtype).max, shape, dtype=dtype, endpoint=True)
     path = tmp_path / f"x.{fmt}"
     fio.save_image(path, img, pix_fmt=pix_fmt)
-    raw = subprocess.run(
-        ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", cli_fmt, "-"],
-        check=True,
-        capture_output=True,
-    ).stdout
+    raw = _cli_raw(path, cli_fmt)
     np.testing.assert_array_equal(np.frombuffer(raw, np.uint8), img.view(np.uint8).ravel())
 
 
@@ -803,11 +797,7 @@ def test_colorspace_tag_and_conversion_agree(tmp_path, ffmpeg):
             for p in (enc.encode(fio.create_reference_video_frame(img, "rgb24", 25)), enc.flush()):
                 if p is not None:
                     m.write(0, p)
-        raw = subprocess.run(
-            ["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
-            check=True,
-            capture_output=True,
-        ).stdout
+        raw = _cli_raw(path, "rgb24")
         back = np.frombuffer(raw, np.uint8).reshape(img.shape).astype(int)
         assert np.abs(back - img).max() <= 3, (cs, np.abs(back - img).max())
 
