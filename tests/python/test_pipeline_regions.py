@@ -18,10 +18,11 @@ import pytest
 from conftest import process_gone
 
 from feedline import PipelineFailure
-from feedline.pipeline import PipelineBuilder, TaskHook
+from feedline.pipeline import PipelineBuilder, TaskHook, _regions
 from feedline.pipeline.defs import (
     MAIN_PROCESS,
     InterpreterPoolExecutorConfig,
+    PathVariants,
     Pipe,
     PlacementConfig,
     ProcessPoolExecutorConfig,
@@ -362,6 +363,64 @@ def test_a_rate_budget_holds_for_the_calls_of_all_workers_together(where):
     with pytest.raises(PipelineFailure, match=r"failed \d+ of \d+ calls in (the region.s|its) 2 workers"):
         run(fail_two_in_five)
     assert run(fail_one_in_five) == [x for x in range(150) if x % 5]
+
+
+def identity(x):
+    return x
+
+
+@pytest.mark.parametrize("strict_first", [True, False])
+def test_two_stages_of_one_name_in_a_region_keep_their_own_budgets(strict_first):
+    # Both stages are named "s"; the one that fails 40% has a lenient 90%
+    # budget, the other a strict 30% one that it keeps (it never fails):
+    # every good item comes out whichever comes first. Then the failing
+    # one gets the strict budget: the pipeline fails.
+    strict, lenient = Fraction(3, 10), Fraction(9, 10)
+
+    def run(failing_budget, other_budget):
+        failing = Pipe(fail_two_in_five, name="s", max_failures=failing_budget)
+        other = Pipe(identity, name="s", max_failures=other_budget)
+        b = PipelineBuilder().add_source(range(150)).to(_pool(2))
+        for stage in [other, failing] if strict_first else [failing, other]:
+            b = b.pipe(stage.op, name=stage.name, max_failures=stage.max_failures)
+        pipeline = b.to(MAIN_PROCESS).add_sink(3).build(num_threads=2)
+        with pipeline.auto_stop():
+            return sorted(pipeline)
+
+    assert run(lenient, strict) == [x for x in range(150) if x % 5 >= 2]
+    with pytest.raises(PipelineFailure, match=r"stage '\d+:s' failed \d+ of 150 calls .*max_failures=3/10"):
+        run(strict, lenient)
+
+
+def test_a_regions_budgets_number_its_stages_as_its_workers_statistics_do():
+    # Path variants (nested too), batching and unbatching shift the indices
+    # that the region's statistics give its stages.
+    inner = PathVariants(parity, [[Pipe(identity, name="in0")], [Pipe(negate, name="in1")]], name="inner")
+    paths = [[Pipe(identity, name="p0"), inner], [Pipe(negate, name="p1"), Pipe(identity, name="p1b")]]
+    builder = (
+        PipelineBuilder()
+        .add_source(range(8))
+        .to(_pool(2))
+        .pipe(identity, name="a")
+        .aggregate(2)
+        .disaggregate()
+        .path_variants(parity, paths, name="outer")
+        .pipe(identity, name="z")
+        .to(MAIN_PROCESS)
+        .add_sink(3)
+    )
+    pipeline = builder.build(num_threads=2)
+    with pipeline.auto_stop():
+        assert len(list(pipeline)) == 8
+    (region,) = pipeline.stats().regions
+    (fused,) = [r for r in _regions.fuse(builder.get_config().pipes) if isinstance(r, _regions.Region)]
+    numbered = list(_regions._numbered_stages(fused.stages))
+    assert len(numbered) == len(region.stages) == 13
+    for stats, (index, config) in zip(region.stages, numbered):
+        prefix, _, name = stats.name.partition(":")
+        assert prefix == str(index)
+        # A PathVariants' merge has no config of its own.
+        assert name == config.name if config is not None else name.endswith("_merge")
 
 
 def test_an_item_that_does_not_pickle_into_a_region_fails_the_pipeline_by_name():

@@ -34,6 +34,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import itertools
 import logging
 import multiprocessing
 import os
@@ -84,12 +85,23 @@ class Region:
 
 
 def _ordered_stages(stages):
-    for s in stages:
+    for _, s in _numbered_stages(stages):
         if isinstance(s, PipeConfig):
             yield s
-        elif isinstance(s, PathVariantsConfig):
+
+
+def _numbered_stages(stages, counter=None):
+    """(index, config) of every stage in ``stages`` as a worker's pipeline
+    numbers them in its statistics (its source is 0): one stage a config,
+    and for a PathVariants its router, its paths' stages, then its merge
+    (config None)."""
+    counter = itertools.count(1) if counter is None else counter
+    for s in stages:
+        yield next(counter), s
+        if isinstance(s, PathVariantsConfig):
             for path in s.paths:
-                yield from _ordered_stages(path)
+                yield from _numbered_stages(path, counter)
+            yield next(counter), None
 
 
 def fuse(pipes) -> list:
@@ -363,13 +375,17 @@ class _Budgets:
     def __init__(self, stages, default):
         from ._build import _budget
 
-        self.own: dict[str, Any] = {}  # stage name -> its FailureBudget
-        self.shared: set[str] = set()  # the stages under the pipeline-wide budget
-        for s in _ordered_stages(stages):
+        # Keyed by the stage's index in a worker's statistics, not by name:
+        # two stages may share a name and not a budget.
+        self.own: dict[int, Any] = {}  # stage index -> (max_failures, its FailureBudget)
+        self.shared: set[int] = set()  # the stages under the pipeline-wide budget
+        for index, s in _numbered_stages(stages):
+            if not isinstance(s, PipeConfig):
+                continue
             if s.max_failures is None:
-                self.shared.add(s.name)
+                self.shared.add(index)
             else:
-                self.own.setdefault(s.name, (s.max_failures, _budget(s.max_failures)))
+                self.own[index] = (s.max_failures, _budget(s.max_failures))
         self.default = (default, _budget(default))
         limited = [v for v, _ in self.own.values()] + ([default] if self.shared else [])
         self.active = any(isinstance(v, Fraction) or v >= 0 for v in limited)
@@ -380,8 +396,10 @@ class _Budgets:
         failures = calls = 0
         for stage in stages:
             # Statistics name a stage "<index>:<name>".
-            index, _, key = stage.name.partition(":")
-            key = key if index.isdigit() else stage.name
+            prefix = stage.name.partition(":")[0]
+            if not prefix.isdigit():
+                continue
+            key = int(prefix)
             if key in self.own:
                 value, budget = self.own[key]
                 if budget.exceeded(stage.failures, stage.calls):
