@@ -61,7 +61,6 @@ class ExecutorProxy(concurrent.futures.Executor):
     def __init__(self, cls: type, kwargs: dict):
         self._cls = cls
         self._kwargs = kwargs
-        self._max_workers = kwargs.get("max_workers")
         self._executor: concurrent.futures.Executor | None = None
         self._lock = threading.Lock()
         self._shutdown = False
@@ -74,7 +73,7 @@ class ExecutorProxy(concurrent.futures.Executor):
         self._shutdown = state["shutdown"]
 
     def __repr__(self) -> str:
-        return f"ExecutorProxy({self._cls.__name__}, max_workers={self._max_workers})"
+        return f"ExecutorProxy({self._cls.__name__}, max_workers={self._kwargs.get('max_workers')})"
 
     def _build(self) -> concurrent.futures.Executor:
         kwargs = dict(self._kwargs)
@@ -122,44 +121,46 @@ def _settings(executor, where: str) -> tuple[type, dict] | None:
     for executors that travel as they are."""
     cls = type(executor)
     if cls is concurrent.futures.ThreadPoolExecutor:
-        if executor._threads or executor._shutdown:
-            raise ValueError(
-                f"{where}: its ThreadPoolExecutor has already run work or been shut down; "
-                "run_pipeline_in_subprocess needs a fresh one (it builds a new pool in the worker)"
-            )
-        initializer, initargs = _initializer_of(executor, where)
+        used = executor._threads or executor._shutdown
+    elif cls is concurrent.futures.ProcessPoolExecutor:
+        used = executor._processes or executor._shutdown_thread
+    else:
+        return None
+    if used:
+        raise ValueError(
+            f"{where}: its {cls.__name__} has already run work or been shut down; "
+            "run_pipeline_in_subprocess needs a fresh one (it builds a new pool in the worker)"
+        )
+    initializer, initargs = _initializer_of(executor, where)
+    if cls is concurrent.futures.ThreadPoolExecutor:
         return cls, {
             "max_workers": executor._max_workers,
             "thread_name_prefix": executor._thread_name_prefix,
             "initializer": initializer,
             "initargs": initargs,
         }
-    if cls is concurrent.futures.ProcessPoolExecutor:
-        if executor._processes or executor._shutdown_thread:
-            raise ValueError(
-                f"{where}: its ProcessPoolExecutor has already run work or been shut down; "
-                "run_pipeline_in_subprocess needs a fresh one (it builds a new pool in the worker)"
-            )
-        ctx = executor._mp_context
-        method = ctx.get_start_method() if ctx is not None and ctx is not multiprocessing.get_context() else None
-        initializer, initargs = _initializer_of(executor, where)
-        kwargs: dict[str, Any] = {
-            "max_workers": executor._max_workers,
-            "mp_context": method or "forkserver",
-            "initializer": initializer,
-            "initargs": initargs,
-        }
-        per_child = getattr(executor, "_max_tasks_per_child", None)
-        if per_child is not None:
-            kwargs["max_tasks_per_child"] = per_child
-        return cls, kwargs
-    return None
+    # A pool made without mp_context holds the default context, the same
+    # object as an explicit multiprocessing.get_context(): both start with
+    # forkserver in the worker.
+    ctx = executor._mp_context
+    method = ctx.get_start_method() if ctx is not None and ctx is not multiprocessing.get_context() else None
+    kwargs: dict[str, Any] = {
+        "max_workers": executor._max_workers,
+        "mp_context": method or "forkserver",
+        "initializer": initializer,
+        "initargs": initargs,
+    }
+    per_child = getattr(executor, "_max_tasks_per_child", None)
+    if per_child is not None:
+        kwargs["max_tasks_per_child"] = per_child
+    return cls, kwargs
 
 
 class _Rewriter:
     def __init__(self):
+        # id(executor) -> proxy; the config being rewritten holds the
+        # executors, so their ids stay unique while it runs.
         self.proxies: dict[int, ExecutorProxy] = {}
-        self.holders = []  # the executors replaced (kept alive so ids stay unique)
         self.needs_children: list[str] = []  # what starts processes in the worker
 
     def executor(self, executor, where: str):
@@ -171,7 +172,6 @@ class _Rewriter:
             return executor
         proxy = ExecutorProxy(*settings)
         self.proxies[id(executor)] = proxy
-        self.holders.append(executor)
         if settings[0] is concurrent.futures.ProcessPoolExecutor:
             self.needs_children.append(f"{where} (ProcessPoolExecutor)")
         return proxy
