@@ -492,6 +492,28 @@ def test_image_through_ffmpeg_equals_the_cli(media, name, codec, ffmpeg):
     np.testing.assert_array_equal(arr(fio.convert_frames(frames)), want)
 
 
+@pytest.mark.parametrize("width", [17, 33, 449])
+def test_yuv420p_of_a_width_past_a_whole_block_equals_the_cli(tmp_path, ffmpeg, width):
+    # libswscale's x86 converters leave the pixels past the last whole
+    # 16-pixel block of a row unwritten when the row's stride has no room for
+    # the block: those columns must still be the decoded pixels, every call.
+    src = f"testsrc=duration=0.3:size={width}x18:rate=10"
+    image, video = tmp_path / "odd.webp", tmp_path / "odd.mkv"
+    ffmpeg("-f", "lavfi", "-i", src, "-frames:v", 1, "-c:v", "libwebp", image)
+    ffmpeg("-f", "lavfi", "-i", src, "-c:v", "ffv1", "-pix_fmt", "yuv420p", video)
+    want_image = ffmpeg.video(image, (18, width, 3))[0]
+    want_video = ffmpeg.video(video, (18, width, 3))
+    assert len(want_video) == 3
+    same_size = fio.get_video_filter_desc(scale_width=width, scale_height=18, pix_fmt="bgra")
+    for _ in range(3):  # what the converter leaves is whatever the memory held
+        np.testing.assert_array_equal(arr(fio.load_image(image)), want_image)
+        np.testing.assert_array_equal(arr(fio.load_image(image, hflip=1)), want_image[:, ::-1])
+        np.testing.assert_array_equal(arr(fio.load_video(video)), want_video)
+        bgra = arr(fio.load_video(video, filter_desc=same_size))
+        np.testing.assert_array_equal(bgra[..., 2::-1], want_video)
+        assert (bgra[..., 3] == 255).all()
+
+
 def test_png_through_ffmpeg_equals_the_fast_path(media):
     path = media / "img.png"
     fast = arr(fio.load_image(path))

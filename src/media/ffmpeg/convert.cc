@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sched.h>
 
@@ -378,11 +379,8 @@ class FrameWriter {
     }
     if (count_ == capacity_) reserve(capacity_ * 2);
     setup(f);
-    uint8_t* dst[4] = {out_.data_as<uint8_t>() + count_ * frame_bytes_, nullptr,
-                       nullptr, nullptr};
-    int stride[4] = {width_ * channels_, 0, 0, 0};
-    const int rows =
-        sws_scale(sws_.get(), f->data, f->linesize, 0, height_, dst, stride);
+    const int rows = convert(f, out_.data_as<uint8_t>() + count_ * frame_bytes_,
+                             width_ * channels_, width_, height_);
     if (rows != height_) {
       throw DecodeError(std::string(name_) +
                         ": pixel format conversion failed");
@@ -400,10 +398,11 @@ class FrameWriter {
   }
 
  private:
-  // libswscale's x86 YUV-to-RGB converters write whole blocks of 16
-  // pixels: up to 24 bytes past the end of a row whose width is not a
-  // multiple of 16. Within the output that lands on the next row, written
-  // after it; the last row of the last frame needs room past the end.
+  // Where a row rounded up to whole blocks of 16 pixels fits its stride,
+  // libswscale's x86 YUV-to-RGB converters write the whole blocks: up to
+  // 60 bytes past the end of the row. Within the output that lands on the
+  // next row, written after it; the last row of the last frame needs room
+  // past the end.
   static constexpr int64_t kOverrun = 64;
 
   void reserve(int64_t n) {
@@ -450,18 +449,46 @@ class FrameWriter {
     const int y = (height_ - scaled_height_) / 2;
     if (scaled_width_ != width_ || scaled_height_ != height_)
       fill_black(frame, static_cast<std::size_t>(width_) * height_);
-    uint8_t* dst[4] = {frame + (static_cast<std::size_t>(y) * width_ + x) *
-                                   static_cast<std::size_t>(channels_),
-                       nullptr, nullptr, nullptr};
-    int stride[4] = {width_ * channels_, 0, 0, 0};
     const int rows =
-        sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride);
+        convert(f,
+                frame + (static_cast<std::size_t>(y) * width_ + x) *
+                            static_cast<std::size_t>(channels_),
+                width_ * channels_, scaled_width_, scaled_height_);
     if (rows != scaled_height_) {
       throw DecodeError(std::string(name_) + ": scaling failed");
     }
     if (scaled_width_ != width_ || scaled_height_ != height_)
       clear_padding(frame, x, y);
     ++count_;
+  }
+
+  // Converts `f` into `rows` rows of `width` pixels at `dst`, `stride`
+  // bytes apart; returns the rows written. libswscale's x86 YUV-to-RGB
+  // converters work on blocks of pixels: where a row rounded up to whole
+  // blocks does not fit the stride, they leave the last pixels of each row
+  // unwritten. Such rows go through a scratch image with room for whole
+  // blocks of 16 pixels, and are copied out.
+  int convert(const AVFrame* f, uint8_t* dst, int stride, int width, int rows) {
+    const int row_bytes = width * channels_;
+    const int padded = FFALIGN(width, 16) * channels_;
+    if (padded <= stride) {
+      uint8_t* planes[4] = {dst, nullptr, nullptr, nullptr};
+      int strides[4] = {stride, 0, 0, 0};
+      return sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, planes,
+                       strides);
+    }
+    const std::size_t need = static_cast<std::size_t>(padded) * rows + kOverrun;
+    if (scratch_.size() < need) scratch_.resize(need);
+    uint8_t* planes[4] = {scratch_.data(), nullptr, nullptr, nullptr};
+    int strides[4] = {padded, 0, 0, 0};
+    const int written = sws_scale(sws_.get(), f->data, f->linesize, 0,
+                                  f->height, planes, strides);
+    for (int r = 0; r < std::min(written, rows); ++r) {
+      std::memcpy(dst + static_cast<std::size_t>(r) * stride,
+                  scratch_.data() + static_cast<std::size_t>(r) * padded,
+                  static_cast<std::size_t>(row_bytes));
+    }
+    return written;
   }
 
   // `pixels` black pixels from `at`: zeros, with an opaque alpha (byte 3
@@ -545,6 +572,7 @@ class FrameWriter {
   int scaled_width_ = 0;
   int scaled_height_ = 0;
   SwsPtr sws_;
+  std::vector<uint8_t> scratch_;
   int src_format_ = -1;
   int colorspace_ = AVCOL_SPC_UNSPECIFIED;
   int range_ = AVCOL_RANGE_UNSPECIFIED;
