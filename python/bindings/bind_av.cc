@@ -222,7 +222,9 @@ void bind_av(nb::module_& m) {
           "Presentation times (s) of the packets in the window, sorted; "
           "with raw=True all of them, in stored order.")
       .def("clone", &Packets::clone,
-           "A copy sharing every payload (no data is copied).")
+           "A copy sharing every payload (no data is copied); the payloads "
+           "of deserialize_view packets are copied, so that the copy "
+           "outlives the viewed memory.")
       .def(
           "_payloads",
           [](const Packets& p) {

@@ -23,6 +23,10 @@
 #include "feedline/pipeline/spec.h"
 #include "py_ref.h"
 
+namespace feedline::media {
+class Packets;
+}  // namespace feedline::media
+
 namespace feedline::bindings {
 
 // The Python handle of a native op (feedline.io.ops.decode_image, an
@@ -52,25 +56,36 @@ Buffer bytes_from_python(nanobind::handle obj);
 
 // Packets and Frames are shared with Python: while a call works on one with
 // the GIL released, another thread may read it, consume it or extend it.
-// So such a call works on a private clone made under the GIL (the clone
-// shares every payload; nothing is copied), and a call that consumed the
-// clone consumes the original under the GIL when it returns or throws. Of
-// two calls that consume one object concurrently, the one that finishes
-// second raises ObjectConsumed and its result is dropped: the object is
-// consumed once. T: media::Packets or media::Frames.
+// So such a call works on a private copy made under the GIL (it shares
+// every payload, viewed ones too: nothing is copied; see private_copy), and a
+// call that consumed the clone consumes the original under the GIL when it
+// returns or throws. Of two calls that consume one object concurrently, the one
+// that finishes second raises ObjectConsumed and its result is dropped: the
+// object is consumed once. T: media::Packets or media::Frames.
 
-// f(clone) with the GIL released; f only reads.
+// The private copy: Packets.share() (clone() would copy viewed payloads),
+// Frames.clone().
+template <typename T>
+std::unique_ptr<T> private_copy(const T& obj) {
+  if constexpr (std::is_base_of_v<media::Packets, T>) {
+    return obj.share();
+  } else {
+    return obj.clone();
+  }
+}
+
+// f(copy) with the GIL released; f only reads.
 template <typename T, typename F>
 auto reading_detached(const T& obj, F&& f) {
-  std::unique_ptr<T> copy = obj.clone();
+  std::unique_ptr<T> copy = private_copy(obj);
   ReleaseGil release;
   return f(static_cast<const T&>(*copy));
 }
 
-// f(std::move(clone)) with the GIL released; f may consume the clone.
+// f(std::move(copy)) with the GIL released; f may consume the copy.
 template <typename T, typename F>
 auto consuming_detached(T& obj, F&& f) {
-  std::unique_ptr<T> copy = obj.clone();
+  std::unique_ptr<T> copy = private_copy(obj);
   auto run = [&] {
     ReleaseGil release;
     return f(std::move(*copy));

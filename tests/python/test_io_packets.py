@@ -92,6 +92,34 @@ def test_deserialize_view_keeps_shared_memory_alive_and_copies_nothing(media, rg
         shm.unlink()
 
 
+def test_a_clone_of_viewed_packets_owns_its_payloads(media, rgb):
+    packets = fio.demux_video(media / "h264_420.mp4")
+    blob = packets.serialize()
+    shm = shared_memory.SharedMemory(create=True, size=len(blob))
+    try:
+        shm.buf[: len(blob)] = blob
+        view = fio.VideoPackets.deserialize_view(shm.buf)
+        clone = view.clone()
+        # Read without being consumed: serialize works on the viewed memory.
+        assert view.serialize() == blob
+        del view
+        gc.collect()
+        shm.close()  # only the clone is left, and it does not hold the segment
+    finally:
+        shm.unlink()
+    np.testing.assert_array_equal(_rgb(clone), rgb("h264_420.mp4"))
+
+    # The same for a bytearray overwritten under the clone, and for packets a
+    # bit-stream filter passed through from a view.
+    data = bytearray(blob)
+    view = fio.VideoPackets.deserialize_view(data)
+    passed = fio.BSF(view.codec, "null").filter(fio.VideoPackets.deserialize_view(data), flush=True)
+    clones = [view.clone(), passed.clone()]
+    data[:] = bytes(len(data))
+    for c in clones:
+        np.testing.assert_array_equal(_rgb(c), rgb("h264_420.mp4"))
+
+
 def test_deserialize_copy_does_not_hold_the_input(media, rgb):
     data = bytearray(fio.demux_video(media / "h264_420.mp4").serialize())
     packets = fio.Packets.deserialize(data)

@@ -191,8 +191,13 @@ class Packets {
   // Throws ObjectConsumed if consumed.
   void check() const;
 
-  // A new Packets sharing every payload (no copy).
+  // A new Packets sharing every payload (no copy), or, when the payloads
+  // view memory this object does not own (views()), with copies of them:
+  // the clone outlives that memory.
   std::unique_ptr<Packets> clone() const;
+  // A new Packets sharing every payload, viewed ones too (views() stays
+  // set): for work that ends while the viewed memory is still held.
+  std::unique_ptr<Packets> share() const;
   // Moves the contents into a new object of the same kind; this one becomes
   // consumed.
   std::unique_ptr<Packets> take();
@@ -219,6 +224,10 @@ class Packets {
   // when it stopped earlier.
   std::optional<int64_t> stream_end() const { return stream_end_; }
   void set_stream_end(std::optional<int64_t> t) { stream_end_ = t; }
+  // Whether the payloads may point into memory the packets only borrow
+  // (deserialize_packets with `view`).
+  bool views() const { return views_; }
+  void set_views(bool v) { views_ = v; }
 
   std::string to_string() const;
 
@@ -231,6 +240,7 @@ class Packets {
   std::optional<Codec> codec_;
   std::vector<AVPacket*> packets_;
   std::optional<int64_t> stream_end_;
+  bool views_ = false;
   bool consumed_ = false;
 };
 
@@ -468,6 +478,7 @@ class BitstreamFilter {
   int stream_index_ = -1;
   std::optional<Window> window_;
   bool had_codec_ = true;
+  bool views_ = false;  // some packets sent in viewed borrowed memory
   mutable std::atomic<std::thread::id> busy_{};
 };
 

@@ -456,7 +456,9 @@ class Packets:
         """
 
     def clone(self) -> Packets:
-        """A copy sharing every payload (no data is copied)."""
+        """
+        A copy sharing every payload (no data is copied); the payloads of deserialize_view packets are copied, so that the copy outlives the viewed memory.
+        """
 
     def _payloads(self) -> list:
         """Each packet's payload as bytes (for tests and debugging)."""

@@ -136,9 +136,11 @@ std::unique_ptr<Packets> BitstreamFilter::filter(Packets&& packets,
   stream_index_ = in->stream_index();
   window_ = in->window();
   had_codec_ = in->codec().has_value();
+  views_ = views_ || in->views();
   auto out =
       make_packets(in_.media(), src_, stream_index_, out_.time_base(), window_,
                    had_codec_ ? std::optional(out_) : std::nullopt);
+  out->set_views(views_);
   clear_ffmpeg_error();
   for (AVPacket* p : in->packets()) {
     // An empty packet would read as the end of the stream.
@@ -166,6 +168,7 @@ std::unique_ptr<Packets> BitstreamFilter::flush() {
   auto out =
       make_packets(in_.media(), src_, stream_index_, out_.time_base(), window_,
                    had_codec_ ? std::optional(out_) : std::nullopt);
+  out->set_views(views_);
   clear_ffmpeg_error();
   const int rc = av_bsf_send_packet(ctx_->bsf, nullptr);
   if (rc < 0) fail(src_, "bit-stream filter \"" + filters_ + "\"", rc);

@@ -209,7 +209,7 @@ std::vector<double> Packets::timestamps(bool raw) const {
   return out;
 }
 
-std::unique_ptr<Packets> Packets::clone() const {
+std::unique_ptr<Packets> Packets::share() const {
   check();
   auto out =
       make_packets(media_, src_, stream_index_, time_base_, window_, codec_);
@@ -219,6 +219,19 @@ std::unique_ptr<Packets> Packets::clone() const {
     out->push(c);
   }
   out->stream_end_ = stream_end_;
+  out->views_ = views_;
+  return out;
+}
+
+std::unique_ptr<Packets> Packets::clone() const {
+  auto out = share();
+  if (views_) {
+    // A viewed payload is read-only, so this copies it.
+    for (AVPacket* c : out->packets_) {
+      if (av_packet_make_writable(c) < 0) throw std::bad_alloc();
+    }
+    out->views_ = false;
+  }
   return out;
 }
 
@@ -228,6 +241,7 @@ std::unique_ptr<Packets> Packets::take() {
       make_packets(media_, src_, stream_index_, time_base_, window_, codec_);
   out->packets_ = std::move(packets_);
   out->stream_end_ = stream_end_;
+  out->views_ = views_;
   packets_.clear();
   consumed_ = true;
   return out;

@@ -400,6 +400,7 @@ std::unique_ptr<Packets> deserialize_packets(const Buffer& blob, bool view,
   }
   auto out = make_packets(media, std::move(src), stream_index, tb, window,
                           std::move(codec));
+  out->set_views(view);
   out->set_stream_end(stream_end);
   const auto count = r.get<uint64_t>("packet count");
   // Each record takes at least 52 bytes.
