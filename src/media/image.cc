@@ -63,6 +63,19 @@ void fit(int width, int height, int target_w, int target_h, bool cover,
   }
 }
 
+// The images a decode holds (the resized one and the output) are held to
+// max_pixels, as the source is: a huge size asked for is an error, not an
+// allocation that fails or exhausts memory.
+void check_size(int64_t w, int64_t h, const ImageOptions& o,
+                const std::string& what) {
+  if (w * h > o.max_pixels) {
+    throw InvalidArgument(what + " gives an image of " + std::to_string(w) +
+                          " x " + std::to_string(h) +
+                          " pixels, more than max_pixels (" +
+                          std::to_string(o.max_pixels) + ")");
+  }
+}
+
 Plan make_plan(int width, int height, const ImageOptions& o) {
   Plan p;
   if (o.random_resized_crop.width > 0) {
@@ -132,6 +145,18 @@ Plan make_plan(int width, int height, const ImageOptions& o) {
     p.y0 += static_cast<int>(std::nearbyint((p.out_h - o.crop_height) / 2.0));
     p.out_w = p.canvas_w = o.crop_width;
     p.out_h = p.canvas_h = o.crop_height;
+  }
+  if (o.resize_shorter > 0) {
+    check_size(p.scaled_w, p.scaled_h, o,
+               "resize_shorter=" + std::to_string(o.resize_shorter) + " of a " +
+                   std::to_string(width) + "x" + std::to_string(height) +
+                   " image");
+  } else if (o.resize_width > 0) {
+    check_size(p.scaled_w, p.scaled_h, o,
+               "resizing a " + std::to_string(width) + "x" +
+                   std::to_string(height) + " image to " +
+                   std::to_string(o.resize_width) + "x" +
+                   std::to_string(o.resize_height));
   }
   return p;
 }
@@ -503,6 +528,9 @@ void check_image_options(const ImageOptions& o) {
   if (o.max_pixels <= 0) throw InvalidArgument("max_pixels must be > 0");
   const RandomResizedCrop& rrc = o.random_resized_crop;
   positive_pair(rrc.width, rrc.height, "random_resized_crop");
+  check_size(o.resize_width, o.resize_height, o, "width x height");
+  check_size(o.crop_width, o.crop_height, o, "crop");
+  check_size(rrc.width, rrc.height, o, "random_resized_crop");
   if (rrc.width > 0) {
     if (o.resize_width > 0 || o.resize_shorter > 0 || o.crop_width > 0) {
       throw InvalidArgument(

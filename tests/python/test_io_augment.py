@@ -275,7 +275,43 @@ def test_truncated_and_huge_images_are_refused(jpegs):
     with pytest.raises(feedline.DecodeError, match="cut.jpg"):
         fio.decode_image(data[: len(data) // 2], name="cut.jpg", random_resized_crop=32, seed=0)
     with pytest.raises(feedline.DecodeError, match="limit"):
-        fio.decode_image(data, name="big.jpg", random_resized_crop=32, max_pixels=1000)
+        fio.decode_image(data, name="big.jpg", random_resized_crop=16, max_pixels=1000)
+
+
+@pytest.mark.parametrize("name", ["png", "webp"])
+def test_an_output_past_max_pixels_is_a_value_error_not_an_allocation(tmp_path, ffmpeg, name):
+    # They raised MemoryError (std::bad_alloc) trying to allocate the
+    # output; a size just small enough to allocate took tens of GB.
+    path = tmp_path / f"small.{name}"
+    ffmpeg("-f", "lavfi", "-i", "testsrc=size=30x20", "-frames:v", 1, path)
+    data = path.read_bytes()
+    for kwargs, what in [
+        ({"width": 100000, "height": 100000}, "width x height"),
+        ({"random_resized_crop": 100000}, "random_resized_crop"),
+        ({"crop": (20000, 20000)}, "crop"),
+        ({"resize_shorter": 10**6}, "resize_shorter=1000000 of a 30x20 image"),
+        ({"width": 300, "height": 200, "max_pixels": 50000}, "width x height"),
+    ]:
+        with pytest.raises(ValueError, match=f"{what} gives an image of .* more than max_pixels"):
+            fio.load_image(data, **kwargs)  # PNG: the native decoder; WebP: FFmpeg
+    # Within the limit, the same options decode.
+    assert fio.to_numpy(fio.load_image(data, resize_shorter=60)).shape == (60, 90, 3)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"random_resized_crop": True},
+        {"random_resized_crop": (True, 4)},
+        {"width": True, "height": True},
+        {"crop": 4.5},
+        {"resize_shorter": 2.0},
+    ],
+)
+def test_sizes_must_be_ints_not_bools_or_floats(kwargs):
+    # random_resized_crop=True and width=True were taken as 1: a 1x1 image.
+    with pytest.raises(ValueError, match="must be an int"):
+        ops.decode_image(**kwargs)
 
 
 def test_option_validation():

@@ -837,6 +837,35 @@ def test_empty_arrays_and_rates_past_32_bits_are_value_errors():
         fio.video_encode_config(height=H, width=W, frame_rate=(1, 2**40))
 
 
+def test_out_of_range_quality_compression_and_sample_rate_are_value_errors(tmp_path):
+    # Each was taken as "unset" (the encoder's default, or its first rate,
+    # to which the audio was silently resampled) or passed on unchecked.
+    from feedline.io import ops
+
+    img = _video(1)[0]
+    for kwargs in ({"quality": -5}, {"quality": -1}):
+        with pytest.raises(ValueError, match="quality"):
+            fio.encode_image(img, format="jpeg", **kwargs)
+    with pytest.raises(ValueError, match="quality"):
+        ops.encode_image(format="jpeg", quality=-1)
+    with pytest.raises(ValueError, match="quality 101 is out of range"):
+        fio.encode_image(img, format="webp", quality=101)
+    for fmt, level in (("png", -2), ("png", 10), ("webp", 7)):
+        with pytest.raises(ValueError, match=f"compression_level {level} is out of range"):
+            fio.encode_image(img, format=fmt, compression_level=level)
+    for rate in (0, -5):
+        with pytest.raises(ValueError, match="sample_rate must be positive"):
+            fio.audio_encode_config(num_channels=2, sample_rate=rate)
+    # The native check, for a config made without the Python wrapper.
+    cfg = fio.audio_encode_config(num_channels=2, sample_rate=48000)
+    cfg.sample_rate = -5
+    with pytest.raises(ValueError, match="sample_rate must be positive; got -5"):
+        fio.Muxer(tmp_path / "n.m4a").add_encode_stream(cfg)
+    # Unset still means the defaults.
+    assert bytes(fio.encode_image(img, format="png", compression_level=-1))[:4] == b"\x89PNG"
+    assert fio.audio_encode_config(num_channels=2, sample_rate=None).sample_rate == 0
+
+
 def test_remux_keeps_the_source_tag_where_the_format_reads_it_alike(tmp_path, ffmpeg):
     # H.264 from MP4 into AVI: with the tag cleared, AVI chose its own "H264",
     # which claims Annex B, and refused every packet ("no startcode found");

@@ -107,7 +107,9 @@ def audio_encode_config(
     ``sample_fmt`` (None: the encoder's first) and rate control."""
     c = AudioEncodeConfig()
     c.num_channels = int(num_channels)
-    c.sample_rate = int(sample_rate or 0)
+    if sample_rate is not None and int(sample_rate) <= 0:
+        raise ValueError(f"sample_rate must be positive (or None: the encoder's first); got {sample_rate}")
+    c.sample_rate = 0 if sample_rate is None else int(sample_rate)
     c.sample_fmt = sample_fmt or ""
     c.bit_rate, c.compression_level, c.qscale = bit_rate, compression_level, qscale
     return c
@@ -282,6 +284,17 @@ _FORMATS = {
 }
 
 
+def _quality(quality: int | None) -> int:
+    """The native quality: -1 for None (the encoder's default)."""
+    if quality is None:
+        return -1
+    if int(quality) < 0:
+        raise ValueError(
+            f"quality must be JPEG 2 to 31 or WebP 0 to 100 (or None: the encoder's default); got {quality}"
+        )
+    return int(quality)
+
+
 def encode_image(
     data,
     *,
@@ -301,8 +314,9 @@ def encode_image(
     (JPEG: full-range YUV 4:4:4); an alpha channel or 16-bit samples the
     format cannot keep raise ``ValueError`` rather than being dropped."""
     arr, shape, dtype = _native_array(data)
-    q = -1 if quality is None else int(quality)
-    return _io.encode_image(arr, shape, dtype, format, pix_fmt, q, bool(lossless), int(compression_level))
+    return _io.encode_image(
+        arr, shape, dtype, format, pix_fmt, _quality(quality), bool(lossless), int(compression_level)
+    )
 
 
 def save_image(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 from .._feedline_ext import io as _io
 
 _PIX_FMTS = {
@@ -23,13 +25,23 @@ def _choice(table, value, what):
         raise ValueError(f"{what} must be one of {sorted(table)}, got {value!r}") from None
 
 
+def _int(value, what):
+    """``value`` as an int; a bool or a float is refused, not truncated."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be an int, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what} must be an int, got {value!r}") from None
+
+
 def _pair(value, what):
     if value is None:
         return 0, 0
-    if isinstance(value, int):
-        return value, value
+    if not hasattr(value, "__iter__"):  # one int for both
+        return _int(value, what), _int(value, what)
     w, h = value
-    return int(w), int(h)
+    return _int(w, what), _int(h, what)
 
 
 def image_options(
@@ -93,14 +105,14 @@ def image_options(
     if width is not None:
         if resize_shorter is not None:
             raise ValueError("give width/height or resize_shorter, not both")
-        o.resize_width, o.resize_height = int(width), int(height)
+        o.resize_width, o.resize_height = _int(width, "width"), _int(height, "height")
         if o.resize_width < 1 or o.resize_height < 1:
             raise ValueError(f"width and height must be >= 1, got {width} x {height}")
         o.resize_mode = _choice(_MODES, scale_mode, "scale_mode")
     if resize_shorter is not None:
-        if resize_shorter < 1:
+        if _int(resize_shorter, "resize_shorter") < 1:
             raise ValueError(f"resize_shorter must be >= 1, got {resize_shorter}")
-        o.resize_shorter = int(resize_shorter)
+        o.resize_shorter = _int(resize_shorter, "resize_shorter")
     o.crop_width, o.crop_height = _pair(crop, "crop")
     o.pixel_format = _choice(_PIX_FMTS, pix_fmt, "pix_fmt")
     o.layout = _choice(_LAYOUTS, layout, "layout")

@@ -46,7 +46,7 @@ import functools
 
 from .._feedline_ext import NativeOp
 from .._feedline_ext import io as _io
-from . import _av
+from . import _av, _encode
 from ._options import image_options
 
 #: Where an op finds its payload in a sample: a tuple's index or a dict's key.
@@ -243,7 +243,7 @@ def encode_image(
     """Native op: one image Buffer (``(H, W, 3)`` uint8 for ``rgb24``) ->
     the bytes of a PNG, JPEG, WebP, TIFF or BMP file, as
     :func:`feedline.io.encode_image`."""
-    q = -1 if quality is None else int(quality)
+    q = _encode._quality(quality)
     return _on(_io.encode_image_op(format, pix_fmt, q, bool(lossless), int(compression_level)), field)
 
 

@@ -225,7 +225,11 @@ CodecPtr audio_context(const AudioEncodeConfig& c, const AVCodec* codec,
     throw InvalidArgument(label + ": the " + codec->name +
                           " encoder needs a sample_fmt");
   }
-  int rate = c.sample_rate;
+  int rate = c.sample_rate;  // 0: the encoder's first
+  if (rate < 0) {
+    throw InvalidArgument(label + ": sample_rate must be positive; got " +
+                          std::to_string(rate));
+  }
   if (rate > 0) {
     if (!s.sample_rates.empty() &&
         std::find(s.sample_rates.begin(), s.sample_rates.end(), rate) ==

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -326,6 +327,19 @@ Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
                           "\" is not png, jpeg, webp, tiff or bmp");
   }
   const std::string label = "encode_image (" + format + ")";
+  // -1 leaves either to the encoder.
+  const bool webp = std::strcmp(name, "libwebp") == 0;
+  if (options.quality < -1 || (webp && options.quality > 100)) {
+    throw InvalidArgument(label + ": quality " +
+                          std::to_string(options.quality) +
+                          " is out of range (JPEG 2 to 31, WebP 0 to 100)");
+  }
+  const int max_level = std::strcmp(name, "png") == 0 ? 9 : webp ? 6 : INT_MAX;
+  if (options.compression_level < -1 || options.compression_level > max_level) {
+    throw InvalidArgument(label + ": compression_level " +
+                          std::to_string(options.compression_level) +
+                          " is out of range (PNG 0 to 9, WebP 0 to 6)");
+  }
   const AVCodec* codec =
       find_encoder(name, AV_CODEC_ID_NONE, AVMEDIA_TYPE_VIDEO, label);
   // One image: a leading frame dimension, unless there is one already.
