@@ -64,6 +64,25 @@ def test_memoryviews_of_any_size_keep_format_and_shape(pool):
     assert out[1].tolist() == ints.tolist()
 
 
+@pytest.mark.parametrize("kind", ["pool", "ring"])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(6000, dtype=">i4"),  # a format memoryview.cast does not take
+        np.zeros((3, 0), np.float32),  # a zero in the shape, which cast refuses
+        np.zeros(2000, dtype=[("a", "<i4"), ("b", "<f8")]),
+        np.array(5),
+    ],
+)
+def test_memoryviews_cast_cannot_rebuild_keep_format_and_shape(pool, ring, kind, array):
+    # They came back as flat bytes (format "B"), with no error.
+    view = memoryview(array)
+    out = restore(offload(view, pool if kind == "pool" else ring), pool if kind == "pool" else ring)
+    assert isinstance(out, memoryview)
+    assert (out.format, out.shape) == (view.format, view.shape)
+    assert out.tobytes() == view.tobytes()
+
+
 @pytest.mark.parametrize(
     "array",
     [

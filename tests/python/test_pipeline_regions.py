@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from fractions import Fraction
 
 import pytest
@@ -489,6 +490,67 @@ def test_stopping_the_pipeline_ends_its_workers():
         it = iter(pipeline)
         pids = {next(it)[1] for _ in range(5)}
     assert all(process_gone(pid) for pid in pids)
+
+
+def busy(x):
+    """About 10 ms of work: a region slower than its feed, so that the
+    workers' input queues are full when the consumer stops."""
+    deadline = time.perf_counter() + 0.01
+    while time.perf_counter() < deadline:
+        pass
+    return x
+
+
+def test_stopping_a_busy_region_stops_its_workers_cleanly(monkeypatch):
+    # The shutdown message went to input queues that were full, and was
+    # dropped: every stop waited 3 s and then terminated the workers (-15).
+    from feedline.pipeline import _subprocess
+
+    exits = []
+    release = _subprocess._release
+
+    def record(process, written, read):
+        exits.append(process.exitcode)
+        release(process, written, read)
+
+    monkeypatch.setattr(_subprocess, "_release", record)
+    pipeline = (PipelineBuilder().add_source(range(1000)).to(_pool(2)).pipe(busy).to(MAIN_PROCESS).add_sink(3)).build(
+        num_threads=2
+    )
+    with pipeline.auto_stop():
+        it = iter(pipeline)
+        got = [next(it) for _ in range(3)]
+    assert len(set(got)) == 3
+    assert exits == [0, 0]
+
+
+def test_a_subprocess_pipeline_with_a_busy_region_tears_down_cleanly():
+    # The subprocess's own stop of its region outlasted the parent's wait:
+    # the subprocess was terminated and the region's semaphores leaked.
+    proc = _run_script(
+        """
+        import gc
+        from feedline.pipeline import _subprocess, run_pipeline_in_subprocess
+        from test_pipeline_regions import busy
+        exits = []
+        release = _subprocess._release
+        def record(process, written, read):
+            exits.append(process.exitcode)
+            release(process, written, read)
+        _subprocess._release = record
+        config = (PipelineBuilder().add_source(range(1000)).to(ProcessPoolExecutorConfig(max_workers=2))
+                  .pipe(busy).to(MAIN_PROCESS).add_sink(3).get_config())
+        it = run_pipeline_in_subprocess(config, num_threads=2)
+        first = [x for x, _ in zip(it, range(3))]
+        again = [x for x, _ in zip(it, range(3))]  # a new pass stops the abandoned one's region
+        del it
+        gc.collect()
+        print(len(first), len(again), exits, flush=True)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "3", "[0]"], proc.stdout
+    assert "leaked" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_the_interpreter_exits_cleanly_with_a_live_region():

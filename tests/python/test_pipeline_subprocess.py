@@ -748,6 +748,24 @@ def test_a_killed_worker_leaves_held_views_intact():
         _check(item)
 
 
+@pytest.mark.parametrize("kind", ["pool", "ring"])
+def test_a_spawned_worker_with_an_arena_exits_without_leak_reports(capfd, kind):
+    # A spawned worker shuts its interpreter down fully, with the arena still
+    # in its Process object's arguments: nanobind reported the native arena
+    # (and the module) as leaked on stderr at every exit.
+    from feedline.pipeline import SharedMemoryRingBuffer, SharedMemorySegmentPool
+
+    arena = SharedMemorySegmentPool(1 << 20, 2) if kind == "pool" else SharedMemoryRingBuffer(1 << 20)
+    it = iterate_in_subprocess(three_arrays, arena=arena, mp_context="spawn")
+    assert [int(a[0]) for a in it] == [0, 1, 2]
+    pid = it.pid
+    del it
+    gc.collect()
+    assert process_gone(pid)
+    err = capfd.readouterr().err
+    assert "leaked" not in err, err
+
+
 def test_arena_errors_in_the_worker_reach_the_parent_as_runtime_errors_naming_them():
     # docs/python.md: the worker writes into the arena, so a full pool (a
     # feedline.Timeout there) or a too-large item (a ValueError there) is,

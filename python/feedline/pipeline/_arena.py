@@ -28,6 +28,7 @@ in the order they were made.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import pickle
@@ -239,6 +240,40 @@ class SharedMemoryRingBuffer(_SharedMemory):
         return f"SharedMemoryRingBuffer(capacity={self._handle.capacity}, used={self._handle.used()})"
 
 
+@functools.lru_cache(maxsize=64)
+def _castable(fmt: Any) -> bool:
+    """Whether ``memoryview.cast`` takes ``fmt`` (native single-character
+    formats only)."""
+    try:
+        memoryview(b"").cast(fmt)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _view_dtype(view: memoryview) -> Any:
+    """None where the restored bytes can be cast back to ``view``'s format
+    and shape; else the NumPy dtype that reads them (a non-native format
+    such as big-endian ``'>i'`` or a structure, or a shape with a zero),
+    so that the format and shape come back either way. A format NumPy
+    cannot read is a TypeError here, not a flat view later."""
+    if _castable(view.format) and 0 not in (view.shape or ()):
+        return None
+    try:
+        return _np().asarray(view).dtype
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"a memoryview of format {view.format!r} cannot cross shared memory ({e})") from e
+
+
+def _shaped(view: memoryview, fmt: Any, shape: tuple, dtype: Any) -> memoryview:
+    """The flat bytes ``view`` as the offloaded memoryview's format and shape."""
+    if dtype is not None:
+        return memoryview(_np().frombuffer(view, dtype).reshape(shape))
+    if fmt == "B" and len(shape) == 1:
+        return view
+    return view.cast(fmt, shape)
+
+
 class _Offloader(pickle.Pickler):
     """Pickles an item, moving its large leaves into one unit of the pool."""
 
@@ -268,7 +303,7 @@ class _Offloader(pickle.Pickler):
             return ("b", self._write(obj), len(obj), t is bytearray)
         if t is memoryview:  # never picklable otherwise
             flat = obj if obj.c_contiguous else obj.tobytes()
-            return ("m", self._write(flat), obj.nbytes, obj.format, obj.shape)
+            return ("m", self._write(flat), obj.nbytes, obj.format, obj.shape, _view_dtype(obj))
         if t is _io.Buffer:  # never picklable otherwise
             data = obj if _is_contiguous(obj) else _np().ascontiguousarray(obj)
             return ("f", self._write(data), obj.dtype, obj.shape)
@@ -321,14 +356,8 @@ class _Restorer(pickle.Unpickler):
         if kind == "b":
             return memoryview(self._bytes(pid[1], pid[2]))
         if kind == "m":
-            _, offset, nbytes, fmt, shape = pid
-            view = memoryview(self._bytes(offset, nbytes))
-            if fmt == "B" and len(shape) == 1:
-                return view
-            try:
-                return view.cast(fmt, shape)
-            except (TypeError, ValueError):
-                return view
+            _, offset, nbytes, fmt, shape, dtype = pid
+            return _shaped(memoryview(self._bytes(offset, nbytes)), fmt, shape, dtype)
         if kind == "f":
             _, offset, dtype, shape = pid
             return self._arena.view(self._lease, offset, dtype, list(shape))
@@ -366,12 +395,8 @@ class _RingRestorer(pickle.Unpickler):
             data = self._ring.read_bytes(pid[1], pid[2])
             return bytearray(data) if pid[3] else data
         if kind == "m":
-            _, offset, nbytes, fmt, shape = pid
-            view = memoryview(bytearray(self._ring.read_bytes(offset, nbytes)))
-            try:
-                return view.cast(fmt, shape) if not (fmt == "B" and len(shape) == 1) else view
-            except (TypeError, ValueError):
-                return view
+            _, offset, nbytes, fmt, shape, dtype = pid
+            return _shaped(memoryview(bytearray(self._ring.read_bytes(offset, nbytes))), fmt, shape, dtype)
         if kind == "f":
             _, offset, dtype, shape = pid
             return self._ring.read(offset, dtype, list(shape))

@@ -14,7 +14,9 @@ before it queues the message, so that a value that does not pickle is an
 error there, never a value the queue's feeder thread drops): inputs
 ``("item", value)``, ``("items", [value, ...])`` (values that gathered while every worker's queue was full), ``("epoch",)`` (end of
 an epoch: the worker's pipeline flushes its aggregates and the worker answers
-``("epoch_done", index)`` after its last value of the epoch), ``("shutdown",)``;
+``("epoch_done", index)`` after its last value of the epoch), ``("shutdown",)``
+(which a full queue may not take: stopping also sets a flag in shared memory
+that every worker reads between items, so a stop never waits behind them);
 outputs ``("ready", index)``, ``("item", value)``, ``("epoch_done", index)``,
 ``("stats", index, record)`` (the worker's counters of the region's stages,
 every second or ``report_stats_interval`` and before each ``epoch_done``;
@@ -163,11 +165,13 @@ def _num_threads(stages) -> int:
 
 class _Inbox:
     """The source of a worker's pipeline: one pass per epoch, reading the
-    worker's input queue until ``("epoch",)``; after ``("shutdown",)`` every
-    pass waits for ``released`` and is empty."""
+    worker's input queue until ``("epoch",)``; after ``("shutdown",)`` or
+    the pool's ``stopping`` flag every pass waits for ``released`` and is
+    empty."""
 
-    def __init__(self, inq):
+    def __init__(self, inq, stopping):
         self.inq = inq
+        self.stopping = stopping  # a shared byte, set by _stop_pool
         self.closed = False
         self.released = threading.Event()
 
@@ -175,7 +179,7 @@ class _Inbox:
         if self.closed:  # the engine's next pass, after the shutdown
             self.released.wait()
             return
-        while True:
+        while not self.stopping.value:
             try:
                 msg = self.inq.get(timeout=0.1)
             except queue.Empty:
@@ -184,12 +188,14 @@ class _Inbox:
                 yield pickle.loads(msg[1])
             elif msg[0] == "items":
                 for blob in msg[1]:
+                    if self.stopping.value:
+                        break
                     yield pickle.loads(blob)
             elif msg[0] == "epoch":
                 return
             else:
-                self.closed = True
-                return
+                break
+        self.closed = True
 
 
 class _CallHooks:
@@ -257,7 +263,7 @@ def _report_stats(index, pipeline, outq, period, done) -> None:
             outq.put_nowait(("stats", index, _stats_record(pipeline)))
 
 
-def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
+def _worker_main(index, stages, build_kwargs, target, inq, outq, stopping) -> None:
     from ._build import build_pipeline
     from ._subprocess import _describe, _watch_parent
     from .defs import PipelineConfig, SinkConfig, SourceConfig
@@ -267,7 +273,7 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
     # the region first (the user would get a PipelineFailure instead).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent()
-    inbox = _Inbox(inq)
+    inbox = _Inbox(inq, stopping)
     # The main process reports the region's stages (its stats, hooks and log
     # lines); the worker only sends it its counters.
     interval = build_kwargs.get("report_stats_interval", -1)
@@ -294,6 +300,8 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
         epochs = 0
         while True:
             for value in pipeline.get_iterator():
+                if stopping.value:  # the main process reads no more
+                    break
                 try:
                     blob = _dumps(value)
                 except Exception as e:
@@ -302,7 +310,7 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
                         f"the main process ({type(e).__name__}: {e})"
                     ) from e
                 outq.put(("item", blob))
-            if inbox.closed:
+            if inbox.closed or stopping.value:
                 break
             # Every value of the epoch has been sent: so are its counts.
             epochs += 1
@@ -322,11 +330,12 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq) -> None:
 # -- the main side ------------------------------------------------------------------
 
 
-def _stop_pool(procs, inqs, outq, owner) -> None:
+def _stop_pool(procs, inqs, outq, stopping, owner) -> None:
     """Stops the workers (shutdown, then terminate, then kill); does nothing
     in a process other than ``owner``, which started them (a forked child)."""
     if os.getpid() != owner:
         return
+    stopping.value = 1
     for q in inqs:
         with contextlib.suppress(Exception):
             q.put_nowait(("shutdown",))
@@ -433,6 +442,7 @@ class RegionPool:
         depth = max(2, 4 // self.size)
         self._inqs = [ctx.Queue(maxsize=depth) for _ in range(self.size)]
         self._outq = ctx.Queue(maxsize=max(4, 2 * self.size))
+        self._stopping = ctx.RawValue("b", 0)
         # One thread more than the stages' concurrency: the source waits on
         # the input queue on a thread of the pool.
         default = build_kwargs.get("max_failures", -1)
@@ -446,14 +456,24 @@ class RegionPool:
             _own(
                 ctx.Process(
                     target=_worker_main,
-                    args=(i, _map_stages(region.stages, _without_rate), kwargs, target, self._inqs[i], self._outq),
+                    args=(
+                        i,
+                        _map_stages(region.stages, _without_rate),
+                        kwargs,
+                        target,
+                        self._inqs[i],
+                        self._outq,
+                        self._stopping,
+                    ),
                     name=f"feedline-{region.name}-{i}",
                     daemon=True,
                 )
             )
             for i in range(self.size)
         ]
-        self._finalizer = weakref.finalize(self, _stop_pool, self._procs, self._inqs, self._outq, os.getpid())
+        self._finalizer = weakref.finalize(
+            self, _stop_pool, self._procs, self._inqs, self._outq, self._stopping, os.getpid()
+        )
         self._budgets = _Budgets(region.stages, default)
         self._pending: collections.deque = collections.deque()
         self._outbox: list = []  # items no worker's queue had room for yet

@@ -118,6 +118,17 @@ class _Superseded(RuntimeError):
 
 
 def _worker_main(fn, initializers, commands, data, sent, arena=None) -> None:
+    try:
+        _serve(fn, initializers, commands, data, sent, arena)
+    finally:
+        # A spawned worker ends with a full interpreter shutdown, through
+        # which its Process object (and so the arena in its arguments)
+        # lives on: the native handle goes now, not in nanobind's leak check.
+        if arena is not None:
+            arena.close()
+
+
+def _serve(fn, initializers, commands, data, sent, arena) -> None:
     _watch_parent()
     if arena is not None:
         from ._arena import offload
