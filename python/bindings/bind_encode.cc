@@ -81,6 +81,23 @@ Rational rational_from(nb::handle pair) {
   return Rational{num, den};
 }
 
+// An optional rational of the config as a property: (num, den) or None.
+template <std::optional<Rational> VideoEncodeConfig::*Field>
+nb::object get_rate(const VideoEncodeConfig& c) {
+  const std::optional<Rational>& r = c.*Field;
+  if (!r) return nb::none();
+  return nb::make_tuple(r->num, r->den);
+}
+
+template <std::optional<Rational> VideoEncodeConfig::*Field>
+void set_rate(VideoEncodeConfig& c, nb::handle v) {
+  if (v.is_none()) {
+    (c.*Field).reset();
+  } else {
+    c.*Field = rational_from(v);
+  }
+}
+
 media::ImageEncodeOptions image_options(const std::string& format,
                                         const std::string& pix_fmt, int quality,
                                         bool lossless, int compression_level) {
@@ -100,20 +117,9 @@ void bind_encode(nb::module_& m) {
       .def(nb::init<>())
       .def_rw("width", &VideoEncodeConfig::width)
       .def_rw("height", &VideoEncodeConfig::height)
-      .def_prop_rw(
-          "frame_rate",
-          [](const VideoEncodeConfig& c) -> nb::object {
-            if (!c.frame_rate) return nb::none();
-            return nb::make_tuple(c.frame_rate->num, c.frame_rate->den);
-          },
-          [](VideoEncodeConfig& c, nb::handle v) {
-            if (v.is_none()) {
-              c.frame_rate.reset();
-            } else {
-              c.frame_rate = rational_from(v);
-            }
-          },
-          nb::arg("value").none())
+      .def_prop_rw("frame_rate", get_rate<&VideoEncodeConfig::frame_rate>,
+                   set_rate<&VideoEncodeConfig::frame_rate>,
+                   nb::arg("value").none())
       .def_rw("pix_fmt", &VideoEncodeConfig::pix_fmt)
       .def_rw("bit_rate", &VideoEncodeConfig::bit_rate)
       .def_rw("compression_level", &VideoEncodeConfig::compression_level)
@@ -122,7 +128,12 @@ void bind_encode(nb::module_& m) {
       .def_rw("max_b_frames", &VideoEncodeConfig::max_b_frames)
       .def_rw("colorspace", &VideoEncodeConfig::colorspace)
       .def_rw("color_primaries", &VideoEncodeConfig::color_primaries)
-      .def_rw("color_trc", &VideoEncodeConfig::color_trc);
+      .def_rw("color_trc", &VideoEncodeConfig::color_trc)
+      .def_rw("color_range", &VideoEncodeConfig::color_range)
+      .def_prop_rw("sample_aspect_ratio",
+                   get_rate<&VideoEncodeConfig::sample_aspect_ratio>,
+                   set_rate<&VideoEncodeConfig::sample_aspect_ratio>,
+                   nb::arg("value").none());
   nb::class_<AudioEncodeConfig>(m, "AudioEncodeConfig")
       .def(nb::init<>())
       .def_rw("num_channels", &AudioEncodeConfig::num_channels)

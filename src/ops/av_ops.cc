@@ -23,7 +23,13 @@ ClipRequest ClipRequest::from_path(std::string path,
 
 EncodedFile EncodedFile::unnamed(Buffer bytes) {
   std::string name = "<" + std::to_string(bytes.nbytes()) + " bytes>";
-  return {std::move(name), std::move(bytes)};
+  return {std::move(name), std::move(bytes), /*named=*/false};
+}
+
+std::optional<uint64_t> EncodedFile::sample_key(
+    const media::AugmentSeed& seed) const {
+  if (named || !seed.seeded) return std::nullopt;
+  return media::sample_index_of_bytes(span());
 }
 
 ClipRequest ClipRequest::from_bytes(EncodedFile file,
@@ -106,6 +112,7 @@ OpPtr encode_image(const media::ImageEncodeOptions& options) {
 OpPtr encode_video(const VideoEncodeOptions& options) {
   if (options.format.empty())
     throw InvalidArgument("encode_video: a format (muxer) is needed");
+  media::check_encode(options.format, options.config, options.encoder);
   return make_map_op<FramesItem>([options](FramesItem f) {
     return EncodedFile::unnamed(media::encode_video(
         std::move(*f), options.format, options.config, options.encoder,
@@ -116,6 +123,7 @@ OpPtr encode_video(const VideoEncodeOptions& options) {
 OpPtr encode_audio(const AudioEncodeOptions& options) {
   if (options.format.empty())
     throw InvalidArgument("encode_audio: a format (muxer) is needed");
+  media::check_encode(options.format, options.config, options.encoder);
   return make_map_op<FramesItem>([options](FramesItem f) {
     return EncodedFile::unnamed(media::encode_audio(
         std::move(*f), options.format, options.config, options.encoder,

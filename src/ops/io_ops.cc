@@ -240,7 +240,8 @@ OpPtr read_file() {
 OpPtr decode_image(const media::ImageOptions& options) {
   media::check_image_options(options);
   return make_map_op<EncodedFile>([options](const EncodedFile& f) {
-    return media::decode_image(f.span(), options, f.name);
+    return media::decode_image(f.span(), options, f.name,
+                               f.sample_key(options.seed));
   });
 }
 
@@ -290,7 +291,11 @@ Buffer decode_files(const std::vector<EncodedFile>& files,
   images.reserve(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) {
     std::optional<uint64_t> key;
-    if (!sample_indices.empty()) key = sample_indices[i];
+    if (!sample_indices.empty()) {
+      key = sample_indices[i];
+    } else {
+      key = files[i].sample_key(options.seed);
+    }
     images.push_back({files[i].name, files[i].span(), key});
   }
   return media::decode_image_batch(images, options, failures);

@@ -208,6 +208,38 @@ def test_same_seed_same_images_on_any_thread_count_and_order(image_dir, batched)
         assert not set(checksums(list(p))) & set(results[0])
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_bytes_without_a_name_are_keyed_by_their_contents_not_their_length(batched):
+    # Four PNGs of one length (stored, not compressed) that differ in one
+    # blue value: red is x and green is y, so the crop shows in the output.
+    y, x = np.mgrid[0:256, 0:256]
+    base = np.stack([x, y, np.zeros_like(x)], axis=-1).astype(np.uint8)
+    pngs = []
+    for i in range(4):
+        img = base.copy()
+        img[0, 0, 2] = i + 1
+        pngs.append(encode(img, "PNG", compress_level=0))
+    assert len({len(p) for p in pngs}) == 1 and len(set(pngs)) == 4
+    kw = dict(random_resized_crop=(32, 32), seed=7)
+
+    def crops(srcs):
+        b = PipelineBuilder().add_source(srcs)
+        b = b.aggregate(len(srcs)).pipe(ops.decode_batch(**kw)) if batched else b.pipe(ops.decode_image(**kw))
+        with (p := b.add_sink(4).build(num_threads=2, max_failures=0)).auto_stop():
+            out = [fio.to_numpy(x) for x in p]
+        rows = np.concatenate([a.reshape(-1, 32, 32, 3) for a in out])
+        return [r[..., :2].tobytes() for r in rows]  # red and green: the box
+
+    boxes = crops(pngs)
+    # Keyed by "<N bytes>", all four drew one box.
+    assert len(set(boxes)) == 4
+    # Keyed by the bytes: the same box for an image wherever it comes.
+    assert crops(pngs[::-1]) == boxes[::-1]
+    # And a function of the seed.
+    kw["seed"] = 8
+    assert not set(crops(pngs)) & set(boxes)
+
+
 def test_load_image_batch_with_indices(jpegs):
     srcs = [jpegs[n] for n in PHOTOS]
     kw = dict(width=None, height=None, random_resized_crop=(40, 30), seed=5)

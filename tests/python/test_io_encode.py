@@ -33,6 +33,10 @@ def _cli_raw(path, pix_fmt: str) -> bytes:
     return subprocess.run(cmd, check=True, capture_output=True).stdout
 
 
+def _rgb(path) -> np.ndarray:
+    return np.frombuffer(_cli_raw(path, "rgb24"), np.uint8)
+
+
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
     return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
@@ -591,6 +595,99 @@ def test_native_transcode_pipeline_demux_decode_scale_encode(media):
         assert stream.frame_rate == (25, 1)
 
 
+def test_native_encode_video_keeps_the_frames_colour_tags_and_pixel_shape(tmp_path, ffmpeg):
+    from feedline.io import ops
+    from feedline.pipeline import PipelineBuilder
+
+    # BT.709, full range, 4:3 pixels: the frames carry it and a transcode
+    # must too, or players read the same YUV as other colours and shape.
+    src = tmp_path / "bt709_pc.mkv"
+    tags = ["-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709", "-color_range", "pc"]
+    ffmpeg(
+        *("-f", "lavfi", "-i", f"testsrc2=size={W}x{H}:rate=25:duration=0.4"),
+        *("-vf", "setsar=4/3,format=yuv420p", *tags, "-c:v", "ffv1", src),
+    )
+    builder = (
+        PipelineBuilder()
+        .add_source([src.read_bytes()])
+        .pipe(ops.demux_video())
+        .pipe(ops.decode_packets(filter_desc=None))
+        .pipe(ops.encode_video(format="matroska", encoder="ffv1", pix_fmt="yuv420p"))
+        .add_sink(1)
+    )
+    (blob,) = _run(builder)
+    out = tmp_path / "out.mkv"
+    out.write_bytes(blob)
+    keys = ("color_space", "color_range", "color_primaries", "color_transfer", "sample_aspect_ratio")
+    want = {k: _probe(src)["streams"][0].get(k) for k in keys}
+    assert want == {
+        "color_space": "bt709",
+        "color_range": "pc",
+        "color_primaries": "bt709",
+        "color_transfer": "bt709",
+        "sample_aspect_ratio": "4:3",
+    }
+    # Matroska holds the ratio on the stream; the codec shows it, as players do.
+    assert fio.Demuxer(src).video_codec.sample_aspect_ratio == (4, 3)
+    assert {k: _probe(out)["streams"][0].get(k) for k in keys} == want
+    # FFV1 is lossless: with the same tags, the CLI shows the same colours.
+    assert _cli_raw(out, "rgb24") == _cli_raw(src, "rgb24")
+
+    def transcode(**settings):
+        builder = (
+            PipelineBuilder()
+            .add_source([src.read_bytes()])
+            .pipe(ops.demux_video())
+            .pipe(ops.decode_packets(filter_desc=None))
+            .pipe(ops.encode_video(format="matroska", encoder="ffv1", pix_fmt="yuv420p", **settings))
+            .add_sink(1)
+        )
+        (blob,) = _run(builder)
+        out.write_bytes(blob)
+        return _probe(out)["streams"][0]
+
+    # A setting given to the op is the stream's, over the frames' own, and
+    # the pixels are converted to it: full range to limited, as the CLI's
+    # scale filter does (the same yuv420p, so no plain copy).
+    stream = transcode(color_range="tv", sample_aspect_ratio=(1, 1))
+    assert (stream.get("color_range"), stream.get("color_space")) == ("tv", "bt709")
+    assert stream.get("sample_aspect_ratio") in (None, "1:1")
+    diff = np.abs(_rgb(out).astype(int) - _rgb(src).astype(int))
+    cli = tmp_path / "cli_tv.mkv"
+    ffmpeg("-i", src, "-vf", "scale=out_range=tv", "-color_range", "tv", "-c:v", "ffv1", cli)
+    assert diff.max() <= np.abs(_rgb(cli).astype(int) - _rgb(src).astype(int)).max() <= 2
+    # swscale cannot change a YUV matrix: refused, not tagged over pixels
+    # of another matrix.
+    with pytest.raises(feedline.PipelineFailure, match="cannot convert bt709 frames to a bt470bg stream"):
+        transcode(colorspace="bt470bg")
+
+
+@pytest.mark.parametrize(
+    "kind, settings, match",
+    [
+        ("video", dict(format="nope"), 'no muxer named "nope"'),
+        ("video", dict(format="matroska", encoder="nope"), 'no encoder named "nope"'),
+        ("video", dict(format="matroska", encoder="flac"), "not a video encoder"),
+        ("video", dict(format="wav"), "wav does not take video"),
+        ("video", dict(format="matroska", encoder="ffv1", pix_fmt="yuvj420p"), 'does not take pix_fmt "yuvj420p"'),
+        ("video", dict(format="mpeg", encoder="mpeg1video", frame_rate=7), "does not take 7/1 fps"),
+        ("video", dict(format="matroska", colorspace="bt7099"), 'unknown colorspace "bt7099"'),
+        ("video", dict(format="matroska", color_range="full range"), 'unknown color range "full range"'),
+        ("video", dict(format="matroska", sample_aspect_ratio=(0, 1)), "sample aspect ratio must be positive"),
+        ("audio", dict(format="wav", encoder="ffv1"), "not an audio encoder"),
+        ("audio", dict(format="flac", sample_fmt="fltp"), 'does not take sample_fmt "fltp"'),
+        ("audio", dict(format="wav", encoder="libopus", sample_rate=44100), "does not take 44100 Hz"),
+    ],
+)
+def test_bad_encode_settings_are_refused_when_the_op_is_made(kind, settings, match):
+    from feedline.io import ops
+
+    # Not once per clip, each a counted failure, once frames arrive.
+    make = ops.encode_video if kind == "video" else ops.encode_audio
+    with pytest.raises(ValueError, match=match):
+        make(**settings)
+
+
 def test_native_encode_image_op_recompresses_without_the_gil():
     from feedline.io import ops
     from feedline.pipeline import PipelineBuilder
@@ -835,6 +932,14 @@ def test_empty_arrays_and_rates_past_32_bits_are_value_errors():
         fio.create_reference_audio_frame(np.zeros((2, 0), np.float32), "fltp", 8000)
     with pytest.raises(ValueError, match="32 bits"):
         fio.video_encode_config(height=H, width=W, frame_rate=(1, 2**40))
+
+
+def test_an_image_of_the_wrong_shape_for_its_pix_fmt_is_named_with_its_shape():
+    # (8, 8, 3) as gray is 8 images of 8x3: the message says what one is.
+    with pytest.raises(ValueError, match=r'pix_fmt "gray" is \(H, W\) or \(H, W, 1\), got shape \(8, 8, 3\)'):
+        fio.encode_image(np.zeros((8, 8, 3), np.uint8), format="png", pix_fmt="gray")
+    with pytest.raises(ValueError, match=r'pix_fmt "rgb24" is one frame.*got shape \(2, 8, 8, 3\)'):
+        fio.encode_image(np.zeros((2, 8, 8, 3), np.uint8), format="png")
 
 
 def test_out_of_range_quality_compression_and_sample_rate_are_value_errors(tmp_path):

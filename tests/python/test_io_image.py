@@ -217,6 +217,18 @@ def test_load_image_batch_strictness(tmp_path, jpegs, caplog):
         fio.load_image_batch([], width=32, height=32)
 
 
+def test_load_image_batch_reports_failures_in_input_order(jpegs, caplog):
+    # Image 0 fails while decoding, image 2 already at its header: the
+    # messages and the error still go 0, then 2.
+    good = jpegs["astronaut"]
+    srcs = [good[: len(good) // 2], good, b"not an image", good]
+    caplog.set_level(logging.ERROR)
+    with pytest.raises(feedline.DecodeError, match=r"\(2 of 4\): <source 0>: .*; <source 2>: not a JPEG"):
+        fio.load_image_batch(srcs, width=32, height=32)
+    failed = [r.getMessage() for r in caplog.records if "load_image_batch: image" in r.getMessage()]
+    assert [m.split()[2] for m in failed] == ["0", "2"]
+
+
 def test_numpy_view_keeps_the_buffer_alive(jpegs):
     arr = fio.to_numpy(fio.decode_image(jpegs["coffee"], width=32, height=32))
     gc.collect()

@@ -403,8 +403,9 @@ def test_demuxer_argument_errors(media):
         assert arr(fio.load_video(media / "h264_444.mp4", foo=1)).shape[0] == 50
     with pytest.raises(ValueError, match="buffer_size"):
         fio.demux_config(buffer_size=0)
-    with pytest.raises(ValueError, match="threads"):
-        fio.decode_config(threads=-1)
+    for threads in (-1, True, 2.7):  # not 1 thread, not 2
+        with pytest.raises(ValueError, match="threads"):
+            fio.decode_config(threads=threads)
     with pytest.raises(ValueError, match="bytes-like"):
         fio.load_video(12)
 

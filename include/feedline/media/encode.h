@@ -56,6 +56,11 @@ struct VideoEncodeConfig {
   std::string colorspace;  // "bt709", ...; "": unset
   std::string color_primaries;
   std::string color_trc;
+  // "tv" (limited) or "pc" (full); "": full for yuvj* formats, else unset.
+  std::string color_range;
+  // The shape of a pixel (width/height) the stream is tagged with;
+  // nullopt: square (1/1).
+  std::optional<Rational> sample_aspect_ratio;
 };
 
 struct AudioEncodeConfig {
@@ -210,6 +215,18 @@ Buffer encode_audio(
     const std::string& encoder = "",
     const std::map<std::string, std::string>& options = {},
     const std::map<std::string, std::string>& muxer_options = {});
+
+// What encode_video() and encode_audio() would refuse before any frame
+// (for an op, when it is made rather than at each clip): a `format` that
+// names no muxer or one that cannot write to memory, an encoder unknown or
+// of the wrong media (or none for the format), and settings of `config`
+// the encoder does not take (pixel or sample format, rate, colour names,
+// sample aspect ratio). The frames' size, rate and channels stand in where
+// the config leaves them to the frames. Throws InvalidArgument.
+void check_encode(const std::string& format, const VideoEncodeConfig& config,
+                  const std::string& encoder);
+void check_encode(const std::string& format, const AudioEncodeConfig& config,
+                  const std::string& encoder);
 
 // One image as a complete file (see ImageEncodeOptions). Throws
 // InvalidArgument for a bad array, format or option.

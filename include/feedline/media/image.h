@@ -163,6 +163,10 @@ std::vector<int64_t> image_output_shape(int width, int height,
 // none: a hash (FNV-1a) of its name, the path or archive member, which
 // identifies a sample wherever and whenever it is decoded.
 uint64_t sample_index_of(std::string_view name);
+// The same for an image that has no name (bytes handed over in memory): a
+// hash of its bytes, so images of one size draw apart and the same image
+// draws alike wherever it is decoded.
+uint64_t sample_index_of_bytes(std::span<const uint8_t> data);
 
 // Decodes `data` into a new Buffer (see the file comment). `index` keys a
 // seeded augmentation (default: sample_index_of(name)).
@@ -202,11 +206,11 @@ struct ImageFailure {
 };
 
 // Decodes `images` straight into one batch Buffer of shape (N, ...), N being
-// the number that decoded; each failure is appended to `*failures` and its
-// image left out. The options must give every image one size (a resize to
-// width x height, or a crop); without that, images whose shape differs from
-// the first good one fail. Returns an empty (N = 0) batch when none decoded.
-// Throws: InvalidArgument for bad options.
+// the number that decoded; each failure is appended to `*failures` (in
+// input order) and its image left out. The options must give every image one
+// size (a resize to width x height, or a crop); without that, images whose
+// shape differs from the first good one fail. Returns an empty (N = 0) batch
+// when none decoded. Throws: InvalidArgument for bad options.
 Buffer decode_image_batch(std::span<const EncodedImage> images,
                           const ImageOptions& options,
                           std::vector<ImageFailure>* failures);

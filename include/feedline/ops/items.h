@@ -20,6 +20,7 @@
 
 #include "feedline/base/buffer.h"
 #include "feedline/media/av.h"
+#include "feedline/media/image.h"
 
 namespace feedline::ops {
 
@@ -27,11 +28,18 @@ namespace feedline::ops {
 struct EncodedFile {
   std::string name;
   Buffer bytes;  // 1-D uint8
+  // False: `name` only describes the bytes ("<1234 bytes>"), so it cannot
+  // key a seeded augmentation (sample_key()).
+  bool named = true;
 
   std::span<const uint8_t> span() const { return bytes.bytes(); }
   // `bytes` (1-D uint8) named by their size, "<1234 bytes>": data that has
   // no path.
   static EncodedFile unnamed(Buffer bytes);
+  // The index that keys the file's seeded augmentation under `seed`: none
+  // for a named file (the decoder hashes its name, media::sample_index_of);
+  // for unnamed bytes a hash of them, computed only when seeded.
+  std::optional<uint64_t> sample_key(const media::AugmentSeed& seed) const;
 };
 
 // One clip for load_video_clips(): a file (a path, read into memory when

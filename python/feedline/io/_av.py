@@ -51,6 +51,7 @@ from ._filters import (
     get_filter_desc,
     get_video_filter_desc,
 )
+from ._options import _int
 
 __all__ = [
     "AudioFrames",
@@ -165,9 +166,10 @@ def decode_config(
     if decoder_options:
         cfg.decoder_options = {str(k): str(v) for k, v in decoder_options.items()}
     if threads is not None:
+        threads = _int(threads, "threads")  # not True, not 2.7
         if threads < 0:
             raise ValueError(f"threads must be >= 0, got {threads}")
-        cfg.threads = int(threads)
+        cfg.threads = threads
     return cfg
 
 

@@ -77,11 +77,16 @@ def video_encode_config(
     colorspace: str | None = None,
     color_primaries: str | None = None,
     color_trc: str | None = None,
+    color_range: str | None = None,
+    sample_aspect_ratio=None,
 ) -> VideoEncodeConfig:
     """The encoder's picture: size, rate (``(num, den)``, int, float or
     Fraction; None: the encoder's default), ``pix_fmt`` (the encoder's; None:
     its first), and the rate-control and colour settings (-1 / None leave
-    the encoder's defaults; ``qscale`` >= 0 is constant quality)."""
+    the encoder's defaults; ``qscale`` >= 0 is constant quality).
+    ``color_range`` is ``"tv"`` (limited) or ``"pc"`` (full; None: full for
+    ``yuvj*`` formats, else untagged); ``sample_aspect_ratio`` the shape of
+    a pixel, as a rate (None: square)."""
     c = VideoEncodeConfig()
     c.height, c.width = int(height), int(width)
     c.frame_rate = None if frame_rate is None else _rate(frame_rate)
@@ -91,6 +96,8 @@ def video_encode_config(
     c.colorspace = colorspace or ""
     c.color_primaries = color_primaries or ""
     c.color_trc = color_trc or ""
+    c.color_range = color_range or ""
+    c.sample_aspect_ratio = None if sample_aspect_ratio is None else _rate(sample_aspect_ratio)
     return c
 
 

@@ -89,8 +89,9 @@ def decode_image(*, field: Field | None = 0, **options):
     (``random_resized_crop``/``hflip`` with ``seed``) keys each image by its
     name, the path or archive member, so the same file gets the same crop
     for a given ``seed`` and ``epoch`` on any number of threads and in any
-    order (Python bytes have no such name: give them a seed-free op, or
-    decode them with :func:`feedline.io.decode_image` and ``index=``)."""
+    order. Python bytes have no name: they are keyed by a hash of their
+    contents (identical bytes draw alike; give a sample index with
+    :func:`feedline.io.decode_image` and ``index=`` to tell copies apart)."""
     return _on(_io.decode_image_op(image_options(**options)), field)
 
 
@@ -261,14 +262,23 @@ def encode_video(
     qscale: int = -1,
     gop_size: int = -1,
     max_b_frames: int = -1,
+    colorspace: str | None = None,
+    color_primaries: str | None = None,
+    color_trc: str | None = None,
+    color_range: str | None = None,
+    sample_aspect_ratio=None,
     field: Field | None = 0,
 ):
     """Native op: Frames (a decoded clip) -> the bytes of a complete file
     (``format``: the muxer), encoded by ``encoder`` (None: the format's
     default) with ``encoder_config``. Size and rate default to the frames';
-    ``pix_fmt`` to the encoder's first. After :func:`demux_video` and
-    :func:`decode_packets` (with a ``filter_desc`` that scales, say), a
-    transcoding pipeline that never takes the GIL."""
+    ``pix_fmt`` to the encoder's first. The colour tags and the pixel shape
+    (as :func:`feedline.io.video_encode_config`) default to the frames' own
+    (YUV frames' matrix and range; the primaries, transfer and sample aspect
+    ratio of any frames), so a BT.709, full-range or anamorphic clip stays
+    one. After
+    :func:`demux_video` and :func:`decode_packets` (with a ``filter_desc``
+    that scales, say), a transcoding pipeline that never takes the GIL."""
     from ._encode import video_encode_config
 
     config = video_encode_config(
@@ -280,6 +290,11 @@ def encode_video(
         qscale=qscale,
         gop_size=gop_size,
         max_b_frames=max_b_frames,
+        colorspace=colorspace,
+        color_primaries=color_primaries,
+        color_trc=color_trc,
+        color_range=color_range,
+        sample_aspect_ratio=sample_aspect_ratio,
     )
     enc = {str(k): str(v) for k, v in (encoder_config or {}).items()}
     mux = {str(k): str(v) for k, v in (muxer_config or {}).items()}

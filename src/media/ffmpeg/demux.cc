@@ -34,6 +34,26 @@ AVMediaType av_type(Media media) {
   return media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
 }
 
+// Stream `st` as a Codec, in time base `tb`. Its sample aspect ratio is the
+// one players use (the container's, where it has one: Matroska keeps it on
+// the stream, not in the codec's parameters), so decoded frames, filters
+// and encoders see the picture's real shape.
+Codec codec_of_stream(Media media, AVFormatContext* fmt, AVStream* st,
+                      AVRational tb) {
+  const AVRational rate = av_guess_frame_rate(fmt, st, nullptr);
+  const AVRational sar = av_guess_sample_aspect_ratio(fmt, st, nullptr);
+  if (media == Media::kAudio || sar.num <= 0 ||
+      av_cmp_q(sar, st->codecpar->sample_aspect_ratio) == 0) {
+    return Codec(media, st->codecpar, from_av(tb), from_av(rate));
+  }
+  std::unique_ptr<AVCodecParameters, ParamsDeleter> params(
+      avcodec_parameters_alloc());
+  if (!params || avcodec_parameters_copy(params.get(), st->codecpar) < 0)
+    throw std::bad_alloc();
+  params->sample_aspect_ratio = sar;
+  return Codec(media, params.get(), from_av(tb), from_av(rate));
+}
+
 }  // namespace
 
 namespace {
@@ -165,9 +185,9 @@ Codec Demuxer::stream_codec(int index) const {
     throw InvalidArgument(name_ + ": stream " + std::to_string(index) +
                           " is neither audio nor video");
   }
-  return Codec(type == AVMEDIA_TYPE_AUDIO ? Media::kAudio : Media::kVideo,
-               st->codecpar, from_av(st->time_base),
-               from_av(av_guess_frame_rate(fmt, st, nullptr)));
+  return codec_of_stream(
+      type == AVMEDIA_TYPE_AUDIO ? Media::kAudio : Media::kVideo, fmt, st,
+      st->time_base);
 }
 
 Codec Demuxer::codec(Media media) const {
@@ -175,8 +195,7 @@ Codec Demuxer::codec(Media media) const {
   const int i = best_stream(media);
   AVFormatContext* fmt = input_->format();
   AVStream* st = fmt->streams[i];
-  return Codec(media, st->codecpar, from_av(st->time_base),
-               from_av(av_guess_frame_rate(fmt, st, nullptr)));
+  return codec_of_stream(media, fmt, st, st->time_base);
 }
 
 std::unique_ptr<Packets> Demuxer::demux(Media media,
@@ -228,10 +247,8 @@ std::unique_ptr<Packets> Demuxer::demux(Media media,
     }
   }
 
-  auto packets =
-      make_packets(media, name_, index, from_av(tb), window,
-                   Codec(media, st->codecpar, from_av(tb),
-                         from_av(av_guess_frame_rate(fmt, st, nullptr))));
+  auto packets = make_packets(media, name_, index, from_av(tb), window,
+                              codec_of_stream(media, fmt, st, tb));
   bool done = false;
   // The latest end (pts + duration) of the stream's packets.
   const AVRational rate = av_guess_frame_rate(fmt, st, nullptr);

@@ -39,11 +39,16 @@ std::string rate_text(AVRational r) {
   return std::to_string(r.num) + "/" + std::to_string(r.den);
 }
 
+// Sets `*field` to the value FFmpeg names `name` (none: unchanged).
+// FFmpeg's parsers take any name that starts with a known one ("bt7099" is
+// bt709): only the exact name is taken here.
+template <typename Enum>
 void set_color(int* field, const std::string& name, const char* what,
-               int (*parse)(const char*)) {
+               int (*parse)(const char*), const char* (*name_of)(Enum)) {
   if (name.empty()) return;
   const int v = parse(name.c_str());
-  if (v < 0)
+  const char* exact = v < 0 ? nullptr : name_of(static_cast<Enum>(v));
+  if (exact == nullptr || name != exact)
     throw InvalidArgument(std::string("unknown ") + what + " \"" + name + "\"");
   *field = v;
 }
@@ -179,22 +184,37 @@ CodecPtr video_context(const VideoEncodeConfig& c, const AVCodec* codec,
   ctx->time_base = av_inv_q(rate);
   ctx->framerate = rate;
   ctx->sample_aspect_ratio = AVRational{1, 1};
+  if (c.sample_aspect_ratio) {
+    const Rational sar = *c.sample_aspect_ratio;
+    if (sar.num <= 0 || sar.den <= 0) {
+      throw InvalidArgument(
+          label + ": sample aspect ratio must be positive, got " +
+          std::to_string(sar.num) + "/" + std::to_string(sar.den));
+    }
+    ctx->sample_aspect_ratio = to_av(sar);
+  }
   if (c.gop_size != -1) ctx->gop_size = c.gop_size;
   if (c.max_b_frames != -1) ctx->max_b_frames = c.max_b_frames;
   apply_common(ctx.get(), c.bit_rate, c.compression_level, c.qscale);
   int v = ctx->colorspace;
-  set_color(&v, c.colorspace, "colorspace", av_color_space_from_name);
+  set_color(&v, c.colorspace, "colorspace", av_color_space_from_name,
+            av_color_space_name);
   ctx->colorspace = static_cast<AVColorSpace>(v);
   v = ctx->color_primaries;
   set_color(&v, c.color_primaries, "color primaries",
-            av_color_primaries_from_name);
+            av_color_primaries_from_name, av_color_primaries_name);
   ctx->color_primaries = static_cast<AVColorPrimaries>(v);
   v = ctx->color_trc;
-  set_color(&v, c.color_trc, "color transfer", av_color_transfer_from_name);
+  set_color(&v, c.color_trc, "color transfer", av_color_transfer_from_name,
+            av_color_transfer_name);
   ctx->color_trc = static_cast<AVColorTransferCharacteristic>(v);
   const AVPixFmtDescriptor* d = av_pix_fmt_desc_get(fmt);
   if (d != nullptr && std::strncmp(d->name, "yuvj", 4) == 0)
     ctx->color_range = AVCOL_RANGE_JPEG;
+  v = ctx->color_range;
+  set_color(&v, c.color_range, "color range", av_color_range_from_name,
+            av_color_range_name);
+  ctx->color_range = static_cast<AVColorRange>(v);
   if (global_header) ctx->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
   return ctx;
 }
@@ -403,6 +423,106 @@ std::unique_ptr<Packets> Encoder::Impl::new_packets() const {
                       std::nullopt, codec());
 }
 
+namespace {
+
+bool is_rgb(int format) {
+  const AVPixFmtDescriptor* d =
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
+  return d != nullptr && (d->flags & AV_PIX_FMT_FLAG_RGB) != 0;
+}
+
+// A YUV format's range as decoders read it: yuvj* and "pc" full, the rest
+// (an untagged stream included) limited.
+// Three or more components, not RGB: a format with a colour matrix.
+bool is_yuv(int format) {
+  const AVPixFmtDescriptor* d =
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
+  return d != nullptr && (d->flags & AV_PIX_FMT_FLAG_RGB) == 0 &&
+         d->nb_components >= 3;
+}
+
+std::string tag_or(const char* name) { return name != nullptr ? name : "?"; }
+
+bool full_range(int format, AVColorRange range) {
+  const AVPixFmtDescriptor* d =
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
+  const std::string_view name = d != nullptr ? d->name : "";
+  return range == AVCOL_RANGE_JPEG || name.substr(0, 4) == "yuvj";
+}
+
+}  // namespace
+
+bool Encoder::Impl::takes_as_is(const AVFrame* f) const {
+  if (f->format != ctx_->pix_fmt) return false;
+  if (is_rgb(f->format)) return true;
+  // A full-range frame into a limited stream (or back), or a frame of
+  // another known matrix, is converted (or refused, open_scaler()): passed
+  // through, its colours would be read wrong.
+  if (full_range(f->format, f->color_range) !=
+      full_range(ctx_->pix_fmt, ctx_->color_range)) {
+    return false;
+  }
+  return f->colorspace == AVCOL_SPC_UNSPECIFIED ||
+         ctx_->colorspace == AVCOL_SPC_UNSPECIFIED ||
+         f->colorspace == ctx_->colorspace;
+}
+
+void Encoder::Impl::open_scaler(const AVFrame* f) {
+  // The matrix and range the stream is tagged with (and the frame's):
+  // swscale's default, BT.601, under a bt709 or bt2020 tag shifted the
+  // colours by up to 39 levels. An untagged stream keeps the frame's
+  // matrix, as the CLI's scale filter does; RGB frames into an untagged
+  // stream get BT.601, as decoders read it. (RGB to RGB has no details.)
+  const AVColorSpace to = ctx_->colorspace != AVCOL_SPC_UNSPECIFIED
+                              ? ctx_->colorspace
+                              : f->colorspace;
+  if (is_yuv(f->format) && is_yuv(ctx_->pix_fmt) &&
+      f->colorspace != AVCOL_SPC_UNSPECIFIED && to != f->colorspace) {
+    throw InvalidArgument(
+        label_ + ": cannot convert " +
+        tag_or(av_color_space_name(f->colorspace)) + " frames to a " +
+        tag_or(av_color_space_name(to)) +
+        " stream (swscale changes a YUV matrix only through RGB); convert "
+        "them first (FFmpeg's colorspace filter) or tag the stream as the "
+        "frames are");
+  }
+  auto coefficients = [](AVColorSpace cs) {
+    return sws_getCoefficients(cs == AVCOL_SPC_UNSPECIFIED ||
+                                       cs == AVCOL_SPC_RGB
+                                   ? SWS_CS_DEFAULT
+                                   : static_cast<int>(cs));
+  };
+  auto full = [](int format, AVColorRange range) {
+    return is_rgb(format) || full_range(format, range) ? 1 : 0;
+  };
+  const int src_full = full(f->format, f->color_range);
+  const int dst_full = full(ctx_->pix_fmt, ctx_->color_range);
+  // The ranges are set before initialising: swscale picks a plain copy for
+  // one format to itself unless it knows they differ.
+  sws_.reset(sws_alloc_context());
+  if (!sws_) throw std::bad_alloc();
+  SwsContext* s = sws_.get();
+  const bool ok = av_opt_set_int(s, "srcw", f->width, 0) >= 0 &&
+                  av_opt_set_int(s, "srch", f->height, 0) >= 0 &&
+                  av_opt_set_int(s, "src_format", f->format, 0) >= 0 &&
+                  av_opt_set_int(s, "dstw", ctx_->width, 0) >= 0 &&
+                  av_opt_set_int(s, "dsth", ctx_->height, 0) >= 0 &&
+                  av_opt_set_int(s, "dst_format", ctx_->pix_fmt, 0) >= 0 &&
+                  av_opt_set_int(s, "sws_flags", SWS_BICUBIC, 0) >= 0 &&
+                  av_opt_set_int(s, "src_range", src_full, 0) >= 0 &&
+                  av_opt_set_int(s, "dst_range", dst_full, 0) >= 0 &&
+                  sws_init_context(s, nullptr, nullptr) >= 0;
+  if (!ok) {
+    sws_.reset();
+    throw InvalidArgument(label_ + ": cannot convert " +
+                          pix_fmt_name(f->format) + " frames to " +
+                          pix_fmt_name(ctx_->pix_fmt));
+  }
+  (void)sws_setColorspaceDetails(s, coefficients(f->colorspace), src_full,
+                                 coefficients(to), dst_full, 0, 1 << 16,
+                                 1 << 16);
+}
+
 FramePtr Encoder::Impl::video_frame(const AVFrame* f) {
   if (f->width != ctx_->width || f->height != ctx_->height) {
     throw InvalidArgument(
@@ -411,54 +531,17 @@ FramePtr Encoder::Impl::video_frame(const AVFrame* f) {
         std::to_string(f->width) + "x" + std::to_string(f->height));
   }
   FramePtr out = new_frame();
-  if (f->format == ctx_->pix_fmt) {
+  if (takes_as_is(f)) {
     if (av_frame_ref(out.get(), f) < 0) throw std::bad_alloc();
     // A decoded frame keeps its type (I, P, B): encoders that honour it
     // (libx264, libvpx) would follow the source's GOP, not gop_size. The
     // CLI clears it too.
     out->pict_type = AV_PICTURE_TYPE_NONE;
   } else {
-    sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height,
-                                    static_cast<AVPixelFormat>(f->format),
-                                    ctx_->width, ctx_->height, ctx_->pix_fmt,
-                                    SWS_BICUBIC, nullptr, nullptr, nullptr));
-    if (!sws_) {
-      throw InvalidArgument(label_ + ": cannot convert " +
-                            pix_fmt_name(f->format) + " frames to " +
-                            pix_fmt_name(ctx_->pix_fmt));
-    }
     const std::array<int, 5> input = {f->width, f->height, f->format,
                                       f->colorspace, f->color_range};
-    if (input != sws_input_) {
-      // The matrix and range the stream is tagged with (and the frame's):
-      // swscale's default, BT.601, under a bt709 or bt2020 tag shifted the
-      // colours by up to 39 levels. An untagged stream keeps the frame's
-      // matrix, as the CLI's scale filter does; RGB frames into an untagged
-      // stream get BT.601, as decoders read it. (RGB to RGB has no details.)
-      auto coefficients = [](AVColorSpace cs) {
-        return sws_getCoefficients(cs == AVCOL_SPC_UNSPECIFIED ||
-                                           cs == AVCOL_SPC_RGB
-                                       ? SWS_CS_DEFAULT
-                                       : static_cast<int>(cs));
-      };
-      auto full_range = [](int format, AVColorRange range) {
-        const AVPixFmtDescriptor* d =
-            av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
-        const bool rgb = d != nullptr && (d->flags & AV_PIX_FMT_FLAG_RGB) != 0;
-        const std::string_view name = d != nullptr ? d->name : "";
-        return rgb || range == AVCOL_RANGE_JPEG || name.substr(0, 4) == "yuvj"
-                   ? 1
-                   : 0;
-      };
-      (void)sws_setColorspaceDetails(
-          sws_.get(), coefficients(f->colorspace),
-          full_range(f->format, f->color_range),
-          coefficients(ctx_->colorspace != AVCOL_SPC_UNSPECIFIED
-                           ? ctx_->colorspace
-                           : f->colorspace),
-          full_range(ctx_->pix_fmt, ctx_->color_range), 0, 1 << 16, 1 << 16);
-      sws_input_ = input;
-    }
+    if (!sws_ || input != sws_input_) open_scaler(f);
+    sws_input_ = input;
     out->format = ctx_->pix_fmt;
     out->width = ctx_->width;
     out->height = ctx_->height;

@@ -358,8 +358,12 @@ Buffer encode_image(const Buffer& array, const ImageEncodeOptions& options) {
   const Buffer one = array.view_as(array.dtype(), shape);
   const ArrayLayout l = video_layout(one, in_fmt, options.pix_fmt);
   if (l.frames != 1) {
-    throw InvalidArgument(label + ": one image, got " +
-                          std::to_string(l.frames));
+    throw InvalidArgument(
+        label + ": one image of pix_fmt \"" + options.pix_fmt + "\" is " +
+        (gray ? "(H, W) or (H, W, 1)"
+              : "one frame, a video's (N, ...) layout without N") +
+        ", got shape " + shape_text(array.shape()) + " (" +
+        std::to_string(l.frames) + " images)");
   }
   if (std::strcmp(name, "png") == 0 && options.quality < 0 &&
       !options.lossless && options.compression_level <= 9) {

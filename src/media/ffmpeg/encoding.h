@@ -46,7 +46,13 @@ class Encoder::Impl {
   // Audio encoders that take frames of exactly frame_size samples.
   bool fixed_frame_size() const;
   std::unique_ptr<Packets> new_packets() const;
-  // The frame as the encoder takes it: its own size and format.
+  // Whether `f` goes to the encoder unconverted: its format, range and
+  // (where both are known) matrix are the stream's.
+  bool takes_as_is(const AVFrame* f) const;
+  // Makes sws_ convert frames like `f` to the encoder's format, matrix and
+  // range. Throws InvalidArgument where swscale cannot.
+  void open_scaler(const AVFrame* f);
+  // The frame as the encoder takes it: its own size, format and colours.
   ffmpeg::FramePtr video_frame(const AVFrame* f);
   // An empty audio frame of `samples` in the encoder's format.
   ffmpeg::FramePtr audio_frame(int samples) const;

@@ -187,6 +187,8 @@ Encoder& Muxer::add_stream(Media media, const std::string& encoder,
   Rational rate{0, 1};
   if (media != Media::kAudio) {
     st->avg_frame_rate = ctx->framerate;
+    // Some muxers (Matroska) write the stream's ratio, not the codec's.
+    st->sample_aspect_ratio = ctx->sample_aspect_ratio;
     rate = from_av(ctx->framerate);
   }
   state_->encoders.push_back(
@@ -238,8 +240,10 @@ int Muxer::add_remux_stream(const Codec& codec) {
       av_codec_get_tag2(tags, codec.params()->codec_id, &own_tag) == 0;
   st->codecpar->codec_tag = keep_tag ? in_tag : 0;
   st->time_base = to_av(codec.time_base());
-  if (codec.media() != Media::kAudio)
+  if (codec.media() != Media::kAudio) {
     st->avg_frame_rate = to_av(codec.frame_rate());
+    st->sample_aspect_ratio = codec.params()->sample_aspect_ratio;
+  }
   state_->remuxed.push_back(true);
   return static_cast<int>(st->index);
 }
@@ -463,6 +467,35 @@ Buffer encode_in_memory(
   return muxer->take_bytes();
 }
 
+std::string tag_name(const char* name) { return name != nullptr ? name : ""; }
+
+// The tags `c` leaves unset, from the frames' first: a decoded clip encoded
+// again keeps its colour matrix, range, primaries, transfer and pixel shape
+// (an untagged stream is read as BT.601, limited range, square pixels).
+void inherit_tags(const AVFrame* f, VideoEncodeConfig* c) {
+  const AVPixFmtDescriptor* d =
+      av_pix_fmt_desc_get(static_cast<AVPixelFormat>(f->format));
+  // An RGB frame's matrix and range are not the encoder's: it converts.
+  const bool rgb = d == nullptr || (d->flags & AV_PIX_FMT_FLAG_RGB) != 0;
+  if (!rgb && c->colorspace.empty() && f->colorspace != AVCOL_SPC_UNSPECIFIED) {
+    c->colorspace = tag_name(av_color_space_name(f->colorspace));
+  }
+  if (!rgb && c->color_range.empty() &&
+      f->color_range != AVCOL_RANGE_UNSPECIFIED) {
+    c->color_range = tag_name(av_color_range_name(f->color_range));
+  }
+  if (c->color_primaries.empty() &&
+      f->color_primaries != AVCOL_PRI_UNSPECIFIED) {
+    c->color_primaries = tag_name(av_color_primaries_name(f->color_primaries));
+  }
+  if (c->color_trc.empty() && f->color_trc != AVCOL_TRC_UNSPECIFIED)
+    c->color_trc = tag_name(av_color_transfer_name(f->color_trc));
+  // (The encoder takes frames of its own size only: no rescaling.)
+  const AVRational sar = f->sample_aspect_ratio;
+  if (!c->sample_aspect_ratio && sar.num > 0 && sar.den > 0)
+    c->sample_aspect_ratio = from_av(sar);
+}
+
 }  // namespace
 
 Buffer encode_video(Frames&& frames, const std::string& format,
@@ -475,6 +508,7 @@ Buffer encode_video(Frames&& frames, const std::string& format,
   if (frames.empty()) throw InvalidArgument("encode_video: no frames");
   if (config.width == 0) config.width = frames.width();
   if (config.height == 0) config.height = frames.height();
+  inherit_tags(frames.frames()[0], &config);
   if (!config.frame_rate) {
     // The spacing of the first two frames; one frame: the time base's.
     const Rational tb = frames.time_base();
@@ -518,6 +552,53 @@ Buffer encode_audio(Frames&& frames, const std::string& format,
   if (config.sample_rate == 0) config.sample_rate = frames.sample_rate();
   return encode_in_memory(std::move(frames), format, config, encoder, options,
                           muxer_options);
+}
+
+namespace {
+
+const AVCodec* encode_target(Media media, const std::string& format,
+                             const std::string& encoder,
+                             const std::string& label) {
+  const AVOutputFormat* of = av_guess_format(format.c_str(), nullptr, nullptr);
+  if (format.empty() || of == nullptr)
+    throw InvalidArgument(label + ": no muxer named \"" + format + "\"");
+  if ((of->flags & AVFMT_NOFILE) != 0) {
+    throw InvalidArgument(label + ": the " + format +
+                          " muxer writes files of its own, not to memory");
+  }
+  const AVMediaType type =
+      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
+  const AVCodecID id = av_guess_codec(of, nullptr, nullptr, nullptr, type);
+  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
+    throw InvalidArgument(label + ": " + format + " does not take " +
+                          (media == Media::kAudio ? "audio" : "video"));
+  }
+  return find_encoder(encoder, id, type, label);
+}
+
+}  // namespace
+
+void check_encode(const std::string& format, const VideoEncodeConfig& config,
+                  const std::string& encoder) {
+  const std::string label = "encode_video";
+  const AVCodec* codec = encode_target(Media::kVideo, format, encoder, label);
+  VideoEncodeConfig c = config;
+  if (c.width == 0) c.width = 64;
+  if (c.height == 0) c.height = 64;
+  if (!c.frame_rate && encoder_support(codec).frame_rates.empty())
+    c.frame_rate = Rational{25, 1};
+  (void)video_context(c, codec, false, label, AV_PIX_FMT_NONE);
+}
+
+void check_encode(const std::string& format, const AudioEncodeConfig& config,
+                  const std::string& encoder) {
+  const std::string label = "encode_audio";
+  const AVCodec* codec = encode_target(Media::kAudio, format, encoder, label);
+  AudioEncodeConfig c = config;
+  if (c.num_channels == 0) c.num_channels = 2;
+  if (c.sample_rate == 0 && encoder_support(codec).sample_rates.empty())
+    c.sample_rate = 48000;
+  (void)audio_context(c, codec, false, label);
 }
 
 }  // namespace feedline::media

@@ -327,6 +327,24 @@ TEST(RandomResizedCropTest, NameKeysTheDrawsWhenNoIndexIsGiven) {
   EXPECT_GE(differ, 7);
 }
 
+TEST(RandomResizedCropTest, BytesKeyIsAFunctionOfEveryByte) {
+  std::vector<uint8_t> data(1000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = i * 31 % 251;
+  const uint64_t key = sample_index_of_bytes(data);
+  EXPECT_EQ(key, sample_index_of_bytes(data));
+  std::set<uint64_t> keys{key};
+  // A change anywhere (the word lanes, the tail) or of the length moves it.
+  for (std::size_t at : {0, 7, 8, 31, 32, 500, 991, 998, 999}) {
+    std::vector<uint8_t> other = data;
+    other[at] ^= 1;
+    EXPECT_TRUE(keys.insert(sample_index_of_bytes(other)).second) << at;
+  }
+  std::vector<uint8_t> longer = data;
+  longer.push_back(0);
+  EXPECT_TRUE(keys.insert(sample_index_of_bytes(longer)).second);
+  EXPECT_TRUE(keys.insert(sample_index_of_bytes({})).second);
+}
+
 TEST(RandomResizedCropTest, BatchOfMixedSizesHasOneShape) {
   std::vector<std::vector<uint8_t>> files = {
       encode_png(textured(100, 80), 100, 80),

@@ -242,6 +242,33 @@ TEST_F(EncodeTest, ErrorsAreTyped) {
   EXPECT_THROW(encode_image(in, o), InvalidArgument);
 }
 
+TEST_F(EncodeTest, CheckEncodeRefusesWhatNoFramesCouldFix) {
+  VideoEncodeConfig v;  // size and rate: the frames'
+  EXPECT_NO_THROW(check_encode("matroska", v, "ffv1"));
+  EXPECT_NO_THROW(check_encode("mpeg", v, "mpeg1video"));
+  EXPECT_THROW(check_encode("no_such_muxer", v, ""), InvalidArgument);
+  EXPECT_THROW(check_encode("matroska", v, "no_such_encoder"), InvalidArgument);
+  EXPECT_THROW(check_encode("matroska", v, "flac"), InvalidArgument);
+  EXPECT_THROW(check_encode("wav", v, ""), InvalidArgument);
+  for (auto set : std::vector<void (*)(VideoEncodeConfig*)>{
+           [](VideoEncodeConfig* c) { c->colorspace = "bt7099"; },
+           [](VideoEncodeConfig* c) { c->color_primaries = "bt709x"; },
+           [](VideoEncodeConfig* c) { c->color_trc = "nope"; },
+           [](VideoEncodeConfig* c) { c->color_range = "pcm"; },
+           [](VideoEncodeConfig* c) { c->pix_fmt = "yuvj420p"; },
+           [](VideoEncodeConfig* c) {
+             c->sample_aspect_ratio = Rational{-4, 3};
+           }}) {
+    VideoEncodeConfig bad;
+    set(&bad);
+    EXPECT_THROW(check_encode("matroska", bad, "ffv1"), InvalidArgument);
+  }
+  AudioEncodeConfig a;  // channels and rate: the frames'
+  EXPECT_NO_THROW(check_encode("flac", a, ""));
+  a.sample_rate = 44100;
+  EXPECT_THROW(check_encode("ogg", a, "libopus"), InvalidArgument);
+}
+
 TEST_F(EncodeTest, EncodeVideoInMemoryReadsBackExactly) {
   const Buffer in = rgb_frames(5);
   struct Case {
