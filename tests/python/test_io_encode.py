@@ -662,6 +662,69 @@ def test_native_encode_video_keeps_the_frames_colour_tags_and_pixel_shape(tmp_pa
         transcode(colorspace="bt470bg")
 
 
+def _frame_times(path) -> list[float]:
+    out = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-select_streams",
+            "v:0",
+            "-show_entries",
+            "frame=pts_time",
+            "-of",
+            "json",
+            str(path),
+        ],
+        check=True,
+        capture_output=True,
+    ).stdout
+    return [round(float(f["pts_time"]), 3) for f in json.loads(out)["frames"]]
+
+
+def test_native_encode_video_keeps_the_frames_times(tmp_path, ffmpeg):
+    from feedline.io import ops
+    from feedline.pipeline import PipelineBuilder
+
+    def transcode(src, fmt, encoder):
+        builder = (
+            PipelineBuilder()
+            .add_source([src.read_bytes()])
+            .pipe(ops.demux_video())
+            .pipe(ops.decode_packets(filter_desc=None))
+            .pipe(ops.encode_video(format=fmt, encoder=encoder))
+            .add_sink(1)
+        )
+        (blob,) = _run(builder)
+        out = tmp_path / f"out_{encoder}.{'mkv' if fmt == 'matroska' else fmt}"
+        out.write_bytes(blob)
+        return out
+
+    # Variable frame rate: frames 3, 4 and 8 of 25 fps dropped, the rest
+    # at their times. Numbered at the first two frames' rate, they were
+    # 0, 0.04, ..., 0.32: shorter, and moving apart.
+    vfr = tmp_path / "vfr.mkv"
+    drop = "select='not(eq(n\\,3)+eq(n\\,4)+eq(n\\,8))'"
+    ffmpeg(
+        *("-f", "lavfi", "-i", "testsrc2=size=96x64:rate=25:duration=0.48"),
+        *("-vf", drop, "-fps_mode", "passthrough", "-c:v", "ffv1", vfr),
+    )
+    want = [0.0, 0.04, 0.08, 0.2, 0.24, 0.28, 0.36, 0.4, 0.44]
+    assert _frame_times(vfr) == want
+    for fmt, encoder in [("matroska", "ffv1"), ("mp4", "libx264"), ("matroska", "mpeg4")]:
+        assert _frame_times(transcode(vfr, fmt, encoder)) == want, encoder
+    # An encoder of fixed rates: the listed rate nearest the average (9
+    # frames over 0.44 s), the clip about as long.
+    assert fio.Demuxer(transcode(vfr, "mpeg", "mpeg2video")).video_codec.frame_rate == (18, 1)
+    # 29.97 fps in milliseconds (33, 33, 34, ...): the average rate, not the
+    # first two frames' 30.3 fps, so the last frame stays where it was.
+    ntsc = tmp_path / "ntsc.mkv"
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=96x64:rate=30000/1001:duration=2", "-c:v", "ffv1", ntsc)
+    src_times, out_times = _frame_times(ntsc), _frame_times(transcode(ntsc, "matroska", "ffv1"))
+    assert len(out_times) == len(src_times) == 60
+    assert max(abs(round((a - b) * 1000)) for a, b in zip(src_times, out_times)) <= 1  # ms
+
+
 @pytest.mark.parametrize(
     "kind, settings, match",
     [

@@ -61,6 +61,12 @@ struct VideoEncodeConfig {
   // The shape of a pixel (width/height) the stream is tagged with;
   // nullopt: square (1/1).
   std::optional<Rational> sample_aspect_ratio;
+  // Set: the stream's time base, and each frame keeps its own time (counted
+  // from the stream's first frame), so unevenly spaced frames stay so;
+  // frame_rate is then their average rate (for rate control and the
+  // header). Unset: frames are numbered 0, 1, 2, ... at frame_rate.
+  // Encoders that take only fixed rates (MPEG-1/2) refuse it.
+  std::optional<Rational> time_base;
 };
 
 struct AudioEncodeConfig {
@@ -117,8 +123,9 @@ class Encoder {
   // are regrouped. Video: 0.
   int frame_size() const;
   // Encodes `frames` (consumed). Video frames are numbered on from the last
-  // one sent, whatever their own times. Returns the packets ready so far
-  // (possibly none), in the encoder's time base.
+  // one sent, whatever their own times (with a config's time_base: they
+  // keep their times, which must increase). Returns the packets ready so
+  // far (possibly none), in the encoder's time base.
   std::unique_ptr<Packets> encode(Frames&& frames);
   // Drains the encoder at the end of the stream (audio: the last, shorter
   // frame first). Encoding after a flush is an error.
@@ -194,10 +201,13 @@ class Muxer {
 };
 
 // Frames (consumed) as a complete file in memory: one stream of `config`
-// (a width or height of 0 takes the frames'; no frame rate takes the
-// frames' time base's inverse), encoded by `encoder` ("" : the format's
+// (a width or height of 0 takes the frames'; unset colour tags and sample
+// aspect ratio, the first frame's), encoded by `encoder` ("" : the format's
 // default) with `options`, muxed by `format` ("mp4", "matroska", ...) with
-// `muxer_options`.
+// `muxer_options`. Without a frame rate, the frames' times are kept:
+// evenly spaced frames (to a tick of their time base) are numbered at
+// their average rate, others keep their own times in their time base
+// (config.time_base) where the encoder takes any rate.
 Buffer encode_video(
     Frames&& frames, const std::string& format, VideoEncodeConfig config,
     const std::string& encoder = "",

@@ -271,12 +271,14 @@ def encode_video(
 ):
     """Native op: Frames (a decoded clip) -> the bytes of a complete file
     (``format``: the muxer), encoded by ``encoder`` (None: the format's
-    default) with ``encoder_config``. Size and rate default to the frames';
-    ``pix_fmt`` to the encoder's first. The colour tags and the pixel shape
-    (as :func:`feedline.io.video_encode_config`) default to the frames' own
+    default) with ``encoder_config``. Size defaults to the frames';
+    ``pix_fmt`` to the encoder's first; without a ``frame_rate``, the
+    frames keep their times (variable frame rates too; see docs/ffmpeg.md).
+    The colour tags and the pixel shape (as
+    :func:`feedline.io.video_encode_config`) default to the frames' own
     (YUV frames' matrix and range; the primaries, transfer and sample aspect
     ratio of any frames), so a BT.709, full-range or anamorphic clip stays
-    one. After
+    one. Bad settings are a ``ValueError`` here, not at each clip. After
     :func:`demux_video` and :func:`decode_packets` (with a ``filter_desc``
     that scales, say), a transcoding pipeline that never takes the GIL."""
     from ._encode import video_encode_config
@@ -319,8 +321,9 @@ def encode_audio(
     the muxer), encoded by ``encoder`` (None: the format's default) with
     ``encoder_config``. Channels and rate default to the frames',
     ``sample_fmt`` to the encoder's first; the frames are converted to
-    them. After :func:`demux_audio` and :func:`decode_packets`, an audio
-    transcoding pipeline that never takes the GIL."""
+    them. Bad settings are a ``ValueError`` here, not at each clip. After
+    :func:`demux_audio` and :func:`decode_packets`, an audio transcoding
+    pipeline that never takes the GIL."""
     from ._encode import audio_encode_config
 
     config = audio_encode_config(

@@ -182,6 +182,20 @@ CodecPtr video_context(const VideoEncodeConfig& c, const AVCodec* codec,
   ctx->height = c.height;
   ctx->pix_fmt = fmt;
   ctx->time_base = av_inv_q(rate);
+  if (c.time_base) {
+    if (c.time_base->num <= 0 || c.time_base->den <= 0) {
+      throw InvalidArgument(label + ": time base must be positive, got " +
+                            std::to_string(c.time_base->num) + "/" +
+                            std::to_string(c.time_base->den));
+    }
+    if (!s.frame_rates.empty()) {
+      throw InvalidArgument(
+          label + ": the " + codec->name +
+          " encoder takes fixed frame rates only, not frames of their own "
+          "times; give a frame_rate (the frames are numbered at it)");
+    }
+    ctx->time_base = to_av(*c.time_base);
+  }
   ctx->framerate = rate;
   ctx->sample_aspect_ratio = AVRational{1, 1};
   if (c.sample_aspect_ratio) {
@@ -356,7 +370,7 @@ std::unique_ptr<Packets> Encoder::Impl::encode(Frames&& frames) {
       check_kept_bits(f);
       add_audio(f, *out);
     } else {
-      send(video_frame(f), *out);
+      send(video_frame(f, to_av(in->time_base())), *out);
     }
   }
   return out;
@@ -523,7 +537,7 @@ void Encoder::Impl::open_scaler(const AVFrame* f) {
                                  1 << 16);
 }
 
-FramePtr Encoder::Impl::video_frame(const AVFrame* f) {
+FramePtr Encoder::Impl::video_frame(const AVFrame* f, AVRational tb) {
   if (f->width != ctx_->width || f->height != ctx_->height) {
     throw InvalidArgument(
         label_ + ": the encoder takes " + std::to_string(ctx_->width) + "x" +
@@ -550,7 +564,23 @@ FramePtr Encoder::Impl::video_frame(const AVFrame* f) {
     sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, out->data,
               out->linesize);
   }
-  out->pts = next_pts_++;
+  if (keep_times_) {
+    if (f->pts == AV_NOPTS_VALUE || tb.num <= 0 || tb.den <= 0)
+      throw InvalidArgument(label_ + ": a frame without a time");
+    const int64_t t = av_rescale_q(f->pts, tb, ctx_->time_base);
+    if (first_pts_ == AV_NOPTS_VALUE) first_pts_ = t;
+    const int64_t pts = t - first_pts_;
+    if (pts < next_pts_) {
+      throw InvalidArgument(label_ + ": frame times must increase (" +
+                            std::to_string(pts) + " after " +
+                            std::to_string(next_pts_ - 1) +
+                            " in the stream's time base)");
+    }
+    out->pts = pts;
+    next_pts_ = pts + 1;
+  } else {
+    out->pts = next_pts_++;
+  }
   out->time_base = ctx_->time_base;
   return out;
 }

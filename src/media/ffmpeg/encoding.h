@@ -40,6 +40,8 @@ class Encoder::Impl {
   Codec codec() const;
   // See Encoder::encode and Encoder::flush.
   std::unique_ptr<Packets> encode(Frames&& frames);
+  // Video frames keep their own times (VideoEncodeConfig::time_base).
+  void keep_frame_times() { keep_times_ = true; }
   std::unique_ptr<Packets> flush();
 
  private:
@@ -52,8 +54,10 @@ class Encoder::Impl {
   // Makes sws_ convert frames like `f` to the encoder's format, matrix and
   // range. Throws InvalidArgument where swscale cannot.
   void open_scaler(const AVFrame* f);
-  // The frame as the encoder takes it: its own size, format and colours.
-  ffmpeg::FramePtr video_frame(const AVFrame* f);
+  // The frame as the encoder takes it: its own size, format and colours;
+  // its time in the encoder's time base (numbered, or from `f`'s own in
+  // `tb` where keep_times_).
+  ffmpeg::FramePtr video_frame(const AVFrame* f, AVRational tb);
   // An empty audio frame of `samples` in the encoder's format.
   ffmpeg::FramePtr audio_frame(int samples) const;
   static std::string audio_params(int format, int rate, int channels);
@@ -98,6 +102,8 @@ class Encoder::Impl {
   int64_t resampled_out_ = 0;
   AVAudioFifo* fifo_ = nullptr;
   int64_t next_pts_ = 0;
+  bool keep_times_ = false;
+  int64_t first_pts_ = AV_NOPTS_VALUE;  // keep_times_: the first frame's
   bool flushed_ = false;
   mutable std::atomic<std::thread::id> busy_{};
 };

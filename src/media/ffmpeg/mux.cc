@@ -2,7 +2,10 @@
 //
 // The Muxer, encode_video and encode_audio (feedline/media/encode.h).
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -201,13 +204,15 @@ Encoder& Muxer::add_stream(Media media, const std::string& encoder,
 Encoder& Muxer::add_encode_stream(
     const VideoEncodeConfig& config, const std::string& encoder,
     const std::map<std::string, std::string>& options) {
-  return add_stream(
+  Encoder& enc = add_stream(
       Media::kVideo, encoder, options,
       [&](const AVCodec* codec, bool global_header, const std::string& label) {
         return video_context(config, codec, global_header, label,
                              AV_PIX_FMT_NONE)
             .release();
       });
+  if (config.time_base) enc.impl_->keep_frame_times();
+  return enc;
 }
 
 Encoder& Muxer::add_encode_stream(
@@ -467,6 +472,86 @@ Buffer encode_in_memory(
   return muxer->take_bytes();
 }
 
+const AVCodec* encode_target(Media media, const std::string& format,
+                             const std::string& encoder,
+                             const std::string& label) {
+  const AVOutputFormat* of = av_guess_format(format.c_str(), nullptr, nullptr);
+  if (format.empty() || of == nullptr)
+    throw InvalidArgument(label + ": no muxer named \"" + format + "\"");
+  if ((of->flags & AVFMT_NOFILE) != 0) {
+    throw InvalidArgument(label + ": the " + format +
+                          " muxer writes files of its own, not to memory");
+  }
+  const AVMediaType type =
+      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
+  const AVCodecID id = av_guess_codec(of, nullptr, nullptr, nullptr, type);
+  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
+    throw InvalidArgument(label + ": " + format + " does not take " +
+                          (media == Media::kAudio ? "audio" : "video"));
+  }
+  return find_encoder(encoder, id, type, label);
+}
+
+// The frame rate (and, for unevenly spaced frames, the time base) of a
+// config that gives none, from the frames' times: evenly spaced frames (to
+// a tick of the time base, which rounds 29.97 fps in milliseconds to 33 and
+// 34) are numbered at their average rate; others keep their own times where
+// the encoder takes any rate. One frame: the time base's rate.
+void frames_timing(const Frames& frames, const std::string& format,
+                   const std::string& encoder, VideoEncodeConfig* c) {
+  const Rational tb = frames.time_base();
+  const std::vector<int64_t> pts = frames.pts();
+  const std::size_t n = pts.size();
+  int64_t lo = INT64_MAX;
+  int64_t hi = 0;
+  bool ok = tb.num > 0 && tb.den > 0;
+  for (std::size_t i = 1; ok && i < n; ++i) {
+    int64_t step = 0;
+    // Timestamps from a deserialized string may be anything.
+    ok = pts[i] > pts[i - 1] &&
+         !__builtin_sub_overflow(pts[i], pts[i - 1], &step);
+    lo = std::min(lo, step);
+    hi = std::max(hi, step);
+  }
+  // (n - 1) frames in `span` ticks: (n - 1) * den / (span * num) per second.
+  int64_t span = 1;
+  int64_t ticks = 0;
+  int64_t frames_den = 0;
+  ok = ok && (n < 2 || !__builtin_sub_overflow(pts[n - 1], pts[0], &span)) &&
+       !__builtin_mul_overflow(int64_t{tb.num}, span, &ticks) &&
+       !__builtin_mul_overflow(
+           static_cast<int64_t>(std::max<std::size_t>(n, 2) - 1),
+           int64_t{tb.den}, &frames_den);
+  int num = 0;
+  int den = 0;
+  if (ok) av_reduce(&num, &den, frames_den, ticks, 1 << 30);
+  if (num <= 0 || den <= 0) {
+    throw InvalidArgument(
+        "encode_video: the frames' timestamps (" + std::to_string(pts[0]) +
+        (n >= 2 ? " ... " + std::to_string(pts[n - 1]) : std::string()) +
+        " in time base " + std::to_string(tb.num) + "/" +
+        std::to_string(tb.den) +
+        ") give no usable frame rate; give the config a frame_rate");
+  }
+  c->frame_rate = Rational{num, den};
+  const std::vector<AVRational> fixed =
+      encoder_support(
+          encode_target(Media::kVideo, format, encoder, "encode_video"))
+          .frame_rates;
+  if (fixed.empty()) {
+    if (n >= 3 && hi - lo > 1 && !c->time_base) c->time_base = tb;
+    return;
+  }
+  // An encoder of fixed rates (MPEG-1/2): the listed rate nearest the
+  // average, at which the frames are numbered (the clip keeps its length).
+  const double want = static_cast<double>(num) / den;
+  AVRational best = fixed.front();
+  for (const AVRational& r : fixed) {
+    if (std::abs(av_q2d(r) - want) < std::abs(av_q2d(best) - want)) best = r;
+  }
+  c->frame_rate = from_av(best);
+}
+
 std::string tag_name(const char* name) { return name != nullptr ? name : ""; }
 
 // The tags `c` leaves unset, from the frames' first: a decoded clip encoded
@@ -509,31 +594,7 @@ Buffer encode_video(Frames&& frames, const std::string& format,
   if (config.width == 0) config.width = frames.width();
   if (config.height == 0) config.height = frames.height();
   inherit_tags(frames.frames()[0], &config);
-  if (!config.frame_rate) {
-    // The spacing of the first two frames; one frame: the time base's.
-    const Rational tb = frames.time_base();
-    const std::vector<int64_t> pts = frames.pts();
-    int64_t step = 1;
-    int64_t ticks = 0;  // of the time base's unit, per frame
-    // Timestamps from a deserialized string may be anything: the spacing
-    // and its product are checked.
-    const bool overflow = (pts.size() >= 2 && pts[1] > pts[0] &&
-                           __builtin_sub_overflow(pts[1], pts[0], &step)) ||
-                          __builtin_mul_overflow(int64_t{tb.num}, step, &ticks);
-    int num = 0;
-    int den = 0;
-    if (!overflow) av_reduce(&num, &den, tb.den, ticks, 1 << 30);
-    if (num <= 0 || den <= 0) {
-      throw InvalidArgument(
-          "encode_video: the frames' first timestamps (" +
-          std::to_string(pts[0]) +
-          (pts.size() >= 2 ? ", " + std::to_string(pts[1]) : std::string()) +
-          " in time base " + std::to_string(tb.num) + "/" +
-          std::to_string(tb.den) +
-          ") give no usable frame rate; give the config a frame_rate");
-    }
-    config.frame_rate = Rational{num, den};
-  }
+  if (!config.frame_rate) frames_timing(frames, format, encoder, &config);
   return encode_in_memory(std::move(frames), format, config, encoder, options,
                           muxer_options);
 }
@@ -553,30 +614,6 @@ Buffer encode_audio(Frames&& frames, const std::string& format,
   return encode_in_memory(std::move(frames), format, config, encoder, options,
                           muxer_options);
 }
-
-namespace {
-
-const AVCodec* encode_target(Media media, const std::string& format,
-                             const std::string& encoder,
-                             const std::string& label) {
-  const AVOutputFormat* of = av_guess_format(format.c_str(), nullptr, nullptr);
-  if (format.empty() || of == nullptr)
-    throw InvalidArgument(label + ": no muxer named \"" + format + "\"");
-  if ((of->flags & AVFMT_NOFILE) != 0) {
-    throw InvalidArgument(label + ": the " + format +
-                          " muxer writes files of its own, not to memory");
-  }
-  const AVMediaType type =
-      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
-  const AVCodecID id = av_guess_codec(of, nullptr, nullptr, nullptr, type);
-  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
-    throw InvalidArgument(label + ": " + format + " does not take " +
-                          (media == Media::kAudio ? "audio" : "video"));
-  }
-  return find_encoder(encoder, id, type, label);
-}
-
-}  // namespace
 
 void check_encode(const std::string& format, const VideoEncodeConfig& config,
                   const std::string& encoder) {

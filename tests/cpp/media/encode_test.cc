@@ -303,6 +303,39 @@ TEST_F(EncodeTest, EncodeVideoInMemoryReadsBackExactly) {
   EXPECT_THROW(m->take_bytes(), InvalidArgument);  // before close
 }
 
+TEST_F(EncodeTest, EncodeVideoKeepsUnevenlySpacedFramesAtTheirTimes) {
+  // Frames at 0, 1, 2, 5 and 6 of 1/25 s: a variable frame rate.
+  auto frames = video_frames_from(rgb_frames(3), "rgb24", Rational{25, 1}, 0);
+  frames->extend(std::move(
+      *video_frames_from(rgb_frames(2), "rgb24", Rational{25, 1}, 5)));
+  const Buffer file =
+      encode_video(std::move(*frames), "matroska", VideoEncodeConfig{}, "ffv1");
+  Demuxer d(Source{"", file.bytes(), file.owner()}, DemuxConfig{});
+  auto packets = d.demux(Media::kVideo, std::nullopt);
+  const std::vector<double> want = {0.0, 0.04, 0.08, 0.2, 0.24};
+  const std::vector<double> got = packets->timestamps();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-3) << i;
+  // The Muxer's streams number their frames unless asked to keep times;
+  // an encoder of fixed rates cannot keep them.
+  VideoEncodeConfig c;
+  c.width = kW;
+  c.height = kH;
+  c.frame_rate = Rational{25, 1};
+  c.time_base = Rational{1, 25};
+  auto m = Muxer::in_memory("mpeg");
+  EXPECT_THROW(m->add_encode_stream(c, "mpeg2video"), InvalidArgument);
+  // Times that go back are refused, not sent to the encoder.
+  auto back = video_frames_from(rgb_frames(1), "rgb24", Rational{25, 1}, 4);
+  back->extend(std::move(
+      *video_frames_from(rgb_frames(1), "rgb24", Rational{25, 1}, 2)));
+  c.pix_fmt = "bgr0";
+  auto m2 = Muxer::in_memory("matroska");
+  Encoder& enc = m2->add_encode_stream(c, "ffv1");
+  EXPECT_THROW(enc.encode(std::move(*back)), InvalidArgument);
+}
+
 TEST_F(EncodeTest, AMuxerDestroyedOpenLeavesAReadableFile) {
   {
     Muxer muxer(path("open.mkv"));
