@@ -133,6 +133,9 @@ void bind_encode(nb::module_& m) {
       .def_prop_rw("sample_aspect_ratio",
                    get_rate<&VideoEncodeConfig::sample_aspect_ratio>,
                    set_rate<&VideoEncodeConfig::sample_aspect_ratio>,
+                   nb::arg("value").none())
+      .def_prop_rw("time_base", get_rate<&VideoEncodeConfig::time_base>,
+                   set_rate<&VideoEncodeConfig::time_base>,
                    nb::arg("value").none());
   nb::class_<AudioEncodeConfig>(m, "AudioEncodeConfig")
       .def(nb::init<>())

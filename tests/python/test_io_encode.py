@@ -725,6 +725,42 @@ def test_native_encode_video_keeps_the_frames_times(tmp_path, ffmpeg):
     assert max(abs(round((a - b) * 1000)) for a, b in zip(src_times, out_times)) <= 1  # ms
 
 
+def test_a_muxer_stream_with_a_time_base_keeps_the_frames_times(tmp_path):
+    frames = _video(5)
+
+    def write(path, **time):
+        muxer = fio.Muxer(path)
+        cfg = fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="bgr0", **time)
+        enc = muxer.add_encode_stream(cfg, encoder="ffv1")
+        with muxer.open():
+            # Frames at 0, 1, 2, then 5, 6 (of 1/25 s): two frames missing.
+            for first, pts in ((0, 0), (3, 5)):
+                part = frames[first : first + (3 if first == 0 else 2)]
+                packets = enc.encode(fio.create_reference_video_frame(part, "rgb24", 25, pts))
+                if packets is not None:
+                    muxer.write(0, packets)
+            packets = enc.flush()
+            if packets is not None:
+                muxer.write(0, packets)
+        return path
+
+    kept = write(tmp_path / "kept.mkv", time_base=(1, 25))
+    assert _frame_times(kept) == [0.0, 0.04, 0.08, 0.2, 0.24]
+    np.testing.assert_array_equal(fio.to_numpy(fio.load_video(kept)), frames)
+    # Without one, frames are numbered at the frame rate (documented).
+    assert _frame_times(write(tmp_path / "numbered.mkv")) == [0.0, 0.04, 0.08, 0.12, 0.16]
+    # Times that go back are refused; a fixed-rate encoder cannot keep them.
+    muxer = fio.Muxer(tmp_path / "back.mkv")
+    cfg = fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="bgr0", time_base=(1, 25))
+    enc = muxer.add_encode_stream(cfg, encoder="ffv1")
+    enc.encode(fio.create_reference_video_frame(frames[:1], "rgb24", 25, 4))
+    with pytest.raises(ValueError, match="frame times must increase"):
+        enc.encode(fio.create_reference_video_frame(frames[1:2], "rgb24", 25, 2))
+    cfg.pix_fmt = "yuv420p"
+    with pytest.raises(ValueError, match="fixed frame rates only"):
+        fio.Muxer(tmp_path / "x.mpg").add_encode_stream(cfg, encoder="mpeg2video")
+
+
 @pytest.mark.parametrize(
     "kind, settings, match",
     [

@@ -79,6 +79,7 @@ def video_encode_config(
     color_trc: str | None = None,
     color_range: str | None = None,
     sample_aspect_ratio=None,
+    time_base=None,
 ) -> VideoEncodeConfig:
     """The encoder's picture: size, rate (``(num, den)``, int, float or
     Fraction; None: the encoder's default), ``pix_fmt`` (the encoder's; None:
@@ -86,7 +87,11 @@ def video_encode_config(
     the encoder's defaults; ``qscale`` >= 0 is constant quality).
     ``color_range`` is ``"tv"`` (limited) or ``"pc"`` (full; None: full for
     ``yuvj*`` formats, else untagged); ``sample_aspect_ratio`` the shape of
-    a pixel, as a rate (None: square)."""
+    a pixel, as a rate (None: square). ``time_base`` (a rate, e.g.
+    ``(1, 1000)``): the stream's, and each frame keeps its own time (from
+    the first frame's), so unevenly spaced frames stay so; None: frames are
+    numbered 0, 1, 2, ... at ``frame_rate`` whatever their times (encoders of
+    fixed rates, MPEG-1/2, take only that)."""
     c = VideoEncodeConfig()
     c.height, c.width = int(height), int(width)
     c.frame_rate = None if frame_rate is None else _rate(frame_rate)
@@ -98,6 +103,7 @@ def video_encode_config(
     c.color_trc = color_trc or ""
     c.color_range = color_range or ""
     c.sample_aspect_ratio = None if sample_aspect_ratio is None else _rate(sample_aspect_ratio)
+    c.time_base = None if time_base is None else _rate(time_base)
     return c
 
 
