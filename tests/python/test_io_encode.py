@@ -55,18 +55,26 @@ def _video(n: int = 12) -> np.ndarray:
     return np.rint(frames).astype(np.uint8)
 
 
-def _write_video(path, frames, *, encoder=None, pix_fmt="yuv420p", options=None, fmt=None, rate=25):
-    muxer = fio.Muxer(path, format=fmt)
-    cfg = fio.video_encode_config(height=H, width=W, frame_rate=rate, pix_fmt=pix_fmt)
-    enc = muxer.add_encode_stream(cfg, encoder=encoder, encoder_config=options)
+def _encode_all(muxer, enc, frames) -> None:
+    """Opens ``muxer`` and writes each Frames of ``frames`` through ``enc``
+    (stream 0), then what the flush gives."""
     with muxer.open():
-        for i in range(0, len(frames), 5):  # several calls, as a stream
-            packets = enc.encode(fio.create_reference_video_frame(frames[i : i + 5], "rgb24", rate, i))
+        for f in frames:
+            packets = enc.encode(f)
             if packets is not None:
                 muxer.write(0, packets)
         rest = enc.flush()
         if rest is not None:
             muxer.write(0, rest)
+
+
+def _write_video(path, frames, *, encoder=None, pix_fmt="yuv420p", options=None, fmt=None, rate=25):
+    muxer = fio.Muxer(path, format=fmt)
+    cfg = fio.video_encode_config(height=H, width=W, frame_rate=rate, pix_fmt=pix_fmt)
+    enc = muxer.add_encode_stream(cfg, encoder=encoder, encoder_config=options)
+    # Several calls, as a stream.
+    parts = (fio.create_reference_video_frame(frames[i : i + 5], "rgb24", rate, i) for i in range(0, len(frames), 5))
+    _encode_all(muxer, enc, parts)
 
 
 @pytest.mark.parametrize(
@@ -145,10 +153,7 @@ def test_lossy_video_is_within_40_db_and_ffprobe_agrees(tmp_path, ffmpeg, name, 
         encoder=encoder,
         encoder_config=options,
     )
-    with muxer.open():
-        for packets in (enc.encode(fio.create_reference_video_frame(frames, "yuv420p", 25)), enc.flush()):
-            if packets is not None:
-                muxer.write(0, packets)
+    _encode_all(muxer, enc, [fio.create_reference_video_frame(frames, "yuv420p", 25)])
     got = ffmpeg.video(path, (H * 3 // 2, W), pix_fmt="yuv420p")
     assert got.shape == (len(frames), H * 3 // 2, W)
     assert _psnr(got, frames[:, 0]) >= 40
@@ -171,11 +176,7 @@ def test_decoded_frames_follow_the_encoders_gop_not_the_sources(media, tmp_path)
         height=source.height, width=source.width, frame_rate=25, pix_fmt="yuv420p", gop_size=10, max_b_frames=0
     )
     enc = muxer.add_encode_stream(cfg, encoder="libx264")
-    with muxer.open():
-        muxer.write(0, enc.encode(frames))
-        rest = enc.flush()
-        if rest is not None:
-            muxer.write(0, rest)
+    _encode_all(muxer, enc, [frames])
     path = tmp_path / "gop10.mp4"
     path.write_bytes(muxer.getvalue())
     flags = subprocess.run(
@@ -238,14 +239,7 @@ def _encode_audio(path, chunks, cfg, encoder=None):
     """Writes [(samples, sample_fmt, rate, pts)] through one encoder."""
     muxer = fio.Muxer(path)
     enc = muxer.add_encode_stream(cfg, encoder=encoder)
-    with muxer.open():
-        for samples, fmt, rate, pts in chunks:
-            packets = enc.encode(fio.create_reference_audio_frame(samples, fmt, rate, pts))
-            if packets is not None:
-                muxer.write(0, packets)
-        rest = enc.flush()
-        if rest is not None:
-            muxer.write(0, rest)
+    _encode_all(muxer, enc, (fio.create_reference_audio_frame(*chunk) for chunk in chunks))
     return enc
 
 
@@ -732,16 +726,10 @@ def test_a_muxer_stream_with_a_time_base_keeps_the_frames_times(tmp_path):
         muxer = fio.Muxer(path)
         cfg = fio.video_encode_config(height=H, width=W, frame_rate=25, pix_fmt="bgr0", **time)
         enc = muxer.add_encode_stream(cfg, encoder="ffv1")
-        with muxer.open():
-            # Frames at 0, 1, 2, then 5, 6 (of 1/25 s): two frames missing.
-            for first, pts in ((0, 0), (3, 5)):
-                part = frames[first : first + (3 if first == 0 else 2)]
-                packets = enc.encode(fio.create_reference_video_frame(part, "rgb24", 25, pts))
-                if packets is not None:
-                    muxer.write(0, packets)
-            packets = enc.flush()
-            if packets is not None:
-                muxer.write(0, packets)
+        # Frames at 0, 1, 2, then 5, 6 (of 1/25 s): two frames missing.
+        parts = [fio.create_reference_video_frame(frames[:3], "rgb24", 25, 0)]
+        parts.append(fio.create_reference_video_frame(frames[3:], "rgb24", 25, 5))
+        _encode_all(muxer, enc, parts)
         return path
 
     kept = write(tmp_path / "kept.mkv", time_base=(1, 25))
