@@ -445,8 +445,6 @@ bool is_rgb(int format) {
   return d != nullptr && (d->flags & AV_PIX_FMT_FLAG_RGB) != 0;
 }
 
-// A YUV format's range as decoders read it: yuvj* and "pc" full, the rest
-// (an untagged stream included) limited.
 // Three or more components, not RGB: a format with a colour matrix.
 bool is_yuv(int format) {
   const AVPixFmtDescriptor* d =
@@ -457,6 +455,8 @@ bool is_yuv(int format) {
 
 std::string tag_or(const char* name) { return name != nullptr ? name : "?"; }
 
+// A YUV format's range as decoders read it: yuvj* and "pc" full, the rest
+// (an untagged stream included) limited.
 bool full_range(int format, AVColorRange range) {
   const AVPixFmtDescriptor* d =
       av_pix_fmt_desc_get(static_cast<AVPixelFormat>(format));
