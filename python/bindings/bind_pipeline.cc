@@ -85,9 +85,17 @@ class NativePipeline : public std::enable_shared_from_this<NativePipeline> {
       return PyErr_CheckSignals() != 0;  // leaves the error set
     };
     NextStatus status;
+    std::chrono::steady_clock::time_point taken;
     {
       ReleaseGil release;
       status = pipeline_.next(out, wait, signalled, kSignalCheckInterval);
+      taken = std::chrono::steady_clock::now();
+    }
+    // The wait to retake the GIL with the item: long when the pipeline's
+    // Python stages hold it, which then pace this consumer too.
+    if (status == NextStatus::kItem) {
+      pipeline_.report_consumer_gil_wait(std::chrono::steady_clock::now() -
+                                         taken);
     }
     if (status != NextStatus::kInterrupted) return status;
     // Ctrl-C in the consumer stops the pipeline: nobody is left to read it,

@@ -155,6 +155,11 @@ void Pipeline::report_region(const std::string& region, int host_stage,
   impl_->report_region(region, host_stage, worker, workers, std::move(stages));
 }
 
+void Pipeline::report_consumer_gil_wait(
+    std::chrono::nanoseconds wait) noexcept {
+  impl_->report_consumer_gil_wait(wait);
+}
+
 std::exception_ptr Pipeline::failure() const { return impl_->failure(); }
 
 std::exception_ptr Pipeline::take_failure() {

@@ -440,6 +440,11 @@ PipelineStats PipelineImpl::live_stats_locked() const {
   return s;
 }
 
+void PipelineImpl::report_consumer_gil_wait(
+    std::chrono::nanoseconds wait) noexcept {
+  if (sink_ != nullptr && !inherited()) sink_->record_consumer_gil_wait(wait);
+}
+
 void PipelineImpl::report_region(const std::string& region, int host_stage,
                                  int worker, int workers,
                                  std::vector<StageStats> stages) {

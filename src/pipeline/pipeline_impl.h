@@ -78,6 +78,7 @@ class PipelineImpl : public std::enable_shared_from_this<PipelineImpl> {
   TraceBuffer* trace_buffer() const { return trace_.get(); }
   void report_region(const std::string& region, int host_stage, int worker,
                      int workers, std::vector<StageStats> stages);
+  void report_consumer_gil_wait(std::chrono::nanoseconds wait) noexcept;
   std::exception_ptr failure() const;
 
   // True in a child process for a pipeline made before the fork.

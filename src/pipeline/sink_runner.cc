@@ -69,7 +69,17 @@ StageStats SinkRunner::snapshot(Clock::time_point t) {
   s.items_in += handed_items_.load(std::memory_order_relaxed);
   s.items_out += handed_items_.load(std::memory_order_relaxed);
   s.epochs += handed_epochs_.load(std::memory_order_relaxed);
+  s.gil_acquisitions +=
+      consumer_gil_acquisitions_.load(std::memory_order_relaxed);
+  s.gil_wait += std::chrono::nanoseconds(
+      consumer_gil_wait_ns_.load(std::memory_order_relaxed));
   return s;
+}
+
+void SinkRunner::record_consumer_gil_wait(std::chrono::nanoseconds wait) {
+  consumer_gil_acquisitions_.fetch_add(1, std::memory_order_relaxed);
+  consumer_gil_wait_ns_.fetch_add(std::max<int64_t>(wait.count(), 0),
+                                  std::memory_order_relaxed);
 }
 
 NextStatus SinkRunner::take_run(std::optional<Pipeline::Deadline> deadline) {

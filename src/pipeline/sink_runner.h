@@ -51,6 +51,10 @@ class SinkRunner final : public StageRunner {
   // Wakes the consumer and makes next() return kEnd.
   void wake_for_stop();
 
+  // Counts one GIL acquisition of the consumer and its wait (see
+  // Pipeline::report_consumer_gil_wait). Lock-free.
+  void record_consumer_gil_wait(std::chrono::nanoseconds wait);
+
  protected:
   bool wants_worker_locked() override REQUIRES(mu_);
   bool idle_locked() override REQUIRES(mu_) { return true; }
@@ -76,6 +80,9 @@ class SinkRunner final : public StageRunner {
   // Handed out so far (the sink's items_in/items_out, and its epochs).
   std::atomic<uint64_t> handed_items_{0};
   std::atomic<uint64_t> handed_epochs_{0};
+  // The consumer's GIL figures (the sink's gil_acquisitions and gil_wait).
+  std::atomic<uint64_t> consumer_gil_acquisitions_{0};
+  std::atomic<int64_t> consumer_gil_wait_ns_{0};
 };
 
 }  // namespace feedline::detail

@@ -422,6 +422,7 @@ std::chrono::nanoseconds mean_wait(const StageStats& s) {
 // Thresholds of find_bottleneck(), as fractions of the elapsed time.
 constexpr double kConsumerStarvedBelow = 0.05;  // the consumer barely waited
 constexpr double kSinkFullAbove = 0.5;          // and the sink queue was full
+constexpr double kConsumerGilWaitAbove = 0.2;   // unless the GIL held it back
 constexpr double kGilHeldAbove = 0.5;           // the GIL was busy
 constexpr double kGilWaitAbove = 0.25;          // and calls queued for it
 constexpr double kSaturatedAbove = 0.85;        // busy threads / available
@@ -453,7 +454,11 @@ Bottleneck find_bottleneck(const PipelineStats& stats) {
   if (sink != nullptr && sink->items_in > 0) {
     const double starved = share(sink->wait_input);
     const double full = sink->input_queue.occupancy();
-    if (starved < kConsumerStarvedBelow && full > kSinkFullAbove) {
+    // A Python consumer that waited long to retake the GIL with its items
+    // was paced by whoever held the GIL: the check below decides.
+    const double held_back = share(sink->gil_wait);
+    if (starved < kConsumerStarvedBelow && full > kSinkFullAbove &&
+        held_back < kConsumerGilWaitAbove) {
       b.kind = "consumer";
       b.reason = printf_string(
           "the consumer waited for data %.0f%% of the time and the sink "

@@ -58,16 +58,21 @@ def test_contending_python_stages_report_their_gil_wait_and_hold():
         assert abs(stage.gil_wait - true_wait) <= 0.2 * true_wait, (stage.name, stage.gil_wait, true_wait)
         # The hold: the CPU time of the calls.
         assert abs(stage.gil_held - body.cpu) <= 0.2 * body.cpu, (stage.name, stage.gil_held, body.cpu)
-    # The source is a Python generator too; the sink runs no Python.
+    # The source is a Python generator too. The sink's figures are the
+    # consumer's: it retook the GIL once per item, behind the stages.
     assert stats.stages[0].gil_acquisitions > 0
-    assert stats.stages[-1].gil_acquisitions == 0
+    sink = stats.stages[-1]
+    assert sink.gil_acquisitions == 240
+    assert sink.gil_wait > 0.05, sink.gil_wait
+    assert sink.gil_held == 0
 
 
 def test_a_gil_bound_pipeline_is_named_so_not_short_of_threads():
     stats = run((Body(0.002), 4), (Body(0.001), 4))
-    # The calls look busy (their time includes the waits for the GIL)...
+    # The calls look busy (their time includes the waits for the GIL): more
+    # than twice the one thread that can run Python at a time...
     busy = sum(s.op_time.total for s in stats.stages[1:3]) / stats.elapsed
-    assert busy > 3, busy
+    assert busy > 2, busy
     # ...but the verdict is the GIL, not more threads.
     b = stats.bottleneck()
     assert b.kind == "gil", b

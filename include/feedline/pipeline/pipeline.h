@@ -142,6 +142,13 @@ class Pipeline {
   void report_region(const std::string& region, int host_stage, int worker,
                      int workers, std::vector<StageStats> stages);
 
+  // Records that the consumer, after taking an item, waited `wait` before it
+  // could go on: a Python consumer retaking the GIL. Counted on the sink
+  // stage as one GIL acquisition and its wait, so that find_bottleneck()
+  // does not name as slow a consumer that the pipeline's own Python stages
+  // held back. Cheap, thread-safe, never throws.
+  void report_consumer_gil_wait(std::chrono::nanoseconds wait) noexcept;
+
   // The PipelineFailure of a failed pipeline, else null. Kept after stop().
   std::exception_ptr failure() const;
 

@@ -656,6 +656,46 @@ TEST_F(BottleneckTest, TheGilAheadOfBusyThreads) {
   EXPECT_EQ(b.stage, 1);
 }
 
+TEST_F(BottleneckTest, TheGilAheadOfAConsumerItHeldBack) {
+  // The sink queue was full and the consumer barely waited for items, but
+  // it waited 6 of the 10 s to retake the GIL with them: the Python stages
+  // that held it set its pace, not the consumer's own work.
+  busy(1, 39.0);
+  busy(2, 19.5);
+  for (int i : {1, 2}) stats_.stages[i].gil_acquisitions = 100;
+  stats_.stages[1].gil_held = std::chrono::milliseconds(6500);
+  stats_.stages[1].gil_wait = std::chrono::seconds(30);
+  stats_.stages[2].gil_held = std::chrono::milliseconds(1000);
+  stats_.stages[2].gil_wait = std::chrono::seconds(20);
+  StageStats& sink = stats_.stages[3];
+  sink.wait_input = std::chrono::milliseconds(100);  // 1%
+  sink.input_queue.depth_integral =
+      0.9 * 4 * static_cast<double>(stats_.elapsed.count());
+  sink.gil_acquisitions = 100;
+  sink.gil_wait = std::chrono::seconds(6);
+  Bottleneck b = find_bottleneck(stats_);
+  EXPECT_EQ(b.kind, "gil") << b.reason;
+  EXPECT_EQ(b.stage, 1);
+  // A consumer that took the GIL at once is the pace-setter again.
+  sink.gil_wait = std::chrono::milliseconds(50);
+  EXPECT_EQ(find_bottleneck(stats_).kind, "consumer");
+}
+
+// The consumer's waits to resume after each item are the sink's GIL figures.
+TEST(StatsTest, TheConsumersGilWaitsAreTheSinks) {
+  auto p = PipelineBuilder().add_source(iota(3)).add_sink(4).build(1);
+  int items = 0;
+  while (p.next()) {
+    ++items;
+    p.untyped().report_consumer_gil_wait(milliseconds(2));
+  }
+  EXPECT_EQ(items, 3);
+  StageStats sink = p.stats().stages.back();
+  EXPECT_EQ(sink.gil_acquisitions, 3u);
+  EXPECT_EQ(sink.gil_wait, milliseconds(6));
+  EXPECT_EQ(sink.gil_held, nanoseconds(0));
+}
+
 // What to_json() writes reads back: the same JSON, the same table.
 TEST(StatsJsonTest, ReadsBackWhatToJsonWrites) {
   PipelineStats stats;
