@@ -19,6 +19,36 @@ namespace feedline::media {
 
 using namespace media::ffmpeg;  // NOLINT(google-build-using-namespace)
 
+namespace {
+
+// Muxers that open files of their own (an image sequence, a segment list)
+// cannot write to memory. `where` prefixes the error.
+void refuse_own_files(const AVOutputFormat* of, const std::string& format,
+                      const std::string& where) {
+  if ((of->flags & AVFMT_NOFILE) != 0) {
+    throw InvalidArgument(where + "the " + format +
+                          " muxer writes files of its own, not to memory");
+  }
+}
+
+// The encoder of a new `media` stream of `of`: `encoder` by name, else the
+// format's own for the medium (for `filename`'s extension, where given).
+// Throws: InvalidArgument, naming `where`, if there is none.
+const AVCodec* stream_encoder(const AVOutputFormat* of, const char* filename,
+                              Media media, const std::string& encoder,
+                              const std::string& where) {
+  const AVMediaType type =
+      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
+  const AVCodecID id = av_guess_codec(of, nullptr, filename, nullptr, type);
+  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
+    throw InvalidArgument(where + ": " + of->name + " does not take " +
+                          (media == Media::kAudio ? "audio" : "video"));
+  }
+  return find_encoder(encoder, id, type, where);
+}
+
+}  // namespace
+
 // --- Muxer ---
 
 struct Muxer::State {
@@ -105,10 +135,7 @@ std::unique_ptr<Muxer> Muxer::in_memory(const std::string& format) {
   if (format.empty()) throw InvalidArgument("a Muxer in memory needs a format");
   auto m = std::make_unique<Muxer>("<memory>", format);
   State& s = *m->state_;
-  if ((s.fmt->oformat->flags & AVFMT_NOFILE) != 0) {
-    throw InvalidArgument("the " + format +
-                          " muxer writes files of its own, not to memory");
-  }
+  refuse_own_files(s.fmt->oformat, format, "");
   constexpr int kBufferSize = 1 << 16;
   auto* buffer = static_cast<uint8_t*>(av_malloc(kBufferSize));
   if (buffer == nullptr) throw std::bad_alloc();
@@ -168,15 +195,8 @@ Encoder& Muxer::add_stream(Media media, const std::string& encoder,
   BusyGuard guard(state_->busy, dst_ + ": the Muxer");
   check_adding(*this, state_->opened, state_->closed);
   AVFormatContext* fmt = state_->fmt;
-  const AVMediaType type =
-      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
-  const AVCodecID id =
-      av_guess_codec(fmt->oformat, nullptr, dst_.c_str(), nullptr, type);
-  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
-    throw InvalidArgument(dst_ + ": " + format() + " does not take " +
-                          (media == Media::kAudio ? "audio" : "video"));
-  }
-  const AVCodec* codec = find_encoder(encoder, id, type, dst_);
+  const AVCodec* codec =
+      stream_encoder(fmt->oformat, dst_.c_str(), media, encoder, dst_);
   const int index = num_streams();
   const std::string label = dst_ + " (stream " + std::to_string(index) + ")";
   CodecPtr ctx(
@@ -472,33 +492,25 @@ Buffer encode_in_memory(
   return muxer->take_bytes();
 }
 
+// The encoder a stream of a `format` Muxer in memory would get, checked as
+// Muxer::in_memory() and add_stream() check it, without making either.
 const AVCodec* encode_target(Media media, const std::string& format,
                              const std::string& encoder,
                              const std::string& label) {
   const AVOutputFormat* of = av_guess_format(format.c_str(), nullptr, nullptr);
   if (format.empty() || of == nullptr)
     throw InvalidArgument(label + ": no muxer named \"" + format + "\"");
-  if ((of->flags & AVFMT_NOFILE) != 0) {
-    throw InvalidArgument(label + ": the " + format +
-                          " muxer writes files of its own, not to memory");
-  }
-  const AVMediaType type =
-      media == Media::kAudio ? AVMEDIA_TYPE_AUDIO : AVMEDIA_TYPE_VIDEO;
-  const AVCodecID id = av_guess_codec(of, nullptr, nullptr, nullptr, type);
-  if (encoder.empty() && id == AV_CODEC_ID_NONE) {
-    throw InvalidArgument(label + ": " + format + " does not take " +
-                          (media == Media::kAudio ? "audio" : "video"));
-  }
-  return find_encoder(encoder, id, type, label);
+  refuse_own_files(of, format, label + ": ");
+  return stream_encoder(of, nullptr, media, encoder, label);
 }
 
 // The frame rate (and, for unevenly spaced frames, the time base) of a
 // config that gives none, from the frames' times: evenly spaced frames (to
 // a tick of the time base, which rounds 29.97 fps in milliseconds to 33 and
 // 34) are numbered at their average rate; others keep their own times where
-// the encoder takes any rate. One frame: the time base's rate.
-void frames_timing(const Frames& frames, const std::string& format,
-                   const std::string& encoder, VideoEncodeConfig* c) {
+// `codec` takes any rate. One frame: the time base's rate.
+void frames_timing(const Frames& frames, const AVCodec* codec,
+                   VideoEncodeConfig* c) {
   const Rational tb = frames.time_base();
   const std::vector<int64_t> pts = frames.pts();
   const std::size_t n = pts.size();
@@ -534,10 +546,7 @@ void frames_timing(const Frames& frames, const std::string& format,
         ") give no usable frame rate; give the config a frame_rate");
   }
   c->frame_rate = Rational{num, den};
-  const std::vector<AVRational> fixed =
-      encoder_support(
-          encode_target(Media::kVideo, format, encoder, "encode_video"))
-          .frame_rates;
+  const std::vector<AVRational> fixed = encoder_support(codec).frame_rates;
   if (fixed.empty()) {
     if (n >= 3 && hi - lo > 1 && !c->time_base) c->time_base = tb;
     return;
@@ -594,7 +603,11 @@ Buffer encode_video(Frames&& frames, const std::string& format,
   if (config.width == 0) config.width = frames.width();
   if (config.height == 0) config.height = frames.height();
   inherit_tags(frames.frames()[0], &config);
-  if (!config.frame_rate) frames_timing(frames, format, encoder, &config);
+  if (!config.frame_rate) {
+    frames_timing(frames,
+                  encode_target(Media::kVideo, format, encoder, "encode_video"),
+                  &config);
+  }
   return encode_in_memory(std::move(frames), format, config, encoder, options,
                           muxer_options);
 }
