@@ -185,8 +185,12 @@ class ArchiveMembersOp final : public GeneratorOp {
       const Member& m = members_[next_++];
       try {
         // The name is for messages, which reach Python as UTF-8 text: a
-        // member name that is not UTF-8 (Latin-1, say) is shown escaped.
-        *out = Item(EncodedFile{display_name(m.name), read_(archive_, m)});
+        // member name that is not UTF-8 (Latin-1, say) is shown escaped. It
+        // names the archive too, which also keys seeded augmentation apart
+        // for members of one name in two shards. Members of unnamed bytes
+        // are keyed by their contents, as the bytes would be.
+        *out = Item(EncodedFile{archive_.name + ":" + display_name(m.name),
+                                read_(archive_, m), archive_.named});
       } catch (const std::exception&) {
         // A damaged member (a bad CRC, a corrupt deflate stream) costs
         // itself, a counted failure of the stage, not the members after it.

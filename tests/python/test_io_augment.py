@@ -10,6 +10,7 @@ thread counts and output orders.
 import hashlib
 import io
 import math
+import tarfile
 
 import numpy as np
 import pytest
@@ -238,6 +239,52 @@ def test_bytes_without_a_name_are_keyed_by_their_contents_not_their_length(batch
     # And a function of the seed.
     kw["seed"] = 8
     assert not set(crops(pngs)) & set(boxes)
+
+
+def tar_of(members):
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return b.getvalue()
+
+
+def test_archive_members_are_keyed_and_named_by_archive_and_member(tmp_path):
+    # Shards whose members share names, as WebDataset shards often do.
+    y, x = np.mgrid[0:256, 0:256]
+    img = np.stack([x, y, np.zeros_like(x)], axis=-1).astype(np.uint8)
+    other = img.copy()
+    other[0, 0, 2] = 1
+    png, png2 = encode(img, "PNG", compress_level=0), encode(other, "PNG", compress_level=0)
+    kw = dict(random_resized_crop=(32, 32), seed=7)
+
+    def crops(shards, **build):
+        b = PipelineBuilder().add_source(shards)
+        if isinstance(shards[0], str):
+            b = b.pipe(ops.read_file())
+        b = b.pipe(ops.tar_members()).pipe(ops.decode_image(**kw))
+        with (p := b.add_sink(4).build(num_threads=1, **build)).auto_stop():
+            return [fio.to_numpy(a)[..., :2].tobytes() for a in p]  # the box
+
+    paths = []
+    for shard in ("a", "b"):
+        paths.append(str(tmp_path / f"{shard}.tar"))
+        (tmp_path / f"{shard}.tar").write_bytes(tar_of([("0.png", png)]))
+    # One image under one member name in two shards: two keys, two crops.
+    a, b = crops(paths)
+    assert a != b
+    assert crops(paths[::-1]) == [b, a]
+    # Shards given as bytes have no name: members are keyed by contents.
+    same = crops([tar_of([("0.png", png)]), tar_of([("0.png", png)])])
+    assert same[0] == same[1]
+    differ = crops([tar_of([("0.png", png)]), tar_of([("0.png", png2)])])
+    assert differ[0] != differ[1]
+    # A bad member's error names its shard.
+    (tmp_path / "c.tar").write_bytes(tar_of([("7.jpg", b"not an image")]))
+    with pytest.raises(feedline.PipelineFailure, match=r"c\.tar:7\.jpg"):
+        crops([str(tmp_path / "c.tar")], max_failures=0)
 
 
 def test_load_image_batch_with_indices(jpegs):

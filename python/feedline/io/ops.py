@@ -127,7 +127,8 @@ def load_wav(*, field: Field | None = 0):
 
 def tar_members(*, field: Field | None = 0):
     """A tar archive (from :func:`read_file`, or bytes) -> each regular
-    file's bytes, named by its member name, viewing the archive (a generator
+    file's bytes, named ``<archive>:<member>`` in errors and in the keys of
+    seeded augmentation, viewing the archive (a generator
     op: 0..n items per archive). Follow it with a decoder op, e.g.
     ``read_file() -> tar_members() -> decode_image()`` for a WebDataset-style
     image shard."""
@@ -136,7 +137,7 @@ def tar_members(*, field: Field | None = 0):
 
 def zip_members(*, field: Field | None = 0):
     """A ZIP archive (an ``.npz``, say; from :func:`read_file`, or bytes) ->
-    each member's bytes, named by the member: views of the archive for
+    each member's bytes, named as by :func:`tar_members`: views of the archive for
     stored members, inflated copies for deflated ones (a generator op).
     ``read_file() -> zip_members() -> load_npy()`` reads every array of a set
     of NPZ files without the GIL."""

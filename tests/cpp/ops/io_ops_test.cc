@@ -285,13 +285,15 @@ class ArchiveTest : public ::testing::Test {
   EncodedFile archive(const std::string& name) {
     return encoded(name, testing::read_all(dir_ / name));
   }
-  void expect_members(const std::vector<Item>& items) {
+  // Members are named "<archive>:<member>".
+  void expect_members(const std::vector<Item>& items,
+                      const std::string& archive) {
     ASSERT_EQ(items.size(), 2u);
     const auto& a = const_cast<Item&>(items[0]).as<EncodedFile>();
     const auto& b = const_cast<Item&>(items[1]).as<EncodedFile>();
-    EXPECT_EQ(a.name, "a.txt");
+    EXPECT_EQ(a.name, archive + ":a.txt");
     EXPECT_EQ(testing::bytes_of(a.bytes), (std::vector<uint8_t>{'h', 'i'}));
-    EXPECT_EQ(b.name, "sub/b.bin");
+    EXPECT_EQ(b.name, archive + ":sub/b.bin");
     EXPECT_EQ(testing::bytes_of(b.bytes), std::vector<uint8_t>(3000, 'z'));
   }
   TempDir dir_;
@@ -299,7 +301,7 @@ class ArchiveTest : public ::testing::Test {
 
 TEST_F(ArchiveTest, TarMembersYieldsEachRegularFile) {
   testing::run("cd " + dir_ / "src" + " && tar -cf ../a.tar a.txt sub");
-  expect_members(pull(tar_members(), Item(archive("a.tar"))));
+  expect_members(pull(tar_members(), Item(archive("a.tar"))), "a.tar");
 
   std::vector<uint8_t> bad = testing::read_all(dir_ / "a.tar");
   bad[148] ^= 0x55;  // the header checksum
@@ -313,10 +315,11 @@ TEST_F(ArchiveTest, TarMembersYieldsEachRegularFile) {
 TEST_F(ArchiveTest, ZipMembersSkipsDirectoriesAndInflates) {
   // Directory entries (sub/) are in the archive; zip_members leaves them out.
   testing::run("cd " + dir_ / "src" + " && zip -q -r ../a.zip a.txt sub");
-  expect_members(pull(zip_members(), Item(archive("a.zip"))));
+  expect_members(pull(zip_members(), Item(archive("a.zip"))), "a.zip");
   testing::run("cd " + dir_ / "src" +
                " && zip -q -0 -r ../stored.zip a.txt sub");
-  expect_members(pull(zip_members(), Item(archive("stored.zip"))));
+  expect_members(pull(zip_members(), Item(archive("stored.zip"))),
+                 "stored.zip");
 
   const std::vector<uint8_t> junk(100, 7);
   EXPECT_THROW(pull(zip_members(), Item(encoded("junk.zip", junk))),

@@ -126,7 +126,7 @@ TEST(SamplesTest, GeneratorOutputsShareTheRecord) {
     EXPECT_EQ(s.field, Field{std::string("tar")});
     EXPECT_TRUE(s.payload.holds<EncodedFile>());
   }
-  EXPECT_EQ(out[1].as<Sample>().payload.as<EncodedFile>().name, "b.txt");
+  EXPECT_EQ(out[1].as<Sample>().payload.as<EncodedFile>().name, "t.tar:b.txt");
 }
 
 class SkipAsync final : public AsyncOp {
