@@ -22,11 +22,13 @@ test-only extension that is never installed (source in tests/python/native/).
 """
 
 import importlib.util
+import io
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 
@@ -38,6 +40,17 @@ TEST_EXT_DIR = pathlib.Path(
     os.environ.get("FEEDLINE_TEST_EXT_DIR", _ROOT / "build" / "pytest" / "tests" / "python" / "native")
 )
 sys.path.insert(0, str(TEST_EXT_DIR))
+
+
+def tar_bytes(members, fmt=tarfile.GNU_FORMAT, encoding="utf-8") -> bytes:
+    """A tar archive, written by Python's tarfile, of (name, bytes) pairs."""
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=fmt, encoding=encoding) as tf:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    return b.getvalue()
 
 
 def process_gone(pid: int, seconds: float = 15.0) -> bool:

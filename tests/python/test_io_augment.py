@@ -10,10 +10,10 @@ thread counts and output orders.
 import hashlib
 import io
 import math
-import tarfile
 
 import numpy as np
 import pytest
+from conftest import tar_bytes
 
 import feedline
 import feedline.io as fio
@@ -241,16 +241,6 @@ def test_bytes_without_a_name_are_keyed_by_their_contents_not_their_length(batch
     assert not set(crops(pngs)) & set(boxes)
 
 
-def tar_of(members):
-    b = io.BytesIO()
-    with tarfile.open(fileobj=b, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return b.getvalue()
-
-
 def test_archive_members_are_keyed_and_named_by_archive_and_member(tmp_path):
     # Shards whose members share names, as WebDataset shards often do.
     y, x = np.mgrid[0:256, 0:256]
@@ -271,18 +261,18 @@ def test_archive_members_are_keyed_and_named_by_archive_and_member(tmp_path):
     paths = []
     for shard in ("a", "b"):
         paths.append(str(tmp_path / f"{shard}.tar"))
-        (tmp_path / f"{shard}.tar").write_bytes(tar_of([("0.png", png)]))
+        (tmp_path / f"{shard}.tar").write_bytes(tar_bytes([("0.png", png)]))
     # One image under one member name in two shards: two keys, two crops.
     a, b = crops(paths)
     assert a != b
     assert crops(paths[::-1]) == [b, a]
     # Shards given as bytes have no name: members are keyed by contents.
-    same = crops([tar_of([("0.png", png)]), tar_of([("0.png", png)])])
+    same = crops([tar_bytes([("0.png", png)]), tar_bytes([("0.png", png)])])
     assert same[0] == same[1]
-    differ = crops([tar_of([("0.png", png)]), tar_of([("0.png", png2)])])
+    differ = crops([tar_bytes([("0.png", png)]), tar_bytes([("0.png", png2)])])
     assert differ[0] != differ[1]
     # A bad member's error names its shard.
-    (tmp_path / "c.tar").write_bytes(tar_of([("7.jpg", b"not an image")]))
+    (tmp_path / "c.tar").write_bytes(tar_bytes([("7.jpg", b"not an image")]))
     with pytest.raises(feedline.PipelineFailure, match=r"c\.tar:7\.jpg"):
         crops([str(tmp_path / "c.tar")], max_failures=0)
 

@@ -18,6 +18,7 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import tar_bytes
 
 import feedline
 import feedline.io as fio
@@ -182,16 +183,6 @@ def test_encrypted_zip_member_says_so():
 
 
 # --- TAR ----------------------------------------------------------------------
-
-
-def tar_bytes(members, fmt=tarfile.GNU_FORMAT, encoding="utf-8"):
-    b = io.BytesIO()
-    with tarfile.open(fileobj=b, mode="w", format=fmt, encoding=encoding) as tf:
-        for name, data in members:
-            ti = tarfile.TarInfo(name)
-            ti.size = len(data)
-            tf.addfile(ti, io.BytesIO(data))
-    return b.getvalue()
 
 
 def tarfile_members(data):
