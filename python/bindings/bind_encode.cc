@@ -169,8 +169,11 @@ void bind_encode(nb::module_& m) {
   nb::class_<Muxer>(m, "Muxer", "An output file and its streams.")
       .def(nb::init<std::string, const std::string&>(), nb::arg("dst"),
            nb::arg("format") = "")
-      .def_static("in_memory", &Muxer::in_memory, nb::arg("format"),
-                  "A Muxer writing to memory; take_bytes() after close().")
+      .def_static(
+          "in_memory",
+          [](const std::string& format) { return Muxer::in_memory(format); },
+          nb::arg("format"),
+          "A Muxer writing to memory; take_bytes() after close().")
       .def("take_bytes",
            [](Muxer& m) {
              Buffer b;

@@ -630,7 +630,8 @@ def test_native_encode_video_keeps_the_frames_colour_tags_and_pixel_shape(tmp_pa
     def transcode(**settings):
         builder = (
             PipelineBuilder()
-            .add_source([src.read_bytes()])
+            .add_source([str(src)])
+            .pipe(ops.read_file())
             .pipe(ops.demux_video())
             .pipe(ops.decode_packets(filter_desc=None))
             .pipe(ops.encode_video(format="matroska", encoder="ffv1", pix_fmt="yuv420p", **settings))
@@ -651,9 +652,10 @@ def test_native_encode_video_keeps_the_frames_colour_tags_and_pixel_shape(tmp_pa
     ffmpeg("-i", src, "-vf", "scale=out_range=tv", "-color_range", "tv", "-c:v", "ffv1", cli)
     assert diff.max() <= np.abs(_rgb(cli).astype(int) - _rgb(src).astype(int)).max() <= 2
     # swscale cannot change a YUV matrix: refused, not tagged over pixels
-    # of another matrix.
-    with pytest.raises(feedline.PipelineFailure, match="cannot convert bt709 frames to a bt470bg stream"):
+    # of another matrix. The error names the clip the frames came from.
+    with pytest.raises(feedline.PipelineFailure, match="cannot convert bt709 frames to a bt470bg stream") as e:
         transcode(colorspace="bt470bg")
+    assert f"<memory: frames of {src}> (stream 0)" in str(e.value)
 
 
 def _frame_times(path) -> list[float]:

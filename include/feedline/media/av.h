@@ -287,6 +287,11 @@ class Frames {
   std::vector<double> timestamps() const;
   // The first frame's metadata (EXIF tags and the like).
   std::map<std::string, std::string> metadata() const;
+  // What the frames were decoded from (the packets' src), for messages; ""
+  // for frames made from arrays or read back from bytes. Kept by clone(),
+  // take(), select() and image().
+  const std::string& src() const { return src_; }
+  void set_src(std::string src) { src_ = std::move(src); }
   bool consumed() const { return consumed_; }
   void check() const;
 
@@ -307,6 +312,7 @@ class Frames {
   Media media_;
   Rational time_base_;
   std::vector<AVFrame*> frames_;
+  std::string src_;
   bool consumed_ = false;
 };
 

@@ -150,8 +150,10 @@ class Muxer {
   // names a muxer.
   explicit Muxer(std::string dst, const std::string& format = "");
   // A Muxer that writes to memory (seekable, so MP4 and Matroska write
-  // their indexes as to a file); take the bytes after close().
-  static std::unique_ptr<Muxer> in_memory(const std::string& format);
+  // their indexes as to a file); take the bytes after close(). `name` is
+  // what messages call it (its dst()).
+  static std::unique_ptr<Muxer> in_memory(const std::string& format,
+                                          std::string name = "<memory>");
   ~Muxer();
   Muxer(const Muxer&) = delete;
   Muxer& operator=(const Muxer&) = delete;

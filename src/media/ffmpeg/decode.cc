@@ -298,6 +298,7 @@ std::unique_ptr<Frames> decode_packets(
               image ? 1 : limit};
   send_window(session, *owned, session.may_skip_frames(), c.sink());
   report_errors(session, *c.frames, name);
+  c.frames->set_src(name);
   if (image) {
     if (c.frames->empty()) throw DecodeError(name + ": no image decoded");
     return c.frames->image(0);
@@ -338,6 +339,7 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
       if (!session.send(p, false, c.sink())) break;
     }
     session.flush(c.sink());
+    c.frames->set_src(name);
     const auto n = static_cast<int64_t>(c.frames->num_av_frames());
     if (indices.front() < 0 || indices.back() >= n) {
       throw OutOfRange("frame indices must be in [0, " + std::to_string(n) +
@@ -419,6 +421,7 @@ std::vector<std::unique_ptr<Frames>> sample_decode_video(
     std::size_t remaining = wanted.size();
     auto keep = [&](AVFrame* f, AVRational ftb) {
       auto frames = make_frames(Media::kImage, from_av(ftb));
+      frames->set_src(name);
       FramePtr copy = new_frame();
       av_frame_move_ref(copy.get(), f);
       frames->push(copy.release());

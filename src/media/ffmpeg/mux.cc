@@ -131,9 +131,10 @@ Muxer::Muxer(std::string dst, const std::string& format)
 
 Muxer::~Muxer() = default;
 
-std::unique_ptr<Muxer> Muxer::in_memory(const std::string& format) {
+std::unique_ptr<Muxer> Muxer::in_memory(const std::string& format,
+                                        std::string name) {
   if (format.empty()) throw InvalidArgument("a Muxer in memory needs a format");
-  auto m = std::make_unique<Muxer>("<memory>", format);
+  auto m = std::make_unique<Muxer>(std::move(name), format);
   State& s = *m->state_;
   refuse_own_files(s.fmt->oformat, format, "");
   constexpr int kBufferSize = 1 << 16;
@@ -476,14 +477,18 @@ void Muxer::close() {
 
 namespace {
 
-// Frames as one stream of a file in memory.
+// Frames as one stream of a file in memory. Messages name the frames'
+// source: "<memory: frames of clip.mp4> (stream 0): ...".
 template <typename Config>
 Buffer encode_in_memory(
     Frames&& frames, const std::string& format, const Config& config,
     const std::string& encoder,
     const std::map<std::string, std::string>& options,
     const std::map<std::string, std::string>& muxer_options) {
-  auto muxer = Muxer::in_memory(format);
+  auto muxer = Muxer::in_memory(
+      format, frames.src().empty()
+                  ? "<memory>"
+                  : "<memory: frames of " + frames.src() + ">");
   Encoder& enc = muxer->add_encode_stream(config, encoder, options);
   muxer->open(muxer_options);
   muxer->write(0, *enc.encode(std::move(frames)));

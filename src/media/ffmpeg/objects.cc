@@ -400,6 +400,7 @@ std::map<std::string, std::string> Frames::metadata() const {
 std::unique_ptr<Frames> Frames::clone() const {
   check();
   auto out = make_frames(media_, time_base_);
+  out->src_ = src_;
   for (const AVFrame* f : frames_) {
     AVFrame* c = av_frame_clone(f);
     if (c == nullptr) throw std::bad_alloc();
@@ -411,6 +412,7 @@ std::unique_ptr<Frames> Frames::clone() const {
 std::unique_ptr<Frames> Frames::take() {
   check();
   auto out = make_frames(media_, time_base_);
+  out->src_ = src_;
   out->frames_ = std::move(frames_);
   frames_.clear();
   consumed_ = true;
@@ -422,6 +424,7 @@ std::unique_ptr<Frames> Frames::select(
   check();
   const auto n = static_cast<int64_t>(frames_.size());
   auto out = make_frames(media_, time_base_);
+  out->src_ = src_;
   for (int64_t i : indices) {
     if (i < -n || i >= n) {
       throw OutOfRange("frame index " + std::to_string(i) +
@@ -448,6 +451,7 @@ void Frames::extend(Frames&& other) {
 std::unique_ptr<Frames> Frames::image(int64_t i) const {
   auto one = select({i});
   auto out = make_frames(Media::kImage, time_base_);
+  out->src_ = src_;
   out->frames_ = std::move(one->frames_);
   one->frames_.clear();
   return out;

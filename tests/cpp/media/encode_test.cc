@@ -303,6 +303,45 @@ TEST_F(EncodeTest, EncodeVideoInMemoryReadsBackExactly) {
   EXPECT_THROW(m->take_bytes(), InvalidArgument);  // before close
 }
 
+// Decoded frames carry their file's name, and an encode of them names it.
+TEST_F(EncodeTest, EncodeErrorsNameTheFileTheFramesCameFrom) {
+  const std::string file = path("named.mkv");
+  Muxer m(file);
+  VideoEncodeConfig c;
+  c.width = kW;
+  c.height = kH;
+  c.frame_rate = Rational{25, 1};
+  c.pix_fmt = "yuv420p";
+  Encoder& enc = m.add_encode_stream(c, "ffv1", {});
+  m.open({});
+  m.write(0, *enc.encode(std::move(
+                 *video_frames_from(rgb_frames(3), "rgb24", Rational{25, 1}))));
+  m.write(0, *enc.flush());
+  m.close();
+  Demuxer d(Source{file, {}, nullptr}, DemuxConfig{});
+  auto frames = decode_packets(std::move(*d.demux(Media::kVideo, {})),
+                               std::nullopt, DecodeConfig{});
+  EXPECT_EQ(frames->src(), file);
+  EXPECT_EQ(frames->clone()->src(), file);
+  EXPECT_EQ(frames->select({0})->src(), file);
+  EXPECT_EQ(frames->image(0)->src(), file);
+  VideoEncodeConfig other;
+  other.width = kW * 2;  // not the frames' size
+  other.height = kH;
+  try {
+    encode_video(std::move(*frames->take()), "matroska", other, "ffv1");
+    FAIL() << "encoded frames of the wrong size";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("<memory: frames of " + file +
+                                         "> (stream 0)"),
+              std::string::npos)
+        << e.what();
+  }
+  // Frames made from arrays have no file: the output is named as before.
+  EXPECT_EQ(video_frames_from(rgb_frames(1), "rgb24", Rational{25, 1})->src(),
+            "");
+}
+
 TEST_F(EncodeTest, EncodeVideoKeepsUnevenlySpacedFramesAtTheirTimes) {
   // Frames at 0, 1, 2, 5 and 6 of 1/25 s: a variable frame rate.
   auto frames = video_frames_from(rgb_frames(3), "rgb24", Rational{25, 1}, 0);
