@@ -571,6 +571,25 @@ class BottleneckTest : public ::testing::Test {
       h.record(nanoseconds(static_cast<int64_t>(seconds * 1e7)));
     }
   }
+  // Both pipes look saturated (their calls include the waits for the GIL),
+  // but the GIL was held 95% of the time and calls queued 5 s/s for it.
+  void gil_bound() {
+    busy(1, 39.0);
+    busy(2, 19.5);
+    for (int i : {1, 2}) stats_.stages[i].gil_acquisitions = 100;
+    stats_.stages[1].gil_held = std::chrono::milliseconds(6500);
+    stats_.stages[1].gil_wait = std::chrono::seconds(30);
+    stats_.stages[2].gil_held = std::chrono::milliseconds(3000);
+    stats_.stages[2].gil_wait = std::chrono::seconds(20);
+  }
+  // The pipeline kept up: the consumer waited for items 1% of the time and
+  // the sink queue was 90% full.
+  void consumer_kept_up() {
+    StageStats& sink = stats_.stages[3];
+    sink.wait_input = std::chrono::milliseconds(100);
+    sink.input_queue.depth_integral =
+        0.9 * 4 * static_cast<double>(stats_.elapsed.count());
+  }
   PipelineStats stats_;
 };
 
@@ -609,9 +628,7 @@ TEST_F(BottleneckTest, TheSource) {
 
 TEST_F(BottleneckTest, TheConsumer) {
   busy(1, 39.0);
-  stats_.stages[3].wait_input = std::chrono::milliseconds(100);  // 1%
-  stats_.stages[3].input_queue.depth_integral =
-      0.9 * 4 * static_cast<double>(stats_.elapsed.count());
+  consumer_kept_up();
   Bottleneck b = find_bottleneck(stats_);
   EXPECT_EQ(b.kind, "consumer");
   EXPECT_EQ(b.stage, -1);
@@ -633,15 +650,7 @@ TEST_F(BottleneckTest, ThePoolsThreads) {
 }
 
 TEST_F(BottleneckTest, TheGilAheadOfBusyThreads) {
-  // Both pipes look saturated (their calls include the waits for the GIL),
-  // but the GIL was held 95% of the time and calls queued 5 s/s for it.
-  busy(1, 39.0);
-  busy(2, 19.5);
-  for (int i : {1, 2}) stats_.stages[i].gil_acquisitions = 100;
-  stats_.stages[1].gil_held = std::chrono::milliseconds(6500);
-  stats_.stages[1].gil_wait = std::chrono::seconds(30);
-  stats_.stages[2].gil_held = std::chrono::milliseconds(3000);
-  stats_.stages[2].gil_wait = std::chrono::seconds(20);
+  gil_bound();
   Bottleneck b = find_bottleneck(stats_);
   EXPECT_EQ(b.kind, "gil");
   EXPECT_EQ(b.stage, 1);
@@ -660,17 +669,9 @@ TEST_F(BottleneckTest, TheGilAheadOfAConsumerItHeldBack) {
   // The sink queue was full and the consumer barely waited for items, but
   // it waited 6 of the 10 s to retake the GIL with them: the Python stages
   // that held it set its pace, not the consumer's own work.
-  busy(1, 39.0);
-  busy(2, 19.5);
-  for (int i : {1, 2}) stats_.stages[i].gil_acquisitions = 100;
-  stats_.stages[1].gil_held = std::chrono::milliseconds(6500);
-  stats_.stages[1].gil_wait = std::chrono::seconds(30);
-  stats_.stages[2].gil_held = std::chrono::milliseconds(1000);
-  stats_.stages[2].gil_wait = std::chrono::seconds(20);
+  gil_bound();
+  consumer_kept_up();
   StageStats& sink = stats_.stages[3];
-  sink.wait_input = std::chrono::milliseconds(100);  // 1%
-  sink.input_queue.depth_integral =
-      0.9 * 4 * static_cast<double>(stats_.elapsed.count());
   sink.gil_acquisitions = 100;
   sink.gil_wait = std::chrono::seconds(6);
   Bottleneck b = find_bottleneck(stats_);
