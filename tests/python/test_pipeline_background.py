@@ -66,11 +66,42 @@ def test_tasks_run_while_the_pipeline_runs_and_are_cancelled_at_its_end():
     assert tickers[0].ticks >= 1
 
 
+class _Logged(logging.Handler):
+    """Sets `event` once a record containing `text` is logged."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.text = text
+        self.event = threading.Event()
+
+    def emit(self, record):
+        if self.text in record.getMessage():
+            self.event.set()
+
+
 def test_a_failing_task_is_logged_and_the_pipeline_goes_on(caplog):
+    # The pipeline goes on past the task's failure: its source waits for the
+    # failure to be logged (a pipeline that ends before a task has run
+    # cancels it unrun, and nothing is logged).
+    logged = _Logged("Background task failed: Failing")
+    logger = logging.getLogger("feedline.pipeline")
+
+    def source():
+        yield from range(25)
+        assert logged.event.wait(30)
+        yield from range(25, 50)
+
+    logger.addHandler(logged)
+    try:
+        with caplog.at_level(logging.ERROR, logger="feedline.pipeline"):
+            pipeline = (
+                PipelineBuilder().add_source(source()).add_sink(2).build(num_threads=1, background_tasks=[Failing])
+            )
+            with pipeline.auto_stop():
+                assert list(pipeline) == list(range(50))
+    finally:
+        logger.removeHandler(logged)
     with caplog.at_level(logging.ERROR, logger="feedline.pipeline"):
-        pipeline = PipelineBuilder().add_source(range(50)).add_sink(2).build(num_threads=1, background_tasks=[Failing])
-        with pipeline.auto_stop():
-            assert list(pipeline) == list(range(50))
         broken = (
             PipelineBuilder().add_source(range(5)).add_sink(2).build(num_threads=1, background_tasks=[lambda: 1 / 0])
         )
