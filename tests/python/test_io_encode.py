@@ -658,6 +658,28 @@ def test_native_encode_video_keeps_the_frames_colour_tags_and_pixel_shape(tmp_pa
     assert f"<memory: frames of {src}> (stream 0)" in str(e.value)
 
 
+def test_frames_pickled_to_another_process_still_name_their_file(media):
+    """Frames decoded in one process (a region's worker) and encoded in
+    another: the pickle carries the file's name, so the encode error still
+    says which clip it was."""
+    import pickle
+
+    from feedline.io import ops
+    from feedline.pipeline import PipelineBuilder
+
+    src = media / "h264_420.mp4"
+    frames = pickle.loads(pickle.dumps(fio.decode_packets(fio.demux_video(src), filter_desc=None)))
+    builder = (
+        PipelineBuilder()
+        .add_source([frames])
+        .pipe(ops.encode_video(format="matroska", encoder="ffv1", pix_fmt="yuv420p", width=64, height=48))
+        .add_sink(1)
+    )
+    with pytest.raises(feedline.PipelineFailure, match=r"\(stream 0\)") as e:
+        _run(builder)
+    assert f"<memory: frames of {src}> (stream 0)" in str(e.value)
+
+
 def _frame_times(path) -> list[float]:
     out = subprocess.run(
         [

@@ -8,6 +8,7 @@ import gc
 import math
 import multiprocessing
 import pickle
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import shared_memory
 
@@ -271,5 +272,9 @@ def test_damaged_frame_strings_raise_format_error(media):
     for n in (0, 3, 10, 40, len(blob) // 2, len(blob) - 1):
         with pytest.raises(feedline.FormatError):
             fio.Frames.deserialize(blob[:n])
-    with pytest.raises(feedline.FormatError, match="magic"):
+    with pytest.raises(feedline.FormatError, match="not a feedline frames string: wrong magic"):
         fio.Frames.deserialize(b"FLPK" + blob[4:])
+    # A string of another layout version is refused, not misread.
+    older = blob[:4] + (1).to_bytes(4, sys.byteorder) + blob[8:]
+    with pytest.raises(feedline.FormatError, match=r"version 1 \(this feedline reads 2\)"):
+        fio.Frames.deserialize(older)

@@ -288,8 +288,8 @@ class Frames {
   // The first frame's metadata (EXIF tags and the like).
   std::map<std::string, std::string> metadata() const;
   // What the frames were decoded from (the packets' src), for messages; ""
-  // for frames made from arrays or read back from bytes. Kept by clone(),
-  // take(), select() and image().
+  // for frames made from arrays. Kept by clone(), take(), select(), image()
+  // and serialize_frames().
   const std::string& src() const { return src_; }
   void set_src(std::string src) { src_ = std::move(src); }
   bool consumed() const { return consumed_; }

@@ -12,6 +12,10 @@
 //           bytes) each
 //   data    each payload at a multiple of 64 from the start, followed by
 //           kPadding zero bytes; total_size is the end of the last padding.
+//
+// Frames (serialize_frames): "FLFR" u32 version u8 media, time base, src,
+// u64 count, then per frame its fields, metadata and each plane's rows,
+// packed.
 
 #include <algorithm>
 #include <cstring>
@@ -32,6 +36,9 @@ namespace {
 constexpr char kMagic[4] = {'F', 'L', 'P', 'K'};
 constexpr char kFramesMagic[4] = {'F', 'L', 'F', 'R'};
 constexpr uint32_t kVersion = 1;
+// Version 2 added src, so that frames decoded in one process still name
+// their file in the errors of another.
+constexpr uint32_t kFramesVersion = 2;
 constexpr std::size_t kAlign = 64;
 constexpr std::size_t kPadding = AV_INPUT_BUFFER_PADDING_SIZE;
 static_assert(kPadding <= kAlign);
@@ -76,11 +83,13 @@ class Writer {
 
 class Reader {
  public:
-  Reader(std::span<const uint8_t> data, std::string_view name)
-      : data_(data), name_(name) {}
+  // `kind`: what the string should be ("packets", "frames").
+  Reader(std::span<const uint8_t> data, std::string_view name,
+         std::string_view kind)
+      : data_(data), name_(name), kind_(kind) {}
   [[noreturn]] void bad(const std::string& what) const {
-    throw FormatError(std::string(name_) +
-                      ": not a feedline packets string: " + what);
+    throw FormatError(std::string(name_) + ": not a feedline " +
+                      std::string(kind_) + " string: " + what);
   }
   std::span<const uint8_t> take(std::size_t n, const char* what) {
     if (n > data_.size() - pos_) {
@@ -132,6 +141,7 @@ class Reader {
  private:
   std::span<const uint8_t> data_;
   std::string_view name_;
+  std::string_view kind_;
   std::size_t pos_ = 0;
 };
 
@@ -365,7 +375,7 @@ Buffer serialize_packets(const Packets& packets) {
 std::unique_ptr<Packets> deserialize_packets(const Buffer& blob, bool view,
                                              std::string_view name) {
   const std::string label = name.empty() ? "packets string" : std::string(name);
-  Reader r(blob.bytes(), label);
+  Reader r(blob.bytes(), label, "packets");
   auto magic = r.take(sizeof kMagic, "magic");
   if (std::memcmp(magic.data(), kMagic, sizeof kMagic) != 0)
     r.bad("wrong magic");
@@ -525,9 +535,10 @@ bool software_video_format(int format) {
 
 void write_frames(Writer& w, const Frames& frames) {
   w.raw(kFramesMagic, sizeof kFramesMagic);
-  w.put<uint32_t>(kVersion);
+  w.put<uint32_t>(kFramesVersion);
   w.put<uint8_t>(static_cast<uint8_t>(frames.media()));
   w.rational(frames.time_base());
+  w.str(frames.src());
   w.put<uint64_t>(frames.frames().size());
   for (const AVFrame* f : frames.frames()) {
     const bool audio = frames.media() == Media::kAudio;
@@ -596,18 +607,23 @@ Buffer serialize_frames(const Frames& frames) {
 std::unique_ptr<Frames> deserialize_frames(const Buffer& blob,
                                            std::string_view name) {
   const std::string label = name.empty() ? "frames string" : std::string(name);
-  Reader r(blob.bytes(), label);
+  Reader r(blob.bytes(), label, "frames");
   auto magic = r.take(sizeof kFramesMagic, "magic");
   if (std::memcmp(magic.data(), kFramesMagic, sizeof kFramesMagic) != 0)
     r.bad("wrong magic");
   const auto version = r.get<uint32_t>("version");
-  if (version != kVersion) r.bad("version " + std::to_string(version));
+  if (version != kFramesVersion) {
+    r.bad("version " + std::to_string(version) + " (this feedline reads " +
+          std::to_string(kFramesVersion) + ")");
+  }
   const Media media = read_media(r, "media");
   const Rational tb = r.rational("time base", true);
+  std::string src = r.str("src");
   const auto count = r.get<uint64_t>("frame count");
   if (count > r.size() / 64 || (media == Media::kImage && count > 1))
     r.bad("frame count is too large");
   auto out = make_frames(media, tb);
+  out->set_src(std::move(src));
   for (uint64_t i = 0; i < count; ++i) {
     FramePtr f = new_frame();
     f->format = r.get<int32_t>("format");

@@ -230,6 +230,9 @@ TEST_F(PacketsTest, FramesRoundTripAndEveryTruncationIsAFormatError) {
   EXPECT_EQ(back->num_frames(), frames->num_frames());
   EXPECT_EQ(back->format(), "yuv420p");
   EXPECT_EQ(back->pts(), frames->pts());
+  // The file's name crosses too: errors in another process still name it.
+  ASSERT_FALSE(frames->src().empty());
+  EXPECT_EQ(back->src(), frames->src());
   const Buffer again = serialize_frames(*back);
   ASSERT_EQ(again.nbytes(), blob.nbytes());
   EXPECT_EQ(std::memcmp(again.data(), blob.data(), blob.nbytes()), 0);
@@ -251,12 +254,13 @@ TEST_F(PacketsTest, FramesWhoseTimestampsGiveNoFrameRateAreRefused) {
   auto video = d.demux(Media::kVideo, std::nullopt);
   auto frames = decode_packets(std::move(*video), std::nullopt, DecodeConfig{});
   const Buffer blob = serialize_frames(*frames);
-  // magic, version, media, time base, count; then the first frame's
+  // magic, version, media, time base, src, count; then the first frame's
   // format, width, height, samples, rate, native flag, channels, mask, pts.
-  constexpr std::size_t kPtsAt = 4 + 4 + 1 + 8 + 8 + 5 * 4 + 1 + 4 + 8;
+  const std::size_t pts_at =
+      4 + 4 + 1 + 8 + 4 + frames->src().size() + 8 + 5 * 4 + 1 + 4 + 8;
   std::vector<uint8_t> bad(blob.bytes().begin(), blob.bytes().end());
   const int64_t far_back = INT64_MIN + 1;
-  std::memcpy(bad.data() + kPtsAt, &far_back, sizeof far_back);
+  std::memcpy(bad.data() + pts_at, &far_back, sizeof far_back);
   auto hostile = deserialize_frames(copy_of(bad));
   ASSERT_EQ(hostile->pts().front(), far_back);
   try {
@@ -278,14 +282,14 @@ TEST_F(PacketsTest, AudioFramesWithAPictureSizeAreFormatErrors) {
   auto frames = decode_packets(std::move(*audio), std::nullopt, DecodeConfig{});
   const Buffer blob = serialize_frames(*frames);
   ASSERT_EQ(deserialize_frames(blob)->num_frames(), frames->num_frames());
-  // magic, version, media, time base, count, then the first frame's format;
-  // its width and height follow.
-  constexpr std::size_t kWidthAt = 4 + 4 + 1 + 8 + 8 + 4;
+  // magic, version, media, time base, src, count, then the first frame's
+  // format; its width and height follow.
+  const std::size_t width_at = 4 + 4 + 1 + 8 + 4 + frames->src().size() + 8 + 4;
   for (const auto& [width, height] :
        {std::pair{2560, 1380338758}, std::pair{16, 16}, std::pair{0, 9}}) {
     std::vector<uint8_t> bad(blob.bytes().begin(), blob.bytes().end());
-    std::memcpy(bad.data() + kWidthAt, &width, sizeof width);
-    std::memcpy(bad.data() + kWidthAt + 4, &height, sizeof height);
+    std::memcpy(bad.data() + width_at, &width, sizeof width);
+    std::memcpy(bad.data() + width_at + 4, &height, sizeof height);
     try {
       deserialize_frames(copy_of(bad), "tone frames");
       ADD_FAILURE() << width << "x" << height << ": no error";
