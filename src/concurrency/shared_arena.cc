@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "concurrency/shared_file.h"
 #include "feedline/base/error.h"
 #include "feedline/concurrency/fork.h"
+#include "feedline/concurrency/parallel_copy.h"
 
 namespace feedline {
 
@@ -314,7 +314,7 @@ uint64_t SharedArena::Unit::write(const void* data, std::size_t n) {
                           " do not fit in a segment of " +
                           std::to_string(size) + " bytes (the unit holds " +
                           std::to_string(used_) + " bytes already)");
-  if (n > 0) std::memcpy(arena_->segment_data(segment_) + offset, data, n);
+  parallel_copy(arena_->segment_data(segment_) + offset, data, n);
   used_ = offset + n;
   return offset;
 }

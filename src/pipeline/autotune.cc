@@ -8,8 +8,6 @@
 #include <string>
 #include <utility>
 
-#include <sched.h>
-
 #include "feedline/base/error.h"
 
 namespace feedline::detail {
@@ -31,15 +29,6 @@ int next_value(int value) {
 }
 
 }  // namespace
-
-int available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    return std::max(CPU_COUNT(&set), 1);
-  }
-  return 1;
-}
 
 AutotuneController::AutotuneController(const AutotuneOptions& options,
                                        const std::vector<TunableStage>& stages,

@@ -115,7 +115,4 @@ class AutotuneController {
   Trial trial_;
 };
 
-// The CPUs this process may run on (at least 1).
-int available_cpus();
-
 }  // namespace feedline::detail

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "feedline/base/cpus.h"
 #include "feedline/base/error.h"
 #include "feedline/base/log.h"
 #include "pipeline/sink_runner.h"
@@ -561,7 +562,7 @@ std::unique_ptr<AutotuneController> PipelineImpl::make_autotune() const {
   }
   return std::make_unique<AutotuneController>(
       a, std::move(stages), options_.num_threads, pool_threads(),
-      a.cpus > 0 ? a.cpus : available_cpus());
+      a.cpus > 0 ? a.cpus : usable_cpus());
 }
 
 void PipelineImpl::run_autotune(

@@ -9,11 +9,9 @@
 #include <atomic>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <sched.h>
-
+#include "feedline/base/cpus.h"
 #include "media/ffmpeg/ffmpeg.h"
 
 namespace feedline::media {
@@ -607,13 +605,6 @@ void check_whole(const Packets& packets, const std::string& src) {
 // The load() calls in progress in this process, for the decoder thread
 // policy of DecodeConfig::kAutoThreads.
 std::atomic<int> loads_in_flight{0};
-
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 struct InFlight {
   int count = loads_in_flight.fetch_add(1) + 1;

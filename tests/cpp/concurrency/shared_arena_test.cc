@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "feedline/base/error.h"
+#include "feedline/concurrency/parallel_copy.h"
 
 namespace feedline {
 namespace {
@@ -60,6 +61,23 @@ TEST(SharedArenaTest, TwoMappingsSeeOneArena) {
   // The last view is gone: free in both mappings.
   EXPECT_EQ(writer->free_segments(), 2u);
   EXPECT_EQ(reader->free_segments(), 2u);
+}
+
+// An item large enough to be copied in parallel parts (parallel_copy)
+// arrives whole in the other mapping.
+TEST(SharedArenaTest, ALargeItemArrivesWhole) {
+  const std::size_t n = kParallelCopyMin * 2 + 4097;
+  auto writer = SharedArena::create(n + 64, 1);
+  auto reader = SharedArena::attach(writer->fd());
+  std::vector<uint8_t> payload(n);
+  for (std::size_t i = 0; i < n; ++i)
+    payload[i] = static_cast<uint8_t>((i * 2654435761u) >> 11);
+  const uint32_t segment = publish(*writer, payload);
+  auto lease = reader->adopt(segment);
+  Buffer view =
+      reader->view(lease, 0, DType::kUint8, {static_cast<int64_t>(n)});
+  lease.reset();
+  EXPECT_TRUE(bytes_of(view) == payload);
 }
 
 TEST(SharedArenaTest, MemoryHasNoNameInDevShm) {

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// parallel_copy(): memcpy of a large buffer on several cores.
+//
+// One core copying a buffer much larger than its caches is held back by
+// how many cache misses it can keep in flight, not by the memory's
+// bandwidth: on a 2-core VM, one thread copies 16 MiB at 13-15 GB/s and two
+// threads, each taking half, at 29-30 GB/s (thread start included). What
+// hands large items between processes through shared memory (the arena's
+// segments, the ring) copies this way.
+//
+// The helper threads live for one call, so nothing outlives it and a fork
+// between two calls finds no thread to lose. Small copies (below
+// kParallelCopyMin) are one memcpy: starting a thread costs tens of
+// microseconds.
+//
+// Thread safety: like memcpy: `dst` must not be read or written by others
+// during the call. Returns after every byte is copied; if a helper thread
+// cannot start, the caller copies its part.
+
+#pragma once
+
+#include <cstddef>
+
+namespace feedline {
+
+// Below this many bytes a copy runs on the calling thread alone.
+inline constexpr std::size_t kParallelCopyMin = std::size_t{4} << 20;
+
+// Copies n bytes from src to dst (which must not overlap) on
+// parallel_copy_parts(n, usable_cpus()) threads, the caller's included.
+void parallel_copy(void* dst, const void* src, std::size_t n);
+
+// How many threads copy n bytes on `cpus` CPUs: 1 below kParallelCopyMin,
+// else at most 4 (about what saturates one socket's memory), at most one
+// per CPU, and at least 2 MiB each.
+std::size_t parallel_copy_parts(std::size_t n, int cpus);
+
+}  // namespace feedline

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+
+#include "feedline/concurrency/parallel_copy.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace feedline {
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Bytes that differ from their neighbours and from the same offset of the
+// next page, so that a part copied to the wrong place shows.
+uint8_t byte_at(std::size_t i) {
+  return static_cast<uint8_t>((i * 2654435761u) >> 13);
+}
+
+// Every byte arrives, at every size around the thresholds and at offsets
+// that put the parts off page boundaries, and nothing around the
+// destination is written.
+TEST(ParallelCopyTest, CopiesEveryByteAndNothingElse) {
+  constexpr std::size_t kGuard = 64;
+  for (const std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{4095}, kParallelCopyMin - 1,
+        kParallelCopyMin, kParallelCopyMin + 4097, 16 * kMiB + 3}) {
+    for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
+      std::vector<uint8_t> src(n + shift);
+      for (std::size_t i = 0; i < n; ++i) src[shift + i] = byte_at(i);
+      std::vector<uint8_t> dst(n + 2 * kGuard, 0xA5);
+      parallel_copy(dst.data() + kGuard + shift % 2, src.data() + shift, n);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += dst[kGuard + shift % 2 + i] != byte_at(i) ? 1 : 0;
+      EXPECT_EQ(wrong, 0u) << n << " bytes, shift " << shift;
+      for (std::size_t i = 0; i < kGuard + shift % 2; ++i)
+        ASSERT_EQ(dst[i], 0xA5) << "before, " << n << " bytes";
+      for (std::size_t i = kGuard + shift % 2 + n; i < dst.size(); ++i)
+        ASSERT_EQ(dst[i], 0xA5) << "after, " << n << " bytes";
+    }
+  }
+}
+
+// Small copies stay on the calling thread; large ones take one thread per
+// CPU, up to 4, each with at least 2 MiB.
+TEST(ParallelCopyTest, PartsFollowTheSizeAndTheCpus) {
+  EXPECT_EQ(parallel_copy_parts(kMiB, 8), 1u);
+  EXPECT_EQ(parallel_copy_parts(kParallelCopyMin - 1, 8), 1u);
+  EXPECT_EQ(parallel_copy_parts(kParallelCopyMin, 8), 2u);
+  EXPECT_EQ(parallel_copy_parts(16 * kMiB, 2), 2u);
+  EXPECT_EQ(parallel_copy_parts(16 * kMiB, 8), 4u);
+  EXPECT_EQ(parallel_copy_parts(16 * kMiB, 1), 1u);
+  EXPECT_EQ(parallel_copy_parts(16 * kMiB, 0), 1u);
+  EXPECT_EQ(parallel_copy_parts(6 * kMiB, 8), 3u);
+}
+
+}  // namespace
+}  // namespace feedline
