@@ -3,13 +3,13 @@
 #include "feedline/concurrency/shared_ring.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 
 #include "concurrency/shared_file.h"
 #include "feedline/base/error.h"
 #include "feedline/concurrency/fork.h"
-#include "feedline/concurrency/parallel_copy.h"
 
 namespace feedline {
 
@@ -139,8 +139,8 @@ void SharedRing::read_into(uint64_t offset, std::size_t n, void* out) const {
   const std::size_t at = offset % capacity_;
   const std::size_t first = std::min(n, capacity_ - at);
   auto* dst = static_cast<uint8_t*>(out);
-  parallel_copy(dst, data() + at, first);
-  if (n > first) parallel_copy(dst + first, data(), n - first);
+  if (first > 0) std::memcpy(dst, data() + at, first);
+  if (n > first) std::memcpy(dst + first, data(), n - first);
 }
 
 Buffer SharedRing::read(uint64_t offset, DType dtype,
@@ -232,8 +232,8 @@ uint64_t SharedRing::Unit::write(const void* data, std::size_t n,
   const std::size_t at = pos_ % capacity;
   const std::size_t first = std::min(n, capacity - at);
   const auto* src = static_cast<const uint8_t*>(data);
-  parallel_copy(ring_->data() + at, src, first);
-  if (n > first) parallel_copy(ring_->data(), src + first, n - first);
+  if (first > 0) std::memcpy(ring_->data() + at, src, first);
+  if (n > first) std::memcpy(ring_->data(), src + first, n - first);
   const uint64_t offset = pos_;
   pos_ = end;
   return offset;

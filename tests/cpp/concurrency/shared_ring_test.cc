@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "feedline/base/error.h"
-#include "feedline/concurrency/parallel_copy.h"
 
 namespace feedline {
 namespace {
@@ -60,23 +59,6 @@ TEST(SharedRingTest, UnitsRoundTripAcrossTheWrap) {
               b);
     ring->release(end);
     EXPECT_EQ(ring->used(), 0u);
-  }
-}
-
-// Items large enough to be copied in parallel parts (parallel_copy), in
-// and out, split across the wrap at an odd offset.
-TEST(SharedRingTest, LargeItemsRoundTripAcrossTheWrap) {
-  const std::size_t n = kParallelCopyMin * 2 + 4097;
-  auto ring = SharedRing::create(n + n / 2 + 3);
-  for (int i = 0; i < 3; ++i) {
-    const auto item = pattern(n, static_cast<uint8_t>(i));
-    auto unit = ring->begin_unit();
-    const uint64_t at =
-        unit.write(item.data(), item.size(), nanoseconds::zero());
-    auto [start, end] = unit.commit();
-    EXPECT_EQ(start, at);
-    EXPECT_TRUE(read_bytes(*ring, at, n) == item) << "item " << i;
-    ring->release(end);
   }
 }
 
