@@ -105,6 +105,17 @@ def test_numpy_arrays_keep_dtype_shape_and_values(pool, array):
     assert out.flags.c_contiguous and out.flags.writeable
 
 
+def test_large_arrays_copied_on_several_threads_arrive_whole():
+    # From 4 MiB the worker's copy into the segment is split between threads.
+    big = SharedMemorySegmentPool(12 * MIB, 1, acquire_timeout=0)
+    try:
+        array = np.random.default_rng(7).integers(0, 256, 9 * MIB + 5, dtype=np.uint8)
+        out = restore(offload(array, big), big)
+        np.testing.assert_array_equal(out, array)
+    finally:
+        big.close()
+
+
 def test_object_arrays_are_pickled_normally(pool):
     array = np.array([{"k": i} for i in range(1000)], dtype=object)
     env = offload(array, pool)
