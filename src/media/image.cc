@@ -212,6 +212,12 @@ class OutputWriter final : public media::RowSink {
       }
       return;
     }
+    if (float_ && channels_ == 3) {
+      float* r = static_cast<float*>(out_) + row_start;
+      float* const planes[3] = {r, r + plane, r + 2 * plane};
+      media::store_planes3(v, row_w_, scale_, bias_, planes);
+      return;
+    }
     for (int c = 0; c < channels_; ++c) {
       const std::size_t at = c * plane + row_start;
       if (float_) {

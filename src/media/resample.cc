@@ -87,26 +87,65 @@ void axis_span(const Axis& a, int* lo, int* hi) {
   *hi = a.first.empty() ? 0 : a.first.back() + a.count.back();
 }
 
-// acc[i] = w * src[i] (first) or acc[i] += w * src[i], for n values: the
-// vertical pass, contiguous and vectorised by the compiler. The AVX2 copy
-// (8 floats a step) is chosen at run time on x86-64; it multiplies and adds
-// separately, as the baseline does, so the results are the same.
-template <bool First>
-inline void accumulate_row_generic(const uint8_t* src, float w, std::size_t n,
-                                   float* acc) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = w * static_cast<float>(src[i]);
-    acc[i] = First ? v : acc[i] + v;
+// The vertical pass of one output row: acc[i] = sum over k of w[k] *
+// rows[k][i], for i in [0, n), the taps added in order (w[0] * rows[0][i] +
+// w[1] * rows[1][i] + ...) in one pass over the row, the sum kept in a
+// register. The AVX2 copy (chosen at run time on x86-64) does the same
+// multiplies and adds in the same order, eight values at a time, so the
+// results are the same.
+// Values [from, n).
+inline void vertical_generic(const uint8_t* const* rows, const float* w,
+                             int taps, std::size_t from, std::size_t n,
+                             float* acc) {
+  for (std::size_t i = from; i < n; ++i) {
+    float v = w[0] * static_cast<float>(rows[0][i]);
+    for (int k = 1; k < taps; ++k)
+      v = v + w[k] * static_cast<float>(rows[k][i]);
+    acc[i] = v;
   }
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FEEDLINE_RESAMPLE_AVX2 1
-template <bool First>
-__attribute__((target("avx2"))) void accumulate_row_avx2(const uint8_t* src,
-                                                         float w, std::size_t n,
-                                                         float* acc) {
-  accumulate_row_generic<First>(src, w, n, acc);
+__attribute__((target("avx2"))) inline __m256 load8(const uint8_t* p) {
+  __m128i bytes;
+  std::memcpy(&bytes, p, 8);
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+}
+
+// Four groups of eight values side by side (four independent chains of
+// adds, which keep the adder busy), then eight at a time, then the rest.
+__attribute__((target("avx2"))) void vertical_avx2(const uint8_t* const* rows,
+                                                   const float* w, int taps,
+                                                   std::size_t n, float* acc) {
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256 w0 = _mm256_set1_ps(w[0]);
+    __m256 a0 = _mm256_mul_ps(w0, load8(rows[0] + i));
+    __m256 a1 = _mm256_mul_ps(w0, load8(rows[0] + i + 8));
+    __m256 a2 = _mm256_mul_ps(w0, load8(rows[0] + i + 16));
+    __m256 a3 = _mm256_mul_ps(w0, load8(rows[0] + i + 24));
+    for (int k = 1; k < taps; ++k) {
+      const __m256 wk = _mm256_set1_ps(w[k]);
+      const uint8_t* r = rows[k] + i;
+      a0 = _mm256_add_ps(a0, _mm256_mul_ps(wk, load8(r)));
+      a1 = _mm256_add_ps(a1, _mm256_mul_ps(wk, load8(r + 8)));
+      a2 = _mm256_add_ps(a2, _mm256_mul_ps(wk, load8(r + 16)));
+      a3 = _mm256_add_ps(a3, _mm256_mul_ps(wk, load8(r + 24)));
+    }
+    _mm256_storeu_ps(acc + i, a0);
+    _mm256_storeu_ps(acc + i + 8, a1);
+    _mm256_storeu_ps(acc + i + 16, a2);
+    _mm256_storeu_ps(acc + i + 24, a3);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_mul_ps(_mm256_set1_ps(w[0]), load8(rows[0] + i));
+    for (int k = 1; k < taps; ++k)
+      a = _mm256_add_ps(
+          a, _mm256_mul_ps(_mm256_set1_ps(w[k]), load8(rows[k] + i)));
+    _mm256_storeu_ps(acc + i, a);
+  }
+  vertical_generic(rows, w, taps, i, n, acc);
 }
 
 bool has_avx2() {
@@ -115,15 +154,15 @@ bool has_avx2() {
 }
 #endif
 
-template <bool First>
-void accumulate_row(const uint8_t* src, float w, std::size_t n, float* acc) {
+void vertical(const uint8_t* const* rows, const float* w, int taps,
+              std::size_t n, float* acc) {
 #ifdef FEEDLINE_RESAMPLE_AVX2
   if (has_avx2()) {
-    accumulate_row_avx2<First>(src, w, n, acc);
+    vertical_avx2(rows, w, taps, n, acc);
     return;
   }
 #endif
-  accumulate_row_generic<First>(src, w, n, acc);
+  vertical_generic(rows, w, taps, 0, n, acc);
 }
 
 // Four floats as one SSE/NEON register (a GCC and Clang extension).
@@ -288,7 +327,60 @@ void horizontal_gray(const float* row, const Axis& ax, int out_w, int col_lo,
   }
 }
 
+// Eight pixels (24 floats in three registers) to one register per channel:
+// two blends gather a channel's eight values, out of order, and one
+// permute puts them in order.
+#ifdef FEEDLINE_RESAMPLE_AVX2
+__attribute__((target("avx2"))) void store_planes3_avx2(
+    const float* v, int n, const float* scale, const float* bias,
+    float* const planes[3]) {
+  const __m256i order_r = _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5);
+  const __m256i order_g = _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6);
+  const __m256i order_b = _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7);
+  const __m256 sr = _mm256_set1_ps(scale[0]);
+  const __m256 sg = _mm256_set1_ps(scale[1]);
+  const __m256 sb = _mm256_set1_ps(scale[2]);
+  const __m256 br = _mm256_set1_ps(bias[0]);
+  const __m256 bg = _mm256_set1_ps(bias[1]);
+  const __m256 bb = _mm256_set1_ps(bias[2]);
+  int x = 0;
+  for (; x + 8 <= n; x += 8) {
+    const float* p = v + static_cast<std::ptrdiff_t>(x) * 3;
+    const __m256 v0 = _mm256_loadu_ps(p);
+    const __m256 v1 = _mm256_loadu_ps(p + 8);
+    const __m256 v2 = _mm256_loadu_ps(p + 16);
+    const __m256 r = _mm256_permutevar8x32_ps(
+        _mm256_blend_ps(_mm256_blend_ps(v0, v1, 0x92), v2, 0x24), order_r);
+    const __m256 g = _mm256_permutevar8x32_ps(
+        _mm256_blend_ps(_mm256_blend_ps(v0, v1, 0x24), v2, 0x49), order_g);
+    const __m256 b = _mm256_permutevar8x32_ps(
+        _mm256_blend_ps(_mm256_blend_ps(v0, v1, 0x49), v2, 0x92), order_b);
+    _mm256_storeu_ps(planes[0] + x, _mm256_add_ps(_mm256_mul_ps(r, sr), br));
+    _mm256_storeu_ps(planes[1] + x, _mm256_add_ps(_mm256_mul_ps(g, sg), bg));
+    _mm256_storeu_ps(planes[2] + x, _mm256_add_ps(_mm256_mul_ps(b, sb), bb));
+  }
+  for (; x < n; ++x) {
+    for (int c = 0; c < 3; ++c)
+      planes[c][x] = v[x * 3 + c] * scale[c] + bias[c];
+  }
+}
+#endif
+
 }  // namespace
+
+void store_planes3(const float* v, int n, const float* scale, const float* bias,
+                   float* const planes[3]) {
+#ifdef FEEDLINE_RESAMPLE_AVX2
+  if (has_avx2()) {
+    store_planes3_avx2(v, n, scale, bias, planes);
+    return;
+  }
+#endif
+  for (int c = 0; c < 3; ++c) {
+    for (int x = 0; x < n; ++x)
+      planes[c][x] = v[x * 3 + c] * scale[c] + bias[c];
+  }
+}
 
 Resampler::Resampler(int width, int height, double extent_w, double extent_h,
                      double scaled_w, double scaled_h, int x0, int y0,
@@ -352,22 +444,19 @@ void Resampler::run_channels(const Pixels& src, RowSink& sink) const {
       C == 1 ? std::vector<float>() : lane_weights(hx_);
   const HorizontalPass<C> pass{column_sums.data(), region_.x, hx_.first.data(),
                                hx_.count.data(),   hx_.taps,  lanes.data()};
+  std::vector<const uint8_t*> rows(static_cast<std::size_t>(vy_.taps));
   for (int o = 0; o < out_h; ++o) {
     const float* w = &vy_.weights[static_cast<std::size_t>(o) *
                                   static_cast<std::size_t>(vy_.taps)];
     const int first = vy_.first[static_cast<std::size_t>(o)];
     const int n = vy_.count[static_cast<std::size_t>(o)];
     for (int k = 0; k < n; ++k) {
-      const uint8_t* row =
+      rows[static_cast<std::size_t>(k)] =
           src.data +
           static_cast<std::ptrdiff_t>(first + k - src.top) * src.stride +
           column_offset;
-      if (k == 0) {
-        accumulate_row<true>(row, w[k], span, column_sums.data());
-      } else {
-        accumulate_row<false>(row, w[k], span, column_sums.data());
-      }
     }
+    vertical(rows.data(), w, n, span, column_sums.data());
     if constexpr (C == 1) {
       horizontal_gray(column_sums.data(), hx_, out_w, region_.x, out.data());
     } else {

@@ -106,4 +106,11 @@ class Resampler {
   Region region_;
 };
 
+// Splits n interleaved RGB pixels (3n floats, as a Resampler's rows) into
+// three planes: plane c gets v * scale[c] + bias[c] (a multiply, then an
+// add, as the plain loop does, so that the AVX2 path gives the same
+// values).
+void store_planes3(const float* v, int n, const float* scale, const float* bias,
+                   float* const planes[3]);
+
 }  // namespace feedline::media
