@@ -191,6 +191,45 @@ def test_the_fuzzers_layout_change_decodes_what_it_can(caplog):
     assert "regression-layout-change.mp3: 3 packet(s) failed to decode" in caplog.text
 
 
+def _wav_at(rate: int) -> bytes:
+    import io
+    import wave
+
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.sin(np.arange(4096) / 10) * 3000).astype("<i2").tobytes())
+    return out.getvalue()
+
+
+def test_a_sample_rate_no_audio_has_is_a_decode_error():
+    # The fuzzer's find (kept as a seed): a WAV header claiming 805 MHz. It
+    # decoded "fine" at that rate, and resampling it to 8 kHz set up a
+    # filter 100,000 times the usual length: 9 s for 137 bytes.
+    seed = pathlib.Path(__file__).resolve().parents[2] / "fuzz/corpus/audio/regression-huge-sample-rate.wav"
+    for kw in ({}, {"sample_rate": 8000}):
+        with pytest.raises(feedline.DecodeError, match=r"regression-huge-sample-rate.wav: .* 805354368 Hz, is above"):
+            fio.load_audio(seed, **kw)
+    huge = _wav_at(805_354_368)
+    with pytest.raises(feedline.DecodeError, match="805354368 Hz, is above 8000000 Hz"):
+        fio.decode_packets(fio.demux_audio(huge), filter_desc=fio.get_audio_filter_desc(sample_rate=8000))
+    with pytest.raises(PipelineFailure, match="805354368 Hz"):
+        p = (
+            PipelineBuilder()
+            .add_source([huge])
+            .pipe(ops.load_audio(sample_rate=8000))
+            .add_sink(1)
+            .build(num_threads=1, max_failures=0)
+        )
+        with p.auto_stop():
+            list(p)
+    # High but real rates still load and resample (768 kHz studio audio).
+    got = np.asarray(fio.load_audio(_wav_at(768_000), sample_rate=8000))
+    assert got.shape == (1, 43)
+
+
 @pytest.mark.parametrize(
     ("name", "encoder"),
     [("lame.mp3", ["-c:a", "libmp3lame"]), ("native.m4a", ["-c:a", "aac"]), ("lossless.flac", ["-c:a", "flac"])],

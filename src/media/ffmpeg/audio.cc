@@ -102,6 +102,7 @@ class Converter {
                         ": a decoded audio frame has no channels, sample "
                         "rate or sample format");
     }
+    check_audio_rate(frame->sample_rate, name_);
     swr_.reset();
     av_channel_layout_uninit(&in_layout_);
     in_layout_ = known_layout(frame->ch_layout);

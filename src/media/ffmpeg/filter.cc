@@ -98,6 +98,7 @@ Chain::Chain(std::string middle, bool audio, AVRational in_time_base,
       name_(name) {}
 
 void Chain::start(const AVFrame* frame) {
+  if (audio_) check_audio_rate(frame->sample_rate, name_);
   source_ = frame_source_desc(frame, in_tb_, audio_);
   const std::string desc =
       source_ + "," + middle_ + "," + (audio_ ? "abuffersink" : "buffersink");
