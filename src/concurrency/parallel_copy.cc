@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <system_error>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -41,14 +41,16 @@ void parallel_copy(void* dst, const void* src, std::size_t n) {
   std::vector<std::thread> helpers;
   helpers.reserve(parts - 1);
   // Part 0 is the caller's; parts 1.. go to helpers, or back to the caller
-  // when a thread cannot start (a process at its thread limit).
+  // when a thread cannot start (a process at its thread limit, or out of
+  // memory for the thread's state): the helpers already running must be
+  // joined, never left to std::terminate.
   std::size_t inline_from = n;
   for (std::size_t at = part; at < n; at += part) {
     const std::size_t len = std::min(part, n - at);
     try {
       helpers.emplace_back(
           [to, from, at, len] { std::memcpy(to + at, from + at, len); });
-    } catch (const std::system_error&) {
+    } catch (const std::exception&) {
       inline_from = at;
       break;
     }
