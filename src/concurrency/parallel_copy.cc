@@ -30,6 +30,7 @@ std::size_t parallel_copy_parts(std::size_t n, int cpus) {
 void parallel_copy(void* dst, const void* src, std::size_t n) {
   auto* to = static_cast<char*>(dst);
   const auto* from = static_cast<const char*>(src);
+  // A small copy does not ask the system for the CPU count.
   const std::size_t parts =
       n < kParallelCopyMin ? 1 : parallel_copy_parts(n, usable_cpus());
   if (parts <= 1) {

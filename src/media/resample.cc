@@ -92,8 +92,7 @@ void axis_span(const Axis& a, int* lo, int* hi) {
 // w[1] * rows[1][i] + ...) in one pass over the row, the sum kept in a
 // register. The AVX2 copy (chosen at run time on x86-64) does the same
 // multiplies and adds in the same order, eight values at a time, so the
-// results are the same.
-// Values [from, n).
+// results are the same. The plain loop does values [from, n).
 inline void vertical_generic(const uint8_t* const* rows, const float* w,
                              int taps, std::size_t from, std::size_t n,
                              float* acc) {
@@ -327,6 +326,15 @@ void horizontal_gray(const float* row, const Axis& ax, int out_w, int col_lo,
   }
 }
 
+// store_planes3() for pixels [from, n), one value at a time.
+void store_planes3_generic(const float* v, int from, int n, const float* scale,
+                           const float* bias, float* const planes[3]) {
+  for (int c = 0; c < 3; ++c) {
+    for (int x = from; x < n; ++x)
+      planes[c][x] = v[x * 3 + c] * scale[c] + bias[c];
+  }
+}
+
 // Eight pixels (24 floats in three registers) to one register per channel:
 // two blends gather a channel's eight values, out of order, and one
 // permute puts them in order.
@@ -359,10 +367,7 @@ __attribute__((target("avx2"))) void store_planes3_avx2(
     _mm256_storeu_ps(planes[1] + x, _mm256_add_ps(_mm256_mul_ps(g, sg), bg));
     _mm256_storeu_ps(planes[2] + x, _mm256_add_ps(_mm256_mul_ps(b, sb), bb));
   }
-  for (; x < n; ++x) {
-    for (int c = 0; c < 3; ++c)
-      planes[c][x] = v[x * 3 + c] * scale[c] + bias[c];
-  }
+  store_planes3_generic(v, x, n, scale, bias, planes);
 }
 #endif
 
@@ -376,10 +381,7 @@ void store_planes3(const float* v, int n, const float* scale, const float* bias,
     return;
   }
 #endif
-  for (int c = 0; c < 3; ++c) {
-    for (int x = 0; x < n; ++x)
-      planes[c][x] = v[x * 3 + c] * scale[c] + bias[c];
-  }
+  store_planes3_generic(v, 0, n, scale, bias, planes);
 }
 
 Resampler::Resampler(int width, int height, double extent_w, double extent_h,
