@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hand-off of large NumPy arrays from a spawned worker process to its parent.
 
-    python bench/python/arena_handoff.py [--quick] [--sizes 1 4 16] [--items N]
+    python bench/python/arena_handoff.py [--quick] [--sizes 1 4 16] [--items N] [--rounds 3]
 
 Contenders, each in the same run, each with its own spawned worker, a bounded
 queue of 4 items between the two, and the same consumer (which checks the
@@ -24,8 +24,11 @@ data really reaches the parent's memory):
 The worker sends ``items`` arrays after 2 warm-up ones (not timed, they
 include the process start) from 8 rotating buffers; by default 2 GiB a
 size (2,048 arrays of 1 MiB, 128 of 16 MiB): with 512 MiB, 16 MiB timed
-32 items, about 50 ms, and the ratios moved by half between runs. Prints GB/s per size
-and contender; run() returns them as {size_mib: {contender: GB/s}}.
+32 items, about 50 ms, and the ratios moved by half between runs. Each
+contender runs ``rounds`` times (3), the rounds alternating the contenders,
+and keeps its median: single runs on 2 cores still moved by a third. Prints
+GB/s per size and contender; run() returns them as {size_mib: {contender:
+GB/s}}.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import functools
 import multiprocessing
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -145,9 +149,12 @@ CONTENDERS = {
 }
 
 
-def run(sizes_mib: tuple[int, ...] = (1, 4, 16), items: int | None = None) -> dict[int, dict[str, float | None]]:
-    """Measures every contender at each size; returns {size_mib: {name: GB/s}}
-    (None where a contender is not installed) and prints a table."""
+def run(
+    sizes_mib: tuple[int, ...] = (1, 4, 16), items: int | None = None, rounds: int = 3
+) -> dict[int, dict[str, float | None]]:
+    """Measures every contender at each size, ``rounds`` times; returns
+    {size_mib: {name: median GB/s}} (None where a contender is not
+    installed) and prints a table."""
     results: dict[int, dict[str, float | None]] = {}
     print(
         f"{'MiB':>4} {'items':>6} " + " ".join(f"{c:>14}" for c in CONTENDERS) + "   pool/queue  pool/spdl  ring/spdl"
@@ -155,7 +162,15 @@ def run(sizes_mib: tuple[int, ...] = (1, 4, 16), items: int | None = None) -> di
     for mib in sizes_mib:
         size = mib << 20
         n = items if items is not None else max(64, 2048 // mib)
-        row = {name: fn(size, n) for name, fn in CONTENDERS.items()}
+        # Rounds alternate the contenders, so that a slow spell of the
+        # machine falls on all of them; each keeps its median.
+        runs: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+        for _ in range(rounds):
+            for name, fn in CONTENDERS.items():
+                v = fn(size, n)
+                if v is not None:
+                    runs[name].append(v)
+        row = {name: statistics.median(v) if v else None for name, v in runs.items()}
         results[mib] = row
         cells = " ".join(f"{'n/a' if v is None else f'{v:.2f} GB/s':>14}" for v in row.values())
         pool, queue, spdl = row["feedline pool"], row["mp.Queue"], row["spdl pool"]
@@ -181,9 +196,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few items (< 15 s)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16], help="array sizes in MiB")
     parser.add_argument("--items", type=int, default=None, help="timed items per size")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each contender (median kept)")
     args = parser.parse_args()
     items = args.items if args.items is not None else (8 if args.quick else None)
-    run(tuple(args.sizes), items)
+    run(tuple(args.sizes), items, 1 if args.quick else args.rounds)
 
 
 if __name__ == "__main__":

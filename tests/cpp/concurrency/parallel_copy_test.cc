@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <latch>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -26,7 +27,7 @@ TEST(ParallelCopyTest, CopiesEveryByteAndNothingElse) {
   constexpr std::size_t kGuard = 64;
   for (const std::size_t n :
        {std::size_t{0}, std::size_t{1}, std::size_t{4095}, kParallelCopyMin - 1,
-        kParallelCopyMin, kParallelCopyMin + 4097, 16 * kMiB + 3}) {
+        kParallelCopyMin, kParallelCopyMin + 4097, kParallelCopyMin * 2 + 3}) {
     for (const std::size_t shift : {std::size_t{0}, std::size_t{3}}) {
       std::vector<uint8_t> src(n + shift);
       for (std::size_t i = 0; i < n; ++i) src[shift + i] = byte_at(i);
@@ -55,6 +56,38 @@ TEST(ParallelCopyTest, PartsFollowTheSizeAndTheCpus) {
   EXPECT_EQ(parallel_copy_parts(16 * kMiB, 1), 1u);
   EXPECT_EQ(parallel_copy_parts(16 * kMiB, 0), 1u);
   EXPECT_EQ(parallel_copy_parts(6 * kMiB, 8), 3u);
+}
+
+// A helper that starts late takes nothing: the caller claims every chunk
+// it finds left, and the call ends as soon as the bytes are all copied. The
+// helper is held until the caller has found no chunk left; with fixed
+// parts the caller would have left the helper's half for it.
+TEST(ParallelCopyTest, TheCallerTakesTheChunksOfALateHelper) {
+  const std::size_t n = kParallelCopyMin + 5;
+  std::vector<uint8_t> src(n);
+  for (std::size_t i = 0; i < n; ++i) src[i] = byte_at(i);
+  std::vector<uint8_t> dst(n, 0);
+  std::latch caller_done(1);
+  detail::ParallelCopyHooks hooks;
+  hooks.before_helper = [&] { caller_done.wait(); };
+  hooks.after_caller = [&] { caller_done.count_down(); };
+  EXPECT_EQ(detail::parallel_copy_on(dst.data(), src.data(), n, 2, &hooks), n);
+  EXPECT_EQ(dst, src);
+}
+
+// With helpers that start at once, the chunks are shared and still every
+// byte arrives exactly once, whatever the number of threads.
+TEST(ParallelCopyTest, AnyNumberOfThreadsCopiesEveryByte) {
+  const std::size_t n = 5 * kMiB + 123;
+  std::vector<uint8_t> src(n);
+  for (std::size_t i = 0; i < n; ++i) src[i] = byte_at(i);
+  for (const std::size_t threads : {1, 2, 3, 7}) {
+    std::vector<uint8_t> dst(n, 0);
+    const std::size_t mine =
+        detail::parallel_copy_on(dst.data(), src.data(), n, threads, nullptr);
+    EXPECT_LE(mine, n);
+    EXPECT_EQ(dst, src) << threads << " threads";
+  }
 }
 
 }  // namespace
