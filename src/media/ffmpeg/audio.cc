@@ -65,6 +65,15 @@ class Converter {
       set_up(frame);
     }
     if (!swr_) return;  // a flush before any frame
+    if (frame != nullptr) in_samples_ += frame->nb_samples;
+    run(frame, out, -1);
+    if (frame == nullptr) pad_short_input(out);
+  }
+
+ private:
+  // Passes `frame` (null: the drain) through the resampler into `out`,
+  // keeping the output of this input at most `limit` samples (-1: any).
+  void run(const AVFrame* frame, Collector* out, int64_t limit) {
     const int in_samples = frame != nullptr ? frame->nb_samples : 0;
     const int capacity = swr_get_out_samples(swr_.get(), in_samples);
     if (capacity <= 0) return;
@@ -74,16 +83,36 @@ class Converter {
     std::vector<uint8_t*> planes;
     planes.reserve(tmp.size());
     for (auto& t : tmp) planes.push_back(reinterpret_cast<uint8_t*>(t.data()));
-    const int n = swr_convert(
-        swr_.get(), planes.data(), capacity,
-        frame != nullptr ? const_cast<const uint8_t**>(frame->extended_data)
-                         : nullptr,
-        in_samples);
+    int n = swr_convert(swr_.get(), planes.data(), capacity,
+                        frame != nullptr
+                            ? const_cast<const uint8_t**>(frame->extended_data)
+                            : nullptr,
+                        in_samples);
     if (n < 0) fail(name_, "sample conversion failed", n);
+    if (limit >= 0)
+      n = static_cast<int>(std::min<int64_t>(n, limit - out_samples_));
+    if (n <= 0) return;
     out->append(planes.data(), n);
+    out_samples_ += n;
   }
 
- private:
+  // After the drain: an input that stayed inside the resampler's filter
+  // (its output more than one sample short of in * out_rate / in_rate;
+  // 31 samples at 8 kHz gave 19 of 23 at 6 kHz) is pushed out with
+  // silence, up to that length. An output within one sample of it is left
+  // as the resampler made it, as the ffmpeg CLI's is.
+  void pad_short_input(Collector* out) {
+    const int64_t want =
+        av_rescale_rnd(in_samples_, out_rate_, in_rate_, AV_ROUND_NEAR_INF);
+    if (out_samples_ + 1 >= want) return;
+    for (int i = 0; i < 4 && out_samples_ < want; ++i) {
+      FramePtr silence = resampler_padding(swr_.get(), in_format_, in_rate_,
+                                           in_layout_.nb_channels, out_rate_,
+                                           want - out_samples_);
+      run(silence.get(), out, want);
+    }
+  }
+
   bool same_input(const AVFrame* frame) const {
     if (!swr_ || frame->format != in_format_ ||
         frame->sample_rate != in_rate_) {
@@ -108,6 +137,8 @@ class Converter {
     in_layout_ = known_layout(frame->ch_layout);
     in_format_ = frame->format;
     in_rate_ = frame->sample_rate;
+    in_samples_ = 0;
+    out_samples_ = 0;
     SwrContext* swr = nullptr;
     int rc = swr_alloc_set_opts2(
         &swr, layout_arg(&out_layout_), AV_SAMPLE_FMT_FLTP, out_rate_,
@@ -127,6 +158,8 @@ class Converter {
   AVChannelLayout in_layout_{};
   int in_format_ = -1;
   int in_rate_ = 0;
+  int64_t in_samples_ = 0;   // passed to the resampler since set_up
+  int64_t out_samples_ = 0;  // that it gave back
 };
 
 }  // namespace

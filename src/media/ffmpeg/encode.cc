@@ -672,22 +672,12 @@ void Encoder::Impl::drain_resampler(Packets& out) {
   const int64_t want = av_rescale_rnd(resampled_in_, ctx_->sample_rate,
                                       in_rate_, AV_ROUND_NEAR_INF);
   resample(nullptr, out, want);
-  // libswresample keeps back the last input samples that its filter has
-  // not passed (all of a stream shorter than the filter) even when
-  // drained: push them out with silence.
+  // An input shorter than the resampler's filter stays inside it: push it
+  // out with silence (see resampler_padding).
   for (int i = 0; i < 4 && resampled_out_ < want; ++i) {
-    const int64_t missing = av_rescale_rnd(want - resampled_out_, in_rate_,
-                                           ctx_->sample_rate, AV_ROUND_UP);
-    const int64_t pad = swr_get_delay(swr_.get(), in_rate_) + missing + 32;
-    FramePtr silence = new_frame();
-    silence->format = in_format_;
-    silence->sample_rate = in_rate_;
-    silence->nb_samples = static_cast<int>(std::min<int64_t>(pad, 1 << 20));
-    av_channel_layout_default(&silence->ch_layout, in_channels_);
-    if (av_frame_get_buffer(silence.get(), 0) < 0) throw std::bad_alloc();
-    av_samples_set_silence(silence->extended_data, 0, silence->nb_samples,
-                           in_channels_,
-                           static_cast<AVSampleFormat>(in_format_));
+    FramePtr silence =
+        resampler_padding(swr_.get(), in_format_, in_rate_, in_channels_,
+                          ctx_->sample_rate, want - resampled_out_);
     resample(silence.get(), out, want);
   }
 }

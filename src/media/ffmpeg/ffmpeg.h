@@ -150,6 +150,15 @@ using FilePtr = std::unique_ptr<AVIOContext, FileDeleter>;
 FramePtr new_frame();
 PacketPtr new_packet();
 
+// libswresample keeps back the last input samples that its filter has not
+// passed, all of an input shorter than the filter, even when drained: a
+// 16-sample clip at 8 kHz came out empty at 16 kHz (in the ffmpeg CLI too).
+// Returns silence in the input's format (`format`, `rate`, `channels`)
+// that pushes at least `missing` more output samples (at `out_rate`) out of
+// `swr` when converted after the drain.
+FramePtr resampler_padding(SwrContext* swr, int format, int rate, int channels,
+                           int out_rate, int64_t missing);
+
 inline AVRational to_av(media::Rational r) { return AVRational{r.num, r.den}; }
 inline media::Rational from_av(AVRational r) {
   return media::Rational{r.num, r.den};

@@ -107,6 +107,22 @@ FramePtr new_frame() {
   return f;
 }
 
+FramePtr resampler_padding(SwrContext* swr, int format, int rate, int channels,
+                           int out_rate, int64_t missing) {
+  const int64_t in_missing =
+      av_rescale_rnd(missing, rate, out_rate, AV_ROUND_UP);
+  const int64_t pad = swr_get_delay(swr, rate) + in_missing + 32;
+  FramePtr silence = new_frame();
+  silence->format = format;
+  silence->sample_rate = rate;
+  silence->nb_samples = static_cast<int>(std::min<int64_t>(pad, 1 << 20));
+  av_channel_layout_default(&silence->ch_layout, channels);
+  if (av_frame_get_buffer(silence.get(), 0) < 0) throw std::bad_alloc();
+  av_samples_set_silence(silence->extended_data, 0, silence->nb_samples,
+                         channels, static_cast<AVSampleFormat>(format));
+  return silence;
+}
+
 PacketPtr new_packet() {
   PacketPtr p(av_packet_alloc());
   if (!p) throw std::bad_alloc();
