@@ -282,7 +282,7 @@ _NEVER_MOVED = frozenset({tuple, list, dict, str, int, float, bool, type(None)})
 def _dtype_field(dtype: Any) -> Any:
     """The marker's dtype: its ``str`` (``'<f4'``) where ``np.dtype()`` of that
     gives the same dtype back, else the dtype itself. A dtype object pickles
-    through its reduce protocol, a dozen objects each passing
+    through its reduce protocol, about twenty objects each passing
     ``persistent_id``: at 1 MiB that was a fifth of the writer's time. Kept
     as objects: structured and subarray dtypes, dtypes with metadata, and
     dtypes from outside NumPy (``ml_dtypes.bfloat16`` reads ``'<V2'``)."""
