@@ -8,7 +8,11 @@
 // unexpected exception type) is a finding. PNG input is also decoded by the
 // direct path and by libpng alone, as given and with every chunk's CRC made
 // right: a different outcome (other pixels, or an error from only one of
-// them, or another message) is a finding too.
+// them, or another message) is a finding too. A JPEG with a restart index
+// (prepare_jpeg) is also decoded with its scan's CRC made right, so that
+// mutations reach the crops cut from its restart intervals; where such a
+// crop and the same crop of the whole image both decode, other pixels are a
+// finding.
 
 #include <algorithm>
 #include <cstddef>
@@ -22,6 +26,7 @@
 #include "feedline/base/error.h"
 #include "feedline/media/image.h"
 #include "media/codecs.h"
+#include "media/jpeg_restart.h"
 
 namespace {
 
@@ -90,6 +95,44 @@ std::vector<uint8_t> with_crcs_made_right(std::span<const uint8_t> bytes) {
   return v;
 }
 
+// The bytes with the restart index's CRC made right, or nothing when they
+// are not a restart-indexed JPEG or the CRC is right already.
+std::optional<std::vector<uint8_t>> with_jpeg_crc_made_right(
+    std::span<const uint8_t> bytes) {
+  feedline::media::RestartLayout layout;
+  if (!feedline::media::parse_restart_layout(bytes, &layout)) return {};
+  const uint32_t crc = feedline::media::restart_scan_crc(bytes, layout);
+  if (crc == layout.stored_crc) return {};
+  std::vector<uint8_t> v(bytes.begin(), bytes.end());
+  for (int k = 0; k < 4; ++k) {
+    v[layout.crc_at + static_cast<std::size_t>(k)] =
+        static_cast<uint8_t>(crc >> (24 - 8 * k));
+  }
+  return v;
+}
+
+std::optional<std::vector<uint8_t>> decoded(
+    std::span<const uint8_t> bytes,
+    const feedline::media::ImageOptions& options) {
+  try {
+    const feedline::Buffer b =
+        feedline::media::decode_image(bytes, options, "fuzz");
+    const auto* p = b.data_as<uint8_t>();
+    return std::vector<uint8_t>(p, p + b.nbytes());
+  } catch (const feedline::DecodeError&) {
+  } catch (const feedline::InvalidArgument&) {
+  }
+  return {};
+}
+
+void compare_cut_and_whole(std::span<const uint8_t> bytes,
+                           feedline::media::ImageOptions options) {
+  const auto cut = decoded(bytes, options);
+  options.partial_decode = false;
+  const auto whole = decoded(bytes, options);
+  if (cut && whole && *cut != *whole) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -136,6 +179,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::vector<uint8_t> fixed = with_crcs_made_right(bytes);
     if (!std::equal(fixed.begin(), fixed.end(), bytes.begin())) {
       compare_png_paths(fixed, max_pixels);
+    }
+  }
+  if (feedline::media::is_jpeg(bytes)) {
+    const auto fixed = with_jpeg_crc_made_right(bytes);
+    for (std::size_t i = 4; i < std::size(options); ++i) {
+      compare_cut_and_whole(fixed ? std::span<const uint8_t>(*fixed) : bytes,
+                            options[i]);
     }
   }
   for (const ImageOptions& o : options) {

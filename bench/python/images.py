@@ -149,8 +149,12 @@ CONTENDERS = [
     Contender("rrc-dataloader", "RRC DataLoader + Pillow"),
     Contender("rrc-spdl", "RRC SPDL + Pillow augmentation"),
     Contender("rrc-limit", "RRC limit: bare decode loop (C++)"),
+    Contender("rrc-prepared", "RRC feedline, prepared JPEGs"),
+    Contender("rrc-dataloader-prepared", "RRC DataLoader + Pillow, prepared JPEGs"),
+    Contender("rrc-limit-prepared", "RRC limit, prepared JPEGs (C++)"),
 ]
 RRC_CONTENDERS = [c.name for c in CONTENDERS if c.name.startswith("rrc-")]
+PREPARED_CONTENDERS = [c.name for c in CONTENDERS if c.name.endswith("-prepared")]
 BY_NAME = {c.name: c for c in CONTENDERS}
 
 
@@ -419,15 +423,16 @@ def make_epoch(name):
     if name == "spdl":
         _import_all("torch", "numpy", "spdl.io", "spdl.pipeline")
         return _make_spdl_epoch()
-    if name.startswith("rrc-feedline") or name in ("rrc-no-partial", "rrc-full-decode"):
+    if name in ("rrc-feedline", "rrc-prepared", "rrc-no-partial", "rrc-full-decode"):
         _import_all("torch", "feedline.io", "feedline.pipeline")
         extra = {
             "rrc-feedline": {},
+            "rrc-prepared": {},
             "rrc-no-partial": {"partial_decode": False},
             "rrc-full-decode": {"partial_decode": False, "dct_scaling": False},
         }[name]
         return lambda paths: _feedline_epoch(paths, feedline_rrc_options(**extra))
-    if name == "rrc-dataloader":
+    if name in ("rrc-dataloader", "rrc-dataloader-prepared"):
         _import_all("torch.utils.data", "numpy", "PIL.Image")
         return lambda paths: _dataloader_epoch(paths, PillowRrcImages)
     if name == "rrc-spdl":
@@ -544,6 +549,40 @@ def ensure_dataset(data, n):
     return paths
 
 
+def prepared_dir(data):
+    """Where the prepare_jpeg() copies of the dataset live: beside it."""
+    return pathlib.Path(str(data).rstrip("/") + "-prepared")
+
+
+def prepare_main(args):
+    """Writes the prepare_jpeg() copy of every missing image; prints sizes."""
+    import feedline.io
+
+    source = dataset_paths(args.data, args.images)
+    target = dataset_paths(prepared_dir(args.data), args.images)
+    os.makedirs(prepared_dir(args.data), exist_ok=True)
+    before = after = 0
+    for src, dst in zip(source, target):
+        with open(src, "rb") as f:
+            data = f.read()
+        if not os.path.exists(dst):
+            with open(dst + ".tmp", "wb") as f:
+                f.write(feedline.io.prepare_jpeg(data, name=src))
+            os.replace(dst + ".tmp", dst)
+        before += len(data)
+        after += os.path.getsize(dst)
+    print(json.dumps({"before": before, "after": after}))
+
+
+def ensure_prepared(args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--prepare", "--images", str(args.images), "--data", args.data]
+    report, note = run_json(cmd, args.timeout, "prepare", require_success=True)
+    if report is None:
+        sys.exit(f"preparing the dataset failed: {note}")
+    grow = 100 * (report["after"] / report["before"] - 1)
+    print(f"Prepared copies (feedline.io.prepare_jpeg, in {prepared_dir(args.data)}): {grow:+.1f}% bytes")
+
+
 def describe_dataset(paths):
     """Reads every file once (into the page cache) and returns a summary line."""
     total_bytes = 0
@@ -568,11 +607,12 @@ def describe_dataset(paths):
 
 def run_contender(contender, args):
     result = Result(contender)
-    if contender.name in ("limit", "rrc-limit"):
-        report, result.note = _run_limit(args, rrc=contender.name == "rrc-limit")
+    data = prepared_dir(args.data) if contender.name in PREPARED_CONTENDERS else args.data
+    if contender.name in ("limit", "rrc-limit", "rrc-limit-prepared"):
+        report, result.note = _run_limit(args, data, rrc=contender.name != "limit")
     else:
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", contender.name]
-        cmd += ["--images", str(args.images), "--repeat", str(args.repeat), "--data", str(args.data)]
+        cmd += ["--images", str(args.images), "--repeat", str(args.repeat), "--data", str(data)]
         report, result.note = run_json(cmd, args.timeout, contender.name, require_success=False)
     if report is not None:
         fill_result(result, report, args.images)
@@ -581,12 +621,12 @@ def run_contender(contender, args):
     return result
 
 
-def _run_limit(args, rrc=False):
+def _run_limit(args, data, rrc=False):
     binary = pathlib.Path(args.limit_bin)
     if not binary.exists():
         return None, "not built (cmake --build build/release --target image_limit)"
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as listing:
-        listing.write("\n".join(dataset_paths(args.data, args.images)) + "\n")
+        listing.write("\n".join(dataset_paths(data, args.images)) + "\n")
         listing.flush()
         cmd = [str(binary), str(NUM_THREADS), "--repeat", str(args.repeat), "--list", listing.name]
         if rrc:
@@ -635,6 +675,8 @@ def parent_main(args):
         sys.exit(f"unknown contender(s) {', '.join(unknown)}; choose from {', '.join(BY_NAME)}")
     paths = ensure_dataset(args.data, args.images)
     print_header(args, describe_dataset(paths))
+    if any(n in PREPARED_CONTENDERS for n in names):
+        ensure_prepared(args)
     results = []
     for name in names:
         print(f"  running {name} ...", flush=True)
@@ -665,6 +707,7 @@ def parse_args(argv):
     # Internal: run one contender (or the output check) in this process.
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
         args.images, args.repeat = 64, 1
@@ -674,7 +717,11 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    return dispatch(parse_args(argv), worker_main, parent_main, check_main)
+    args = parse_args(argv)
+    if args.prepare:
+        prepare_main(args)
+        return 0
+    return dispatch(args, worker_main, parent_main, check_main)
 
 
 if __name__ == "__main__":

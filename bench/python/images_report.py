@@ -145,6 +145,9 @@ def print_goals(results, quick):
         print(f"  {'CPU/image <= 0.5x DataLoader':32} {ratio:>6.2f}x  {'met' if ratio <= 0.5 else 'NOT met'}")
 
 
+PREPARED_NA = "  prepared/DataLoader n/a  prepared/full-decode n/a"
+
+
 def print_rrc_goals(results, quick):
     """The augmentation table's goals, and the run's one-line summary."""
     by_name = {r.contender.name: r for r in results}
@@ -153,7 +156,7 @@ def print_rrc_goals(results, quick):
     )
     if rrc is None or not rrc.items_ok:
         # The summary line still ends the run, so that runs can be compared.
-        print("\nRRC feedline/DataLoader n/a  feedline RRC/full-decode n/a")
+        print(f"\nRRC feedline/DataLoader n/a  feedline RRC/full-decode n/a{PREPARED_NA}")
         return
     print("\nGoals for feedline RRC" + (" -- smoke run, not meaningful:" if quick else ":"))
     goals = [
@@ -177,9 +180,47 @@ def print_rrc_goals(results, quick):
     limit = _ok_rate(by_name.get("rrc-limit"))
     if limit is not None:
         print(f"  feedline RRC runs at {100 * rrc.images_per_s / limit:.0f}% of the bare RRC decode loop (rrc-limit)")
+    prepared = _print_prepared_goals(by_name, full, dl)
     dl_ratio = "n/a" if _ok_rate(dl) is None else f"{rrc.images_per_s / _ok_rate(dl):.2f}"
     full_ratio = "n/a" if _ok_rate(full) is None else f"{rrc.images_per_s / _ok_rate(full):.2f}"
-    print(f"\nRRC feedline/DataLoader {dl_ratio}  feedline RRC/full-decode {full_ratio}")
+    print(f"\nRRC feedline/DataLoader {dl_ratio}  feedline RRC/full-decode {full_ratio}{prepared}")
+
+
+def _print_prepared_goals(by_name, full, dl):
+    """The same goals for feedline RRC on prepare_jpeg() copies; returns the
+    summary line's tail ('' when that contender did not run)."""
+    rrc = by_name.get("rrc-prepared")
+    if rrc is None or not rrc.items_ok:
+        return PREPARED_NA
+    print("Goals for feedline RRC on prepared JPEGs (against the other contenders on the original files):")
+    ratios = {}
+    for key, text, base, target in (
+        ("full", ">= 1.5x feedline full-decode", _ok_rate(full), 1.5),
+        ("dl", ">= 5x DataLoader images/s", _ok_rate(dl), 5.0),
+    ):
+        ratios[key] = None if base is None else rrc.images_per_s / base
+        verdict = (
+            "n/a" if ratios[key] is None else f"{ratios[key]:>6.2f}x  {'met' if ratios[key] >= target else 'NOT met'}"
+        )
+        print(f"  {text:32} {verdict}")
+    dl_cpu = _ok_cpu(dl)
+    cpu_ratio = None if dl_cpu is None else rrc.cpu_ms_per_image / dl_cpu
+    verdict = "n/a" if cpu_ratio is None else f"{cpu_ratio:>6.2f}x  {'met' if cpu_ratio <= 0.2 else 'NOT met'}"
+    print(f"  {'CPU/image <= 0.2x DataLoader':32} {verdict}")
+    plain = by_name.get("rrc-feedline")
+    if plain is not None and plain.items_ok:
+        saved = 1 - rrc.cpu_ms_per_image / plain.cpu_ms_per_image
+        print(f"  decoding only the restart intervals a crop covers saves {100 * saved:.0f}% of the CPU per image")
+    dl_prepared = _ok_rate(by_name.get("rrc-dataloader-prepared"))
+    if dl_prepared is not None:
+        print(f"  against the DataLoader on the same prepared files: {rrc.images_per_s / dl_prepared:.2f}x")
+    limit = _ok_rate(by_name.get("rrc-limit-prepared"))
+    if limit is not None:
+        print(
+            f"  it runs at {100 * rrc.images_per_s / limit:.0f}% of the bare loop on prepared files (rrc-limit-prepared)"
+        )
+    fmt = {k: "n/a" if v is None else f"{v:.2f}" for k, v in ratios.items()}
+    return f"  prepared/DataLoader {fmt['dl']}  prepared/full-decode {fmt['full']}"
 
 
 def dist_version(dist):

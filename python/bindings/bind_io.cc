@@ -352,6 +352,18 @@ void bind_io(nb::module_& parent) {
         nb::arg("data"), nb::arg("options"), nb::arg("name"),
         nb::arg("index").none() = nb::none());
   m.def(
+      "prepare_jpeg",
+      [](nb::handle data, const std::string& name) {
+        std::vector<uint8_t> out;
+        {
+          Buffer bytes = bytes_from_python(data);
+          ReleaseGil release;
+          out = media::prepare_jpeg(bytes.bytes(), name);
+        }
+        return nb::bytes(out.data(), out.size());
+      },
+      nb::arg("data"), nb::arg("name"));
+  m.def(
       "transform_image",
       [](nb::handle data, const std::vector<int64_t>& shape,
          const ImageOptions& options, const std::string& name,

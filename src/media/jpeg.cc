@@ -17,6 +17,7 @@
 #include <csetjmp>
 #include <cstddef>
 #include <cstdio>  // jpeglib.h uses FILE and size_t without including them
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "feedline/base/error.h"
 #include "media/codecs.h"
+#include "media/jpeg_restart.h"
 
 namespace feedline::media {
 namespace {
@@ -96,6 +98,20 @@ bool start(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space) {
   c->scale_denom = scale_denom;
   c->out_color_space = space;
   jpeg_start_decompress(c);
+  return true;
+}
+
+// Sets the output size for a decode at 1/scale_denom, reading nothing.
+bool dimensions(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space) {
+  jpeg_decompress_struct* c = &d->info;
+  if (setjmp(d->err.jump) != 0) {
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  c->scale_num = 1;
+  c->scale_denom = scale_denom;
+  c->out_color_space = space;
+  jpeg_calc_output_dimensions(c);
   return true;
 }
 
@@ -224,6 +240,65 @@ void cmyk_to_format(const uint8_t* cmyk, std::size_t n, PixelFormat format,
   }
 }
 
+struct Offset {
+  int x = 0;
+  int y = 0;
+};
+
+// For a restart-indexed file (see media/jpeg_restart.h) and a region
+// smaller than the image: replaces the decoder's input by a JPEG of the MCU
+// rows and restart intervals that cover the region, moves *region
+// into that JPEG's pixels and returns where they start. Otherwise leaves
+// both alone and returns (0, 0). Either way the header of what is to be
+// decoded has been read. An indexed file whose scan does not match its
+// CRC has been damaged since it was written: an error, whatever the
+// region, even where libjpeg-turbo would find nothing wrong.
+Offset cut_to_region(Decompressor& d, std::span<const uint8_t> data,
+                     unsigned denom, Region* region, std::string_view name) {
+  thread_local RestartLayout layout;
+  if (!parse_restart_layout(data, &layout)) return {};
+  if (restart_scan_crc(data, layout) != layout.stored_crc) {
+    throw DecodeError(std::string(name) +
+                      ": corrupt JPEG data: the scan does not match the "
+                      "CRC-32 prepare_jpeg() stored with it");
+  }
+  const int out_w = static_cast<int>(d.info.output_width);
+  const int out_h = static_cast<int>(d.info.output_height);
+  if (region->w == out_w && region->h == out_h) return {};
+  const int unit = static_cast<int>(denom);
+  const int mcu_w = layout.mcu_w / unit;  // in output pixels
+  const int mcu_h = layout.mcu_h / unit;
+  const int span_w = mcu_w * layout.interval;
+  // Fancy upsampling makes the first and last row and column of a decode
+  // from the chroma samples at its edge alone: a region that starts or
+  // ends that close to where a cut would begin or end takes one MCU row
+  // or interval more.
+  constexpr int kEdge = 2;
+  const int lo_x = std::max(0, region->x - kEdge);
+  const int hi_x = std::min(out_w, region->x + region->w + kEdge);
+  const int lo_y = std::max(0, region->y - kEdge);
+  const int hi_y = std::min(out_h, region->y + region->h + kEdge);
+  const int col0 = lo_x / span_w;
+  const int col1 =
+      std::min(layout.intervals_per_row, (hi_x + span_w - 1) / span_w);
+  const int row0 = lo_y / mcu_h;
+  const int row1 = std::min(layout.mcu_rows, (hi_y + mcu_h - 1) / mcu_h);
+  if (col0 == 0 && row0 == 0 && col1 == layout.intervals_per_row &&
+      row1 == layout.mcu_rows) {
+    return {};
+  }
+  thread_local std::vector<uint8_t> cut;
+  cut_restart_layout(data, layout, row0, row1, col0, col1, &cut);
+  const J_COLOR_SPACE space = d.info.out_color_space;
+  jpeg_abort_decompress(&d.info);
+  header(d, cut, name);
+  if (!dimensions(&d, denom, space)) fail(d, name, "corrupt JPEG data");
+  const Offset at{col0 * span_w, row0 * mcu_h};
+  region->x -= at.x;
+  region->y -= at.y;
+  return at;
+}
+
 }  // namespace
 
 bool is_jpeg(std::span<const uint8_t> data) {
@@ -258,7 +333,7 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                               : format == PixelFormat::kGray ? JCS_GRAYSCALE
                               : format == PixelFormat::kBgr  ? JCS_EXT_BGR
                                                              : JCS_RGB;
-  if (!start(&d, denom, space)) fail(d, name, "corrupt JPEG data");
+  if (!dimensions(&d, denom, space)) fail(d, name, "corrupt JPEG data");
 
   DecodedPixels out;
   out.width = static_cast<int>(d.info.output_width);
@@ -274,11 +349,15 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
   want.w = std::clamp(want.w, 1, out.width - want.x);
   want.h = std::clamp(want.h, 1, out.height - want.y);
 
+  // (x0, y0): where the decoded stream starts in the image, in output
+  // pixels; not 0 when only part of a restart-indexed file is decoded.
+  const Offset at = cut_to_region(d, data, denom, &want, name);
+  if (!start(&d, denom, space)) fail(d, name, "corrupt JPEG data");
   auto x = static_cast<JDIMENSION>(want.x);
   auto w = static_cast<JDIMENSION>(want.w);
   if (!crop(&d, &x, &w)) fail(d, name, "corrupt JPEG data");
-  out.left = static_cast<int>(x);
-  out.top = want.y;
+  out.left = static_cast<int>(x) + at.x;
+  out.top = want.y + at.y;
   const int decoded_channels = cmyk ? 4 : out.channels;
   const std::ptrdiff_t decoded_stride =
       static_cast<std::ptrdiff_t>(w) * decoded_channels;
@@ -308,6 +387,103 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
       scratch(n * static_cast<std::size_t>(out.channels), &out.owned);
   cmyk_to_format(tmp.get(), n, format, pixels);
   out.data = pixels;
+  return out;
+}
+
+namespace {
+
+// The restart interval prepare_jpeg() gives an image: the largest divisor
+// of the MCUs in a row that cuts the row into at least 8 intervals (or a
+// single MCU when none does: a row of a prime number of MCUs), so that
+// crops skip columns as well as rows; a row of fewer than 8 MCUs is one
+// interval.
+// Each interval costs about 4 bytes (its marker, the padding to a byte,
+// the first DC coefficient coded in full): 1-2% of a photograph.
+unsigned restart_interval_for(const jpeg_decompress_struct& c) {
+  const unsigned mcu_w = c.num_components == 1
+                             ? 8U
+                             : 8U * static_cast<unsigned>(c.max_h_samp_factor);
+  const unsigned per_row = (c.image_width + mcu_w - 1) / mcu_w;
+  for (unsigned k = std::max(1U, per_row / 8); k > 1; --k) {
+    if (per_row % k == 0) return k;
+  }
+  return per_row / 8 == 0 ? per_row : 1;
+}
+
+struct Transcode {
+  Decompressor* d;
+  jpeg_compress_struct out{};
+  bool out_created = false;
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+};
+
+// Copies the DCT coefficients of `data` into one baseline scan with
+// restart markers and optimised Huffman tables, keeping APP1-APP13 and COM
+// segments and adding a placeholder APP15 restart index.
+bool transcode(Transcode* t, const uint8_t* data, std::size_t size) {
+  jpeg_decompress_struct* c = &t->d->info;
+  jpeg_compress_struct* cc = &t->out;
+  if (setjmp(t->d->err.jump) != 0) {
+    if (t->out_created) jpeg_abort_compress(cc);
+    jpeg_abort_decompress(c);
+    return false;
+  }
+  cc->err = &t->d->err.pub;
+  jpeg_create_compress(cc);
+  t->out_created = true;
+  jpeg_mem_src(c, data, static_cast<unsigned long>(size));
+  jpeg_save_markers(c, JPEG_COM, 0xFFFF);
+  for (int m = 1; m <= 13; ++m) jpeg_save_markers(c, JPEG_APP0 + m, 0xFFFF);
+  jpeg_read_header(c, TRUE);
+  jvirt_barray_ptr* coefficients = jpeg_read_coefficients(c);
+  jpeg_copy_critical_parameters(c, cc);
+  cc->arith_code = FALSE;
+  cc->optimize_coding = TRUE;
+  cc->restart_interval = restart_interval_for(*c);
+  jpeg_mem_dest(cc, &t->buffer, &t->size);
+  jpeg_write_coefficients(cc, coefficients);
+  JOCTET index[kRestartIndexPayload] = {};
+  std::memcpy(index, kRestartIndexId, sizeof(kRestartIndexId));
+  index[sizeof(kRestartIndexId)] = kRestartIndexVersion;
+  jpeg_write_marker(cc, JPEG_APP0 + 15, index, kRestartIndexPayload);
+  for (jpeg_saved_marker_ptr m = c->marker_list; m != nullptr; m = m->next)
+    jpeg_write_marker(cc, m->marker, m->data, m->data_length);
+  jpeg_finish_compress(cc);
+  jpeg_finish_decompress(c);
+  return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> prepare_jpeg(std::span<const uint8_t> data,
+                                  std::string_view name) {
+  if (!is_jpeg(data)) {
+    throw UnsupportedFormat(std::string(name) + ": not a JPEG image");
+  }
+  // A decompressor of its own: saving markers would stay switched on in
+  // the thread's shared one.
+  Decompressor d;
+  if (!create(&d)) {
+    throw Internal(std::string("libjpeg-turbo: cannot create a decoder: ") +
+                   d.err.message);
+  }
+  Transcode t{&d};
+  const bool ok = transcode(&t, data.data(), data.size());
+  std::vector<uint8_t> out;
+  if (ok) out.assign(t.buffer, t.buffer + t.size);
+  std::free(t.buffer);
+  if (t.out_created) jpeg_destroy_compress(&t.out);
+  if (!ok) fail(d, name, "cannot rewrite JPEG");
+  RestartLayout layout;
+  if (!parse_restart_layout(out, &layout)) {
+    throw UnsupportedFormat(std::string(name) +
+                            ": JPEG cannot take a restart index (more than "
+                            "4 components or samples of more than 8 bits)");
+  }
+  const uint32_t crc = restart_scan_crc(out, layout);
+  for (int i = 0; i < 4; ++i)
+    out[layout.crc_at + i] = static_cast<uint8_t>(crc >> (24 - 8 * i));
   return out;
 }
 

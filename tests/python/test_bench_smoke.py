@@ -28,7 +28,7 @@ def test_pipeline_overhead_benchmark_runs():
 def test_images_benchmark_runs():
     # The baselines (torch, SPDL) are optional here; feedline's contenders and
     # the C++ limit (built with the release tree, when present) must run.
-    only = "feedline,feedline-per-image,limit,rrc-feedline,rrc-full-decode,rrc-limit"
+    only = "feedline,feedline-per-image,limit,rrc-feedline,rrc-full-decode,rrc-limit,rrc-prepared,rrc-limit-prepared"
     out = run_bench("images.py", "--quick", "--only", only)
     assert "feedline, native ops" in out
     # The augmentation contenders and the run's last line.
@@ -41,7 +41,11 @@ def test_images_benchmark_runs():
     # Every contender hands out torch tensors: without torch (CI installs no
     # benchmark baselines) none can run, and the line says n/a.
     number = r"\d+\.\d\d" if importlib.util.find_spec("torch") else "n/a"
-    assert re.search(rf"^RRC feedline/DataLoader \S+  feedline RRC/full-decode {number}$", out, re.M), out
+    # The same on prepare_jpeg() copies of the images.
+    assert "Prepared copies (feedline.io.prepare_jpeg" in out
+    summary = rf"^RRC feedline/DataLoader \S+  feedline RRC/full-decode {number}"
+    summary += rf"  prepared/DataLoader \S+  prepared/full-decode {number}$"
+    assert re.search(summary, out, re.M), out
 
 
 def test_arena_handoff_benchmark_runs():

@@ -431,3 +431,88 @@ def test_transform_image_takes_arrays_and_buffers():
         fio.transform_image(rgb.astype(np.float32))
     with pytest.raises(ValueError, match="thing"):
         fio.transform_image(np.zeros((4, 4, 4), np.uint8), name="thing")
+
+
+# -- prepare_jpeg: crops decoded from only the restart intervals they cover --
+
+
+@pytest.fixture(scope="module")
+def prepared(jpegs):
+    return {name: fio.prepare_jpeg(data, name=name) for name, data in jpegs.items()}
+
+
+def _pillow_pixels(data):
+    return np.asarray(PIL.open(io.BytesIO(data)))
+
+
+def test_prepared_jpegs_give_any_decoder_the_same_pixels(jpegs, prepared):
+    for name in PHOTOS:
+        src, out = jpegs[name], prepared[name]
+        assert out[:2] == b"\xff\xd8" and b"feedline-rst\x00\x01" in out
+        assert b"\xff\xd0" in out and b"\xff\xdd" in out  # RST0 and DRI
+        assert len(out) < 1.05 * len(src)
+        assert np.array_equal(_pillow_pixels(out), _pillow_pixels(src)), name
+        assert np.array_equal(fio.to_numpy(fio.decode_image(out)), fio.to_numpy(fio.decode_image(src))), name
+        assert fio.prepare_jpeg(out) == out
+
+
+def _sources(kind):
+    rgb = skdata.chelsea()
+    if kind == "L":
+        return encode(np.asarray(PIL.fromarray(rgb).convert("L")), quality=90)
+    if kind == "CMYK":
+        b = io.BytesIO()
+        PIL.fromarray(rgb).convert("CMYK").save(b, format="JPEG", quality=95)
+        return b.getvalue()
+    if kind == "progressive":
+        return encode(rgb, quality=90, progressive=True, subsampling=1)
+    return encode(rgb, quality=85, subsampling=0)  # 4:4:4
+
+
+@pytest.mark.parametrize("kind", ["photos", "L", "CMYK", "progressive", "444"])
+def test_crops_of_prepared_jpegs_equal_those_of_the_source(tmp_path, jpegs, kind):
+    datas = [jpegs[n] for n in PHOTOS] * 3 if kind == "photos" else [_sources(kind)] * 8
+    src_paths, prep_paths = [], []
+    for i, data in enumerate(datas):
+        (tmp_path / f"s{i}.jpg").write_bytes(data)
+        (tmp_path / f"p{i}.jpg").write_bytes(fio.prepare_jpeg(data))
+        src_paths.append(str(tmp_path / f"s{i}.jpg"))
+        prep_paths.append(str(tmp_path / f"p{i}.jpg"))
+    norm = dict(layout="CHW", dtype="float32", mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+    transforms = [
+        dict(width=None, height=None, random_resized_crop=64, hflip=0.5, seed=3, epoch=1, **norm),
+        dict(width=None, height=None, random_resized_crop=(48, 40), seed=4, dct_scaling=False),
+        dict(width=None, height=None, resize_shorter=128, crop=112, **norm),
+    ]
+    indices = list(range(len(datas)))
+    for kw in transforms:
+        a = fio.to_numpy(fio.load_image_batch(src_paths, indices=indices, **kw))
+        b = fio.to_numpy(fio.load_image_batch(prep_paths, indices=indices, **kw))
+        assert np.array_equal(a, b), kw
+
+
+def _flippable_byte_near_the_end(data):
+    """An entropy-coded byte in the last restart interval whose low bit can
+    flip without making or breaking a marker."""
+    for i in range(len(data) - 8, 0, -1):
+        if data[i] not in (0xFE, 0xFF) and data[i - 1] != 0xFF:
+            return i
+    raise AssertionError("no such byte")
+
+
+def test_damage_to_a_prepared_jpeg_is_an_error_outside_the_crop_too(jpegs, prepared):
+    data = bytearray(prepared["astronaut"])
+    data[_flippable_byte_near_the_end(data)] ^= 0x01  # the bottom right corner
+    for index in range(6):
+        with pytest.raises(feedline.DecodeError, match="damaged.jpg.*CRC-32"):
+            fio.decode_image(bytes(data), name="damaged.jpg", random_resized_crop=64, seed=0, index=index)
+    with pytest.raises(feedline.DecodeError, match="damaged.jpg.*CRC-32"):
+        fio.decode_image(bytes(data), name="damaged.jpg")
+    truncated = prepared["astronaut"][: len(data) * 2 // 3]
+    for index in range(3):
+        with pytest.raises(feedline.DecodeError, match="cut.jpg"):
+            fio.decode_image(truncated, name="cut.jpg", random_resized_crop=64, seed=0, index=index)
+    with pytest.raises(feedline.UnsupportedFormat, match="x.png"):
+        fio.prepare_jpeg(encode(skdata.chelsea(), "PNG"), name="x.png")
+    with pytest.raises(feedline.DecodeError, match="h.jpg"):
+        fio.prepare_jpeg(jpegs["coffee"][:300], name="h.jpg")

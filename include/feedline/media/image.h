@@ -215,4 +215,19 @@ Buffer decode_image_batch(std::span<const EncodedImage> images,
                           const ImageOptions& options,
                           std::vector<ImageFailure>* failures);
 
+// Rewrites a JPEG for cropped decoding without changing a pixel: the same
+// DCT coefficients in one baseline scan, with a restart marker every few
+// MCUs (at least 8 to a row where the row's MCU count allows) and a CRC-32
+// of the scan in an APP15 segment. decode_image() then decodes a crop of
+// it (a random resized crop, a centre crop) from only the rows and
+// restart intervals the crop covers, instead of entropy-decoding every
+// row above it. Every decode of it checks the CRC: damage anywhere in the
+// scan is a DecodeError, outside the crop too. APP1-APP13 and COM segments
+// (EXIF, ICC profiles) are kept; the file grows by 1-3%. A one-time step, like
+// writing a dataset's shards. Throws: UnsupportedFormat for input that is
+// not a JPEG or cannot take the layout (more than 4 components),
+// DecodeError naming `name` for a JPEG libjpeg-turbo cannot read.
+std::vector<uint8_t> prepare_jpeg(std::span<const uint8_t> data,
+                                  std::string_view name);
+
 }  // namespace feedline::media
