@@ -6,6 +6,9 @@
     the FFmpeg decoders found for common codecs, the CPU count and the
     extension's build type (whether it is a debug build). ``--json`` prints
     the same as one JSON object.
+``prepare-jpegs SRC DST``
+    :func:`feedline.io.prepare_jpeg` over every JPEG of a folder tree, into
+    the same relative paths under DST (see :mod:`feedline._prepare_cli`).
 ``demo``
     The README's demo for an installed package: makes a dataset of images
     in a temporary directory and loads it through the native image pipeline
@@ -84,11 +87,13 @@ def main(argv: list[str] | None = None, prog: str = "feedline") -> int:
     info = sub.add_parser("info", help="versions, FFmpeg decoders, CPU count and build type")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     demo = sub.add_parser("demo", help="load a generated image dataset through the native pipeline")
-    from . import _demo, _stats_cli
+    from . import _demo, _prepare_cli, _stats_cli
 
     _demo.add_arguments(demo)
     stats = sub.add_parser("stats", help="read a statistics export (JSON Lines): table, bottleneck, plot")
     _stats_cli.add_arguments(stats)
+    prepare = sub.add_parser("prepare-jpegs", help="rewrite a folder of JPEGs for cropped decoding (prepare_jpeg)")
+    _prepare_cli.add_arguments(prepare)
     args = ap.parse_args(argv)
 
     if args.command == "info":
@@ -97,4 +102,6 @@ def main(argv: list[str] | None = None, prog: str = "feedline") -> int:
         return 0
     if args.command == "stats":
         return _stats_cli.run(args)
+    if args.command == "prepare-jpegs":
+        return _prepare_cli.run(args)
     return _demo.run(args)

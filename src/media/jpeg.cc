@@ -240,6 +240,20 @@ void cmyk_to_format(const uint8_t* cmyk, std::size_t n, PixelFormat format,
   }
 }
 
+// The JPEG cut from a restart-indexed file, kept by the thread for its
+// next one like scratch(); CutMemoryTrim lets go of one over 16 MiB.
+std::vector<uint8_t>& cut_memory() {
+  thread_local std::vector<uint8_t> memory;
+  return memory;
+}
+
+struct CutMemoryTrim {
+  ~CutMemoryTrim() {
+    if (cut_memory().capacity() > (std::size_t{16} << 20))
+      std::vector<uint8_t>().swap(cut_memory());
+  }
+};
+
 struct Offset {
   int x = 0;
   int y = 0;
@@ -287,7 +301,7 @@ Offset cut_to_region(Decompressor& d, std::span<const uint8_t> data,
       row1 == layout.mcu_rows) {
     return {};
   }
-  thread_local std::vector<uint8_t> cut;
+  std::vector<uint8_t>& cut = cut_memory();
   cut_restart_layout(data, layout, row0, row1, col0, col1, &cut);
   const J_COLOR_SPACE space = d.info.out_color_space;
   jpeg_abort_decompress(&d.info);
@@ -351,6 +365,7 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
 
   // (x0, y0): where the decoded stream starts in the image, in output
   // pixels; not 0 when only part of a restart-indexed file is decoded.
+  CutMemoryTrim trim;  // before `reset` aborts the decode, which reads no input
   const Offset at = cut_to_region(d, data, denom, &want, name);
   if (!start(&d, denom, space)) fail(d, name, "corrupt JPEG data");
   auto x = static_cast<JDIMENSION>(want.x);

@@ -71,7 +71,7 @@ def test_without_a_command_it_prints_usage_and_fails(tmp_path):
     done = run_feedline(tmp_path)
     assert done.returncode == 2
     assert "usage: python -m feedline" in done.stderr
-    assert "{info,demo,stats}" in done.stderr
+    assert "{info,demo,stats,prepare-jpegs}" in done.stderr
 
 
 SUMMARY = re.compile(r"^throughput:\s+[\d,]+ images/s \(\d+ threads\)$", re.M)
@@ -113,3 +113,65 @@ def test_demo_jpeg_without_ffmpeg_says_what_is_missing(tmp_path):
     done = run_feedline(tmp_path, "demo", "--images", "4", "--format", "jpeg", env=env)
     assert done.returncode != 0
     assert "--format jpeg needs the ffmpeg CLI on PATH" in done.stderr
+
+
+def _jpeg(array, **kw):
+    import io
+
+    from PIL import Image
+
+    b = io.BytesIO()
+    Image.fromarray(array).save(b, format="JPEG", **kw)
+    return b.getvalue()
+
+
+def test_prepare_jpegs_rewrites_a_tree_and_copies_what_it_cannot(tmp_path):
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    import numpy as np
+
+    import feedline.io as fio
+
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    photo = _jpeg(skdata.chelsea(), quality=90)
+    (src / "a.jpg").write_bytes(photo)
+    (src / "sub" / "b.JPEG").write_bytes(_jpeg(skdata.coffee(), quality=80, progressive=True))
+    png = fio.encode_image(skdata.chelsea(), format="png")
+    (src / "c.jpg").write_bytes(png)  # a PNG named .jpg
+    (src / "d.jpg").write_bytes(photo[:100])  # cut inside its header
+    (src / "notes.txt").write_text("not an image")
+    done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst", "--threads", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(
+        r"^2 rewritten, 2 copied unchanged, 0 failed, of 4 JPEGs \([+-]\d+\.\d% bytes\)$", done.stdout, re.M
+    )
+    dst = tmp_path / "dst"
+    for rel, source in (("a.jpg", photo), ("sub/b.JPEG", (src / "sub" / "b.JPEG").read_bytes())):
+        out = (dst / rel).read_bytes()
+        assert b"feedline-rst" in out and out == fio.prepare_jpeg(source)
+        assert np.array_equal(fio.to_numpy(fio.decode_image(out)), fio.to_numpy(fio.decode_image(source)))
+    assert (dst / "c.jpg").read_bytes() == png
+    assert (dst / "d.jpg").read_bytes() == photo[:100]
+    assert "c.jpg" in done.stderr and "d.jpg" in done.stderr
+    assert not (dst / "notes.txt").exists()
+    assert not list(dst.rglob("*.tmp"))
+    # --strict: a file copied unchanged fails the run.
+    strict = run_feedline(tmp_path, "prepare-jpegs", "src", "dst2", "--strict")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+
+
+def test_prepare_jpegs_counts_a_file_it_cannot_write(tmp_path):
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "a.jpg").write_bytes(_jpeg(skdata.chelsea()))
+    (tmp_path / "src" / "sub" / "b.jpg").write_bytes(_jpeg(skdata.coffee()))
+    (tmp_path / "dst").mkdir()
+    (tmp_path / "dst" / "sub").write_text("a file where a folder must go")
+    done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^1 rewritten, 0 copied unchanged, 1 failed, of 2 JPEGs", done.stdout, re.M), done.stdout
+    assert "b.jpg" in done.stderr
+    missing = run_feedline(tmp_path, "prepare-jpegs", "nowhere", "dst")
+    assert missing.returncode == 1 and "nowhere is not a folder" in missing.stderr
