@@ -353,16 +353,16 @@ void bind_io(nb::module_& parent) {
         nb::arg("index").none() = nb::none());
   m.def(
       "prepare_jpeg",
-      [](nb::handle data, const std::string& name) {
+      [](nb::handle data, const std::string& name, int64_t max_pixels) {
         std::vector<uint8_t> out;
         {
           Buffer bytes = bytes_from_python(data);
           ReleaseGil release;
-          out = media::prepare_jpeg(bytes.bytes(), name);
+          out = media::prepare_jpeg(bytes.bytes(), name, max_pixels);
         }
         return nb::bytes(out.data(), out.size());
       },
-      nb::arg("data"), nb::arg("name"));
+      nb::arg("data"), nb::arg("name"), nb::arg("max_pixels"));
   m.def(
       "transform_image",
       [](nb::handle data, const std::vector<int64_t>& shape,

@@ -472,10 +472,14 @@ bool transcode(Transcode* t, const uint8_t* data, std::size_t size) {
 }  // namespace
 
 std::vector<uint8_t> prepare_jpeg(std::span<const uint8_t> data,
-                                  std::string_view name) {
+                                  std::string_view name, int64_t max_pixels) {
   if (!is_jpeg(data)) {
     throw UnsupportedFormat(std::string(name) + ": not a JPEG image");
   }
+  // The rewrite holds every DCT coefficient (3 bytes a pixel at 4:2:0):
+  // the header's size is checked before any of it is allocated.
+  const ImageInfo info = probe_jpeg(data, name);
+  check_dimensions(info.width, info.height, max_pixels, name);
   // A decompressor of its own: saving markers would stay switched on in
   // the thread's shared one.
   Decompressor d;

@@ -516,3 +516,5 @@ def test_damage_to_a_prepared_jpeg_is_an_error_outside_the_crop_too(jpegs, prepa
         fio.prepare_jpeg(encode(skdata.chelsea(), "PNG"), name="x.png")
     with pytest.raises(feedline.DecodeError, match="h.jpg"):
         fio.prepare_jpeg(jpegs["coffee"][:300], name="h.jpg")
+    with pytest.raises(feedline.DecodeError, match="big.jpg: image of 600 x 400 pixels .* limit of 1000"):
+        fio.prepare_jpeg(jpegs["coffee"], name="big.jpg", max_pixels=1000)

@@ -226,8 +226,10 @@ Buffer decode_image_batch(std::span<const EncodedImage> images,
 // (EXIF, ICC profiles) are kept; the file grows by 1-3%. A one-time step, like
 // writing a dataset's shards. Throws: UnsupportedFormat for input that is
 // not a JPEG or cannot take the layout (more than 4 components),
-// DecodeError naming `name` for a JPEG libjpeg-turbo cannot read.
+// DecodeError naming `name` for a JPEG libjpeg-turbo cannot read or one of
+// more than `max_pixels` pixels (checked from the header).
 std::vector<uint8_t> prepare_jpeg(std::span<const uint8_t> data,
-                                  std::string_view name);
+                                  std::string_view name,
+                                  int64_t max_pixels = kDefaultMaxPixels);
 
 }  // namespace feedline::media

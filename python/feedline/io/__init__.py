@@ -80,7 +80,7 @@ def decode_image(data, /, *, name: str | None = None, index: int | None = None, 
     return _io.decode_image(data, opts, name or f"<{len(data)} bytes>", _index(index))
 
 
-def prepare_jpeg(data, /, *, name: str | None = None) -> bytes:
+def prepare_jpeg(data, /, *, name: str | None = None, max_pixels: int = 2**27) -> bytes:
     """Rewrites a JPEG (bytes-like) so that crops of it decode faster,
     without changing a pixel, and returns the new file's bytes.
 
@@ -108,9 +108,11 @@ def prepare_jpeg(data, /, *, name: str | None = None) -> bytes:
 
     Raises :class:`UnsupportedFormat` for data that is not a JPEG (or one of
     more than 4 components) and :class:`DecodeError` naming ``name`` for a
-    JPEG that cannot be read.
+    JPEG that cannot be read or whose header claims more than
+    ``max_pixels`` pixels (the rewrite holds every DCT coefficient, about 3
+    bytes a pixel; the default is :func:`decode_image`'s).
     """
-    return _io.prepare_jpeg(data, name or f"<{len(data)} bytes>")
+    return _io.prepare_jpeg(data, name or f"<{len(data)} bytes>", int(max_pixels))
 
 
 def transform_image(pixels, /, *, name: str | None = None, index: int | None = None, **options) -> Buffer:

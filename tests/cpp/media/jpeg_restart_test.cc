@@ -215,6 +215,24 @@ TEST(CutRestartLayoutTest, TruncatedOrAlteredFilesAreErrors) {
                UnsupportedFormat);
   std::vector<uint8_t> header_only(prepared.begin(), prepared.begin() + 40);
   EXPECT_THROW(prepare_jpeg(header_only, "h.jpg"), DecodeError);
+  // A header claiming 60000 x 60000 pixels: refused before the
+  // coefficients are allocated (14 GB at 4:2:0), as is one over a limit.
+  std::vector<uint8_t> huge = prepared;
+  for (std::size_t at : {layout.sof_at + 5, layout.sof_at + 7}) {
+    huge[at] = 60000 >> 8;
+    huge[at + 1] = 60000 & 0xFF;
+  }
+  try {
+    prepare_jpeg(huge, "huge.jpg");
+    ADD_FAILURE() << "no error";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("huge.jpg: image of 60000 x 60000"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(prepare_jpeg(prepared, "a.jpg", int64_t{w} * h - 1),
+               DecodeError);
+  EXPECT_EQ(prepare_jpeg(prepared, "a.jpg", int64_t{w} * h), prepared);
 }
 
 TEST(CutRestartLayoutTest, CmykCropsEqualThoseOfTheSource) {
