@@ -88,7 +88,10 @@ bool read_header(Decompressor* d, const uint8_t* data, std::size_t size) {
   return true;
 }
 
-bool start(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space) {
+// Starts a decode at 1/scale_denom or, with begin false, only sets the
+// output size for one (reading nothing).
+bool start(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space,
+           bool begin = true) {
   jpeg_decompress_struct* c = &d->info;
   if (setjmp(d->err.jump) != 0) {
     jpeg_abort_decompress(c);
@@ -97,21 +100,11 @@ bool start(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space) {
   c->scale_num = 1;
   c->scale_denom = scale_denom;
   c->out_color_space = space;
-  jpeg_start_decompress(c);
-  return true;
-}
-
-// Sets the output size for a decode at 1/scale_denom, reading nothing.
-bool dimensions(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space) {
-  jpeg_decompress_struct* c = &d->info;
-  if (setjmp(d->err.jump) != 0) {
-    jpeg_abort_decompress(c);
-    return false;
+  if (begin) {
+    jpeg_start_decompress(c);
+  } else {
+    jpeg_calc_output_dimensions(c);
   }
-  c->scale_num = 1;
-  c->scale_denom = scale_denom;
-  c->out_color_space = space;
-  jpeg_calc_output_dimensions(c);
   return true;
 }
 
@@ -306,7 +299,7 @@ Offset cut_to_region(Decompressor& d, std::span<const uint8_t> data,
   const J_COLOR_SPACE space = d.info.out_color_space;
   jpeg_abort_decompress(&d.info);
   header(d, cut, name);
-  if (!dimensions(&d, denom, space)) fail(d, name, "corrupt JPEG data");
+  if (!start(&d, denom, space, false)) fail(d, name, "corrupt JPEG data");
   const Offset at{col0 * span_w, row0 * mcu_h};
   region->x -= at.x;
   region->y -= at.y;
@@ -347,7 +340,7 @@ DecodedPixels decode_jpeg(std::span<const uint8_t> data, PixelFormat format,
                               : format == PixelFormat::kGray ? JCS_GRAYSCALE
                               : format == PixelFormat::kBgr  ? JCS_EXT_BGR
                                                              : JCS_RGB;
-  if (!dimensions(&d, denom, space)) fail(d, name, "corrupt JPEG data");
+  if (!start(&d, denom, space, false)) fail(d, name, "corrupt JPEG data");
 
   DecodedPixels out;
   out.width = static_cast<int>(d.info.output_width);

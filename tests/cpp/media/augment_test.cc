@@ -207,21 +207,8 @@ TEST(RandomResizedCropTest, PartialDecodeEqualsFullDecodeThenCrop) {
 
 TEST(RandomResizedCropTest, CmykJpegTakesThePartialPathToo) {
   const int w = 120, h = 90;
-  std::vector<uint8_t> cmyk(static_cast<std::size_t>(w) * h * 4);
-  std::vector<uint8_t> rgb = textured(w, h, 4);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(w) * h; ++i) {
-    for (int c = 0; c < 3; ++c) cmyk[i * 4 + c] = rgb[i * 3 + c];
-    cmyk[i * 4 + 3] = 200;
-  }
-  tjhandle tj = tjInitCompress();
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  ASSERT_EQ(tjCompress2(tj, cmyk.data(), w, 0, h, TJPF_CMYK, &buf, &size,
-                        TJSAMP_444, 95, 0),
-            0);
-  std::vector<uint8_t> jpeg(buf, buf + size);
-  tjFree(buf);
-  tjDestroy(tj);
+  std::vector<uint8_t> jpeg =
+      testing::encode_cmyk_jpeg(textured(w, h, 4), w, h, TJSAMP_444);
   Buffer full = decode_image(jpeg, {}, "cmyk.jpg");
   std::vector<uint8_t> png = encode_png(to_vector(full), w, h);
   ImageOptions o = rrc_options(32, 32, 2);

@@ -65,6 +65,27 @@ inline std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& rgb, int w,
   return out;
 }
 
+// A CMYK JPEG (quality 95) whose C, M, Y planes are `rgb`'s channels and
+// whose K is 200 everywhere.
+inline std::vector<uint8_t> encode_cmyk_jpeg(const std::vector<uint8_t>& rgb,
+                                             int w, int h, int subsampling) {
+  std::vector<uint8_t> cmyk(static_cast<std::size_t>(w) * h * 4);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(w) * h; ++i) {
+    for (int c = 0; c < 3; ++c) cmyk[i * 4 + c] = rgb[i * 3 + c];
+    cmyk[i * 4 + 3] = 200;
+  }
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  EXPECT_EQ(tjCompress2(tj, cmyk.data(), w, 0, h, TJPF_CMYK, &buf, &size,
+                        subsampling, 95, 0),
+            0);
+  std::vector<uint8_t> out(buf, buf + size);
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
 // `rgb` (w x h, packed) as an 8-bit RGB PNG.
 inline std::vector<uint8_t> encode_png(const std::vector<uint8_t>& rgb, int w,
                                        int h) {
