@@ -6,7 +6,8 @@
 Contenders, each in the same run, each with its own spawned worker, a bounded
 queue of 4 items between the two, and the same consumer (which checks the
 item's stamp and reads one byte per 4 KiB page, so that every contender's
-data really reaches the parent's memory):
+data really reaches the parent's memory; with ``--read-all`` it copies
+every byte into a buffer of its own, as a collate would):
 
 - ``mp.Queue``: the array pickled through ``multiprocessing.Queue``;
 - ``feedline pool``: ``feedline.pipeline.iterate_in_subprocess(...,
@@ -60,10 +61,19 @@ def _stamped(buffers: list[np.ndarray], i: int) -> np.ndarray:
     return a
 
 
+# With --read-all the consumer copies every byte into a buffer of its own
+# (as a collate or a host-to-device copy would) instead of one a page.
+_read_all = False
+_scratch: dict[int, np.ndarray] = {}
+
+
 def _consume(arr: Any, i: int) -> int:
     arr = np.asarray(arr)
     if int.from_bytes(arr[:8].tobytes(), "little") != i:
         raise AssertionError(f"item {i} arrived with stamp {arr[:8].tobytes()!r}")
+    if _read_all:
+        np.copyto(_scratch.setdefault(arr.size, np.empty_like(arr)), arr)
+        return 0
     return int(arr[::PAGE].sum())
 
 
@@ -197,7 +207,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16], help="array sizes in MiB")
     parser.add_argument("--items", type=int, default=None, help="timed items per size")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each contender (median kept)")
+    parser.add_argument("--read-all", action="store_true", help="the consumer copies every byte, not one a page")
     args = parser.parse_args()
+    global _read_all
+    _read_all = args.read_all
     items = args.items if args.items is not None else (8 if args.quick else None)
     run(tuple(args.sizes), items, 1 if args.quick else args.rounds)
 

@@ -2,6 +2,7 @@
 
 #include "feedline/concurrency/parallel_copy.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <latch>
@@ -88,6 +89,74 @@ TEST(ParallelCopyTest, AnyNumberOfThreadsCopiesEveryByte) {
     EXPECT_LE(mine, n);
     EXPECT_EQ(dst, src) << threads << " threads";
   }
+}
+
+// The streaming copy writes every byte and nothing around them, whatever
+// the alignment of either side (its 64-byte steps start at the
+// destination's first 16-byte boundary) and whatever tail is left.
+TEST(ParallelCopyTest, StreamingStoresCopyEveryByteAtEveryAlignment) {
+  constexpr std::size_t kGuard = 64;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15},
+                              std::size_t{16}, std::size_t{63}, std::size_t{64},
+                              std::size_t{65}, std::size_t{4095}, kMiB + 77}) {
+    for (std::size_t to_shift = 0; to_shift < 17; to_shift += 3) {
+      for (std::size_t from_shift = 0; from_shift < 3; ++from_shift) {
+        std::vector<uint8_t> src(n + from_shift);
+        for (std::size_t i = 0; i < n; ++i) src[from_shift + i] = byte_at(i);
+        std::vector<uint8_t> dst(n + 2 * kGuard + to_shift, 0xA5);
+        uint8_t* at = dst.data() + kGuard + to_shift;
+        detail::copy_part(at, src.data() + from_shift, n, true);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          wrong += at[i] != byte_at(i) ? 1 : 0;
+        ASSERT_EQ(wrong, 0u)
+            << n << " bytes, to +" << to_shift << ", from +" << from_shift;
+        for (std::size_t i = 0; i < kGuard + to_shift; ++i)
+          ASSERT_EQ(dst[i], 0xA5) << "before, " << n << " bytes";
+        for (std::size_t i = kGuard + to_shift + n; i < dst.size(); ++i)
+          ASSERT_EQ(dst[i], 0xA5) << "after, " << n << " bytes";
+      }
+    }
+  }
+}
+
+// Threads sharing a streaming copy still deliver every byte once.
+TEST(ParallelCopyTest, ThreadsShareAStreamingCopy) {
+  const std::size_t n = 5 * kMiB + 45;
+  std::vector<uint8_t> src(n);
+  for (std::size_t i = 0; i < n; ++i) src[i] = byte_at(i);
+  for (const std::size_t threads : {1, 3}) {
+    std::vector<uint8_t> dst(n + 1, 0);
+    detail::parallel_copy_on(dst.data() + 1, src.data(), n, threads, nullptr,
+                             true);
+    EXPECT_EQ(dst[0], 0);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin() + 1))
+        << threads << " threads";
+  }
+}
+
+// Streaming stores from half the last-level cache up, on x86-64 only, and
+// never where the cache size is unknown.
+TEST(ParallelCopyTest, CopiesOfHalfTheCacheStream) {
+#if defined(__x86_64__)
+  EXPECT_TRUE(parallel_copy_streams(4 * kMiB, 8 * kMiB));
+  EXPECT_TRUE(parallel_copy_streams(16 * kMiB, 8 * kMiB));
+#else
+  EXPECT_FALSE(parallel_copy_streams(4 * kMiB, 8 * kMiB));
+#endif
+  EXPECT_FALSE(parallel_copy_streams(4 * kMiB - 1, 8 * kMiB));
+  EXPECT_FALSE(parallel_copy_streams(16 * kMiB, 64 * kMiB));
+  EXPECT_FALSE(parallel_copy_streams(std::size_t{1} << 40, 0));
+  EXPECT_EQ(last_level_cache_bytes(), last_level_cache_bytes());
+}
+
+TEST(ParallelCopyTest, CacheSizesReadAsSysfsWritesThem) {
+  EXPECT_EQ(detail::parse_cache_size("8192K"), 8 * kMiB);
+  EXPECT_EQ(detail::parse_cache_size("32M"), 32 * kMiB);
+  EXPECT_EQ(detail::parse_cache_size("1G"), 1024 * kMiB);
+  EXPECT_EQ(detail::parse_cache_size("1024"), 1024u);
+  EXPECT_EQ(detail::parse_cache_size(""), 0u);
+  EXPECT_EQ(detail::parse_cache_size("K"), 0u);
 }
 
 }  // namespace
