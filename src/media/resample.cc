@@ -300,6 +300,185 @@ __attribute__((target("avx2"))) void horizontal_avx2(const HorizontalPass<C>& h,
 }
 #endif
 
+#ifdef FEEDLINE_RESAMPLE_AVX2
+// Transposes the 8x8 block of floats in v: afterwards v[i] holds what was
+// element i of v[0], ..., v[7].
+__attribute__((target("avx2"))) inline void transpose8(__m256 v[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]);
+  const __m256 t1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]);
+  const __m256 t3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]);
+  const __m256 t5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]);
+  const __m256 t7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44);
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44);
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44);
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44);
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  v[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  v[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  v[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  v[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  v[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  v[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  v[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  v[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// Transposes `n8` (a multiple of 8) values of 8 rows, row r at
+// from[r * stride]: to[i * 8 + r] = from[r * stride + i].
+__attribute__((target("avx2"))) void transpose_rows8(const float* from,
+                                                     std::size_t stride,
+                                                     std::size_t n8,
+                                                     float* to) {
+  __m256 v[8];
+  for (std::size_t i = 0; i < n8; i += 8) {
+    for (std::size_t r = 0; r < 8; ++r)
+      v[r] = _mm256_loadu_ps(from + r * stride + i);
+    transpose8(v);
+    for (std::size_t j = 0; j < 8; ++j)
+      _mm256_storeu_ps(to + (i + j) * 8, v[j]);
+  }
+}
+
+// The inverse of transpose_rows8 into rows of `n8` values:
+// to[r * n8 + i] = from[i * 8 + r].
+__attribute__((target("avx2"))) void transpose_rows8_back(const float* from,
+                                                          std::size_t n8,
+                                                          float* to) {
+  __m256 v[8];
+  for (std::size_t i = 0; i < n8; i += 8) {
+    for (std::size_t j = 0; j < 8; ++j)
+      v[j] = _mm256_loadu_ps(from + (i + j) * 8);
+    transpose8(v);
+    for (std::size_t r = 0; r < 8; ++r) _mm256_storeu_ps(to + r * n8 + i, v[r]);
+  }
+}
+
+// RGB on AVX2, eight output rows at a time. The vertical pass gives each
+// row's column sums as run_channels() does; they are transposed so that a
+// register holds one column sum of the eight rows, and the horizontal pass
+// then gives eight rows' output at once, a tap's weight broadcast to every
+// lane: no lane idle (a pixel's fourth float) and one weight load where
+// the per-row pass makes eight. Each output adds the same products in the
+// same order as horizontal_gray() (from zero, tap 0 first; the taps past
+// an output's count have weight zero, and adding zero changes no sum of
+// these non-negative values), so the results are the same bit for bit.
+__attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
+                                                  const Axis& vy,
+                                                  const Region& region,
+                                                  const Pixels& src,
+                                                  RowSink& sink) {
+  constexpr int C = 3;
+  const int out_w = static_cast<int>(hx.first.size());
+  const int out_h = static_cast<int>(vy.first.size());
+  const std::size_t span = static_cast<std::size_t>(region.w) * C;
+  const std::size_t span8 = (span + 7) / 8 * 8;
+  const std::size_t values = static_cast<std::size_t>(out_w) * C;
+  const std::size_t values8 = (values + 7) / 8 * 8;
+  const auto taps = static_cast<std::size_t>(hx.taps);
+  // Rows of column sums (zero past span), the same transposed (with zeros
+  // for the taps past the last column), the outputs with rows in lanes,
+  // and the output rows.
+  std::vector<float> sums(8 * span8, 0.f);
+  std::vector<float> columns((span8 + (taps + 1) * C) * 8, 0.f);
+  std::vector<float> lanes(values8 * 8, 0.f);
+  std::vector<float> out(8 * values8);
+  const std::ptrdiff_t column_offset =
+      static_cast<std::ptrdiff_t>(region.x - src.left) * C;
+  std::vector<const uint8_t*> rows(static_cast<std::size_t>(vy.taps));
+  for (int o0 = 0; o0 < out_h; o0 += 8) {
+    const int block = std::min(8, out_h - o0);
+    // A last block of fewer rows leaves the other rows' sums as they were:
+    // their lanes are computed and not used.
+    for (int r = 0; r < block; ++r) {
+      const int o = o0 + r;
+      const float* w = &vy.weights[static_cast<std::size_t>(o) *
+                                   static_cast<std::size_t>(vy.taps)];
+      const int first = vy.first[static_cast<std::size_t>(o)];
+      const int n = vy.count[static_cast<std::size_t>(o)];
+      for (int k = 0; k < n; ++k) {
+        rows[static_cast<std::size_t>(k)] =
+            src.data +
+            static_cast<std::ptrdiff_t>(first + k - src.top) * src.stride +
+            column_offset;
+      }
+      vertical(rows.data(), w, n, span,
+               &sums[static_cast<std::size_t>(r) * span8]);
+    }
+    transpose_rows8(sums.data(), span8, span8, columns.data());
+    int o = 0;
+    // Two outputs at a time: six chains of adds in flight.
+    for (; o + 2 <= out_w; o += 2) {
+      const auto u = static_cast<std::size_t>(o);
+      const float* w0 = &hx.weights[u * taps];
+      const float* w1 = &hx.weights[(u + 1) * taps];
+      const float* p0 =
+          &columns[static_cast<std::size_t>(hx.first[u] - region.x) * C * 8];
+      const float* p1 =
+          &columns[static_cast<std::size_t>(hx.first[u + 1] - region.x) * C *
+                   8];
+      const int n = std::max(hx.count[u], hx.count[u + 1]);
+      __m256 a0 = _mm256_setzero_ps();
+      __m256 a1 = a0;
+      __m256 a2 = a0;
+      __m256 b0 = a0;
+      __m256 b1 = a0;
+      __m256 b2 = a0;
+      for (int k = 0; k < n; ++k) {
+        const std::size_t at = static_cast<std::size_t>(k) * C * 8;
+        const __m256 wa = _mm256_broadcast_ss(w0 + k);
+        const __m256 wb = _mm256_broadcast_ss(w1 + k);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(wa, _mm256_loadu_ps(p0 + at)));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(wa, _mm256_loadu_ps(p0 + at + 8)));
+        a2 =
+            _mm256_add_ps(a2, _mm256_mul_ps(wa, _mm256_loadu_ps(p0 + at + 16)));
+        b0 = _mm256_add_ps(b0, _mm256_mul_ps(wb, _mm256_loadu_ps(p1 + at)));
+        b1 = _mm256_add_ps(b1, _mm256_mul_ps(wb, _mm256_loadu_ps(p1 + at + 8)));
+        b2 =
+            _mm256_add_ps(b2, _mm256_mul_ps(wb, _mm256_loadu_ps(p1 + at + 16)));
+      }
+      float* to = &lanes[u * C * 8];
+      _mm256_storeu_ps(to, a0);
+      _mm256_storeu_ps(to + 8, a1);
+      _mm256_storeu_ps(to + 16, a2);
+      _mm256_storeu_ps(to + 24, b0);
+      _mm256_storeu_ps(to + 32, b1);
+      _mm256_storeu_ps(to + 40, b2);
+    }
+    for (; o < out_w; ++o) {
+      const auto u = static_cast<std::size_t>(o);
+      const float* w = &hx.weights[u * taps];
+      const float* p =
+          &columns[static_cast<std::size_t>(hx.first[u] - region.x) * C * 8];
+      __m256 a[C] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+      for (int k = 0; k < hx.count[u]; ++k) {
+        const __m256 wk = _mm256_broadcast_ss(w + k);
+        for (int c = 0; c < C; ++c) {
+          a[c] = _mm256_add_ps(
+              a[c], _mm256_mul_ps(wk, _mm256_loadu_ps(
+                                          p + (static_cast<std::size_t>(k) * C +
+                                               static_cast<std::size_t>(c)) *
+                                                  8)));
+        }
+      }
+      for (int c = 0; c < C; ++c)
+        _mm256_storeu_ps(&lanes[(u * C + static_cast<std::size_t>(c)) * 8],
+                         a[c]);
+    }
+    transpose_rows8_back(lanes.data(), values8, out.data());
+    for (int r = 0; r < block; ++r)
+      sink.row(o0 + r, &out[static_cast<std::size_t>(r) * values8]);
+  }
+}
+#endif
+
 // The horizontal pass over one row of column sums (see HorizontalPass).
 template <int C>
 void horizontal(const HorizontalPass<C>& h, int out_w, float* out) {
@@ -433,6 +612,14 @@ Resampler Resampler::for_box(int width, int height, double box_x, double box_y,
 // rows instead of every source row.
 template <int C>
 void Resampler::run_channels(const Pixels& src, RowSink& sink) const {
+#ifdef FEEDLINE_RESAMPLE_AVX2
+  if constexpr (C == 3) {
+    if (has_avx2()) {
+      run_rgb_avx2(hx_, vy_, region_, src, sink);
+      return;
+    }
+  }
+#endif
   const int out_w = static_cast<int>(hx_.first.size());
   const int out_h = static_cast<int>(vy_.first.size());
   const std::size_t span = static_cast<std::size_t>(region_.w) * C;

@@ -78,6 +78,42 @@ TEST(ResampleTest, AnRgbResampleIsItsChannelsResampledAlone) {
   }
 }
 
+// The same for a fractional box (the random-resized-crop path) and its
+// mirror image, at output heights on either side of the RGB pass's blocks
+// of eight rows.
+TEST(ResampleTest, AnRgbBoxResampleIsItsChannelsResampledAlone) {
+  constexpr int kW = 320;
+  constexpr int kH = 240;
+  const auto rgb = noise(static_cast<std::size_t>(kW) * kH * 3, 11);
+  for (const int out_h : {1, 8, 9, 224}) {
+    for (const bool flip : {false, true}) {
+      Resampler r =
+          Resampler::for_box(kW, kH, 3.4, 5.7, 200.2, 150.9, 67, out_h);
+      if (flip) r.mirror();
+      Rows got(out_h);
+      got.shape(67, 3);
+      r.run(Pixels{rgb.data(), kW, kH, 3, kW * 3}, got);
+      for (int ch = 0; ch < 3; ++ch) {
+        std::vector<uint8_t> plane(static_cast<std::size_t>(kW) * kH);
+        for (std::size_t i = 0; i < plane.size(); ++i)
+          plane[i] = rgb[i * 3 + ch];
+        Rows alone(out_h);
+        alone.shape(67, 1);
+        r.run(Pixels{plane.data(), kW, kH, 1, kW}, alone);
+        for (int y = 0; y < out_h; ++y) {
+          for (int x = 0; x < 67; ++x) {
+            const float a = got.at(y)[static_cast<std::size_t>(x) * 3 + ch];
+            const float b = alone.at(y)[static_cast<std::size_t>(x)];
+            ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0)
+                << "out_h " << out_h << (flip ? ", flipped" : "")
+                << ", channel " << ch << " at " << x << "," << y;
+          }
+        }
+      }
+    }
+  }
+}
+
 // store_planes3 gives what the plain loop gives, bit for bit, at every
 // length around the eight-pixel step, and writes nothing past n.
 TEST(ResampleTest, StorePlanes3IsThePlainLoop) {
