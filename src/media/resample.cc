@@ -374,23 +374,23 @@ __attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
                                                   const Region& region,
                                                   const Pixels& src,
                                                   RowSink& sink) {
-  constexpr int C = 3;
+  constexpr int kC = 3;
   const int out_w = static_cast<int>(hx.first.size());
   const int out_h = static_cast<int>(vy.first.size());
-  const std::size_t span = static_cast<std::size_t>(region.w) * C;
+  const std::size_t span = static_cast<std::size_t>(region.w) * kC;
   const std::size_t span8 = (span + 7) / 8 * 8;
-  const std::size_t values = static_cast<std::size_t>(out_w) * C;
+  const std::size_t values = static_cast<std::size_t>(out_w) * kC;
   const std::size_t values8 = (values + 7) / 8 * 8;
   const auto taps = static_cast<std::size_t>(hx.taps);
   // Rows of column sums (zero past span), the same transposed (with zeros
   // for the taps past the last column), the outputs with rows in lanes,
   // and the output rows.
   std::vector<float> sums(8 * span8, 0.f);
-  std::vector<float> columns((span8 + (taps + 1) * C) * 8, 0.f);
+  std::vector<float> columns((span8 + (taps + 1) * kC) * 8, 0.f);
   std::vector<float> lanes(values8 * 8, 0.f);
   std::vector<float> out(8 * values8);
   const std::ptrdiff_t column_offset =
-      static_cast<std::ptrdiff_t>(region.x - src.left) * C;
+      static_cast<std::ptrdiff_t>(region.x - src.left) * kC;
   std::vector<const uint8_t*> rows(static_cast<std::size_t>(vy.taps));
   for (int o0 = 0; o0 < out_h; o0 += 8) {
     const int block = std::min(8, out_h - o0);
@@ -419,9 +419,9 @@ __attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
       const float* w0 = &hx.weights[u * taps];
       const float* w1 = &hx.weights[(u + 1) * taps];
       const float* p0 =
-          &columns[static_cast<std::size_t>(hx.first[u] - region.x) * C * 8];
+          &columns[static_cast<std::size_t>(hx.first[u] - region.x) * kC * 8];
       const float* p1 =
-          &columns[static_cast<std::size_t>(hx.first[u + 1] - region.x) * C *
+          &columns[static_cast<std::size_t>(hx.first[u + 1] - region.x) * kC *
                    8];
       const int n = std::max(hx.count[u], hx.count[u + 1]);
       __m256 a0 = _mm256_setzero_ps();
@@ -431,7 +431,7 @@ __attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
       __m256 b1 = a0;
       __m256 b2 = a0;
       for (int k = 0; k < n; ++k) {
-        const std::size_t at = static_cast<std::size_t>(k) * C * 8;
+        const std::size_t at = static_cast<std::size_t>(k) * kC * 8;
         const __m256 wa = _mm256_broadcast_ss(w0 + k);
         const __m256 wb = _mm256_broadcast_ss(w1 + k);
         a0 = _mm256_add_ps(a0, _mm256_mul_ps(wa, _mm256_loadu_ps(p0 + at)));
@@ -443,7 +443,7 @@ __attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
         b2 =
             _mm256_add_ps(b2, _mm256_mul_ps(wb, _mm256_loadu_ps(p1 + at + 16)));
       }
-      float* to = &lanes[u * C * 8];
+      float* to = &lanes[u * kC * 8];
       _mm256_storeu_ps(to, a0);
       _mm256_storeu_ps(to + 8, a1);
       _mm256_storeu_ps(to + 16, a2);
@@ -455,21 +455,22 @@ __attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
       const auto u = static_cast<std::size_t>(o);
       const float* w = &hx.weights[u * taps];
       const float* p =
-          &columns[static_cast<std::size_t>(hx.first[u] - region.x) * C * 8];
-      __m256 a[C] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
+          &columns[static_cast<std::size_t>(hx.first[u] - region.x) * kC * 8];
+      __m256 a[kC] = {_mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps()};
       for (int k = 0; k < hx.count[u]; ++k) {
         const __m256 wk = _mm256_broadcast_ss(w + k);
-        for (int c = 0; c < C; ++c) {
+        for (int c = 0; c < kC; ++c) {
           a[c] = _mm256_add_ps(
-              a[c], _mm256_mul_ps(wk, _mm256_loadu_ps(
-                                          p + (static_cast<std::size_t>(k) * C +
-                                               static_cast<std::size_t>(c)) *
-                                                  8)));
+              a[c],
+              _mm256_mul_ps(
+                  wk, _mm256_loadu_ps(p + (static_cast<std::size_t>(k) * kC +
+                                           static_cast<std::size_t>(c)) *
+                                              8)));
         }
       }
-      for (int c = 0; c < C; ++c)
-        _mm256_storeu_ps(&lanes[(u * C + static_cast<std::size_t>(c)) * 8],
+      for (int c = 0; c < kC; ++c)
+        _mm256_storeu_ps(&lanes[(u * kC + static_cast<std::size_t>(c)) * 8],
                          a[c]);
     }
     transpose_rows8_back(lanes.data(), values8, out.data());
