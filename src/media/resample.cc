@@ -164,6 +164,24 @@ void vertical(const uint8_t* const* rows, const float* w, int taps,
   vertical_generic(rows, w, taps, 0, n, acc);
 }
 
+// The column sums of output row o: the vertical pass over the `span`
+// values from `column_offset` of each row the axis's taps read. `rows`
+// has room for vy.taps pointers.
+void vertical_row(const Axis& vy, int o, const Pixels& src,
+                  std::ptrdiff_t column_offset, std::size_t span,
+                  const uint8_t** rows, float* sums) {
+  const auto at = static_cast<std::size_t>(o);
+  const int first = vy.first[at];
+  const int n = vy.count[at];
+  for (int k = 0; k < n; ++k) {
+    rows[k] = src.data +
+              static_cast<std::ptrdiff_t>(first + k - src.top) * src.stride +
+              column_offset;
+  }
+  vertical(rows, &vy.weights[at * static_cast<std::size_t>(vy.taps)], n, span,
+           sums);
+}
+
 // Four floats as one SSE/NEON register (a GCC and Clang extension).
 using Float4 = float __attribute__((vector_size(16)));
 
@@ -397,19 +415,8 @@ __attribute__((target("avx2"))) void run_rgb_avx2(const Axis& hx,
     // A last block of fewer rows leaves the other rows' sums as they were:
     // their lanes are computed and not used.
     for (int r = 0; r < block; ++r) {
-      const int o = o0 + r;
-      const float* w = &vy.weights[static_cast<std::size_t>(o) *
-                                   static_cast<std::size_t>(vy.taps)];
-      const int first = vy.first[static_cast<std::size_t>(o)];
-      const int n = vy.count[static_cast<std::size_t>(o)];
-      for (int k = 0; k < n; ++k) {
-        rows[static_cast<std::size_t>(k)] =
-            src.data +
-            static_cast<std::ptrdiff_t>(first + k - src.top) * src.stride +
-            column_offset;
-      }
-      vertical(rows.data(), w, n, span,
-               &sums[static_cast<std::size_t>(r) * span8]);
+      vertical_row(vy, o0 + r, src, column_offset, span, rows.data(),
+                   &sums[static_cast<std::size_t>(r) * span8]);
     }
     transpose_rows8(sums.data(), span8, span8, columns.data());
     int o = 0;
@@ -636,17 +643,8 @@ void Resampler::run_channels(const Pixels& src, RowSink& sink) const {
                                hx_.count.data(),   hx_.taps,  lanes.data()};
   std::vector<const uint8_t*> rows(static_cast<std::size_t>(vy_.taps));
   for (int o = 0; o < out_h; ++o) {
-    const float* w = &vy_.weights[static_cast<std::size_t>(o) *
-                                  static_cast<std::size_t>(vy_.taps)];
-    const int first = vy_.first[static_cast<std::size_t>(o)];
-    const int n = vy_.count[static_cast<std::size_t>(o)];
-    for (int k = 0; k < n; ++k) {
-      rows[static_cast<std::size_t>(k)] =
-          src.data +
-          static_cast<std::ptrdiff_t>(first + k - src.top) * src.stride +
-          column_offset;
-    }
-    vertical(rows.data(), w, n, span, column_sums.data());
+    vertical_row(vy_, o, src, column_offset, span, rows.data(),
+                 column_sums.data());
     if constexpr (C == 1) {
       horizontal_gray(column_sums.data(), hx_, out_w, region_.x, out.data());
     } else {
