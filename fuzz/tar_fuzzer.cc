@@ -1,16 +1,60 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: list_tar() on arbitrary bytes; every member it reports
-// must lie inside the input.
+// must lie inside the input. Where it lists members, replace_tar_members()
+// gives every other one (those a pax size record does not size) new data
+// of another length: the result must list the same names, with the new
+// data where it was replaced and the old data elsewhere.
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "feedline/io/formats.h"
 #include "io_fuzzers.h"
 
+namespace {
+
+std::span<const uint8_t> data_of(std::span<const uint8_t> archive,
+                                 const feedline::TarMember& m) {
+  return archive.subspan(m.offset, m.size);
+}
+
+bool same(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   feedline::fuzz::run(data, size, [size](const feedline::Buffer& b) {
     std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
-    for (const feedline::TarMember& m : feedline::list_tar(bytes, "fuzz")) {
+    const std::vector<feedline::TarMember> members =
+        feedline::list_tar(bytes, "fuzz");
+    for (const feedline::TarMember& m : members) {
       if (m.offset > size || m.size > size - m.offset) std::abort();
+    }
+    std::vector<feedline::TarReplacement> replace;
+    for (std::size_t i = 0; i < members.size(); i += 2) {
+      if (members[i].pax_size) continue;
+      // Some of the input's own bytes, as many as half the member and 511.
+      const std::size_t n =
+          std::min<std::size_t>(size, members[i].size / 2 + 511);
+      replace.push_back({i, bytes.first(n)});
+    }
+    const std::vector<uint8_t> out =
+        feedline::replace_tar_members(bytes, "fuzz", replace);
+    const std::vector<feedline::TarMember> after =
+        feedline::list_tar(out, "fuzz");
+    if (after.size() != members.size()) std::abort();
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const bool replaced = next < replace.size() && replace[next].index == i;
+      if (after[i].name != members[i].name) std::abort();
+      if (!same(data_of(out, after[i]),
+                replaced ? replace[next].data : data_of(bytes, members[i]))) {
+        std::abort();
+      }
+      if (replaced) ++next;
     }
   });
   return 0;

@@ -458,9 +458,34 @@ void bind_io(nb::module_& parent) {
   nb::class_<TarMember>(m, "TarMember", "One regular file of a tar archive.")
       .def_prop_ro("name", [](const TarMember& t) { return raw(t.name); })
       .def_ro("offset", &TarMember::offset, "Of the member's data.")
-      .def_ro("size", &TarMember::size);
+      .def_ro("size", &TarMember::size)
+      .def_ro("header", &TarMember::header, "Of the member's header block.")
+      .def_ro("pax_size", &TarMember::pax_size,
+              "Whether its size is a pax record's.");
   m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),
         nb::arg("name"));
+  m.def(
+      "replace_tar_members",
+      [](nb::handle data, const std::string& name,
+         const std::vector<std::pair<std::size_t, nb::handle>>& replacements) {
+        Buffer bytes = bytes_from_python(data);
+        std::vector<Buffer> held;
+        held.reserve(replacements.size());
+        std::vector<TarReplacement> spans;
+        for (const auto& [index, new_data] : replacements) {
+          held.push_back(bytes_from_python(new_data));
+          spans.push_back({index, held.back().bytes()});
+        }
+        std::vector<uint8_t> out;
+        {
+          ReleaseGil release;
+          out = replace_tar_members(bytes.bytes(), name, std::move(spans));
+        }
+        return nb::bytes(out.data(), out.size());
+      },
+      nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
+      "The archive with new data for the members at the given indices of "
+      "list_tar().");
   m.def("read_file", &read_file, nb::arg("path"), nb::call_guard<ReleaseGil>());
   m.def("map_file", &map_file, nb::arg("path"), nb::call_guard<ReleaseGil>(),
         "The file memory-mapped read-only (no copy).");

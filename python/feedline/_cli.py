@@ -7,8 +7,9 @@
     extension's build type (whether it is a debug build). ``--json`` prints
     the same as one JSON object.
 ``prepare-jpegs SRC DST``
-    :func:`feedline.io.prepare_jpeg` over every JPEG of a folder tree, into
-    the same relative paths under DST (see :mod:`feedline._prepare_cli`).
+    :func:`feedline.io.prepare_jpeg` over every JPEG of a folder tree and
+    every JPEG member of its ``.tar`` shards, into the same relative paths
+    under DST; or over one shard (see :mod:`feedline._prepare_cli`).
 ``demo``
     The README's demo for an installed package: makes a dataset of images
     in a temporary directory and loads it through the native image pipeline

@@ -1,94 +1,184 @@
 """``python -m feedline prepare-jpegs SRC DST``: :func:`feedline.io.prepare_jpeg`
-over a folder tree.
+over a folder tree or tar shards.
 
 Every ``*.jpg``/``*.jpeg`` file under SRC (any case) is rewritten into the
-same relative path under DST; other files are left alone. A file that
-cannot be rewritten (a PNG named ``.jpg``, a damaged JPEG) is copied
-unchanged, so that DST holds every image SRC does, and named on stderr with
-the reason: the loader reports a damaged file when it reads it, as it would
-have from SRC. Files are read, rewritten and written on a feedline pipeline
-of ``--threads`` threads (the rewrite runs in C++ without the GIL); a file
-that cannot be read or written is a failure the pipeline logs, with its
-name, and counts. Exits 1 when a file failed, or when ``--strict`` is given
-and a file was copied unchanged.
+same relative path under DST; so is every ``*.tar`` shard, with each of its
+``*.jpg``/``*.jpeg`` members rewritten and every other byte of it (other
+members, directories, links, long-name and pax headers) kept. SRC may also
+be one ``.tar`` file, DST then the file to write. Other files are left
+alone. A JPEG that cannot be rewritten (a PNG named ``.jpg``, a damaged
+JPEG) is kept unchanged, so that DST holds every image SRC does, and named
+on stderr with the reason: the loader reports a damaged file when it reads
+it, as it would have from SRC. Files (and a shard's members) are read,
+rewritten and written on a feedline pipeline of ``--threads`` threads (the
+rewrite runs in C++ without the GIL); a file that cannot be read or written
+is a failure the pipeline logs, with its name, and counts. A shard that is
+damaged (:class:`feedline.FormatError`) or cannot be read or written is
+named on stderr and not written. Exits 1 when a file or a shard failed, or
+when ``--strict`` is given and a JPEG was kept unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pathlib
 import shutil
 import sys
+from collections.abc import Callable, Iterable
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
+TAR_SUFFIX = ".tar"
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("src", help="folder of JPEGs (searched recursively)")
-    ap.add_argument("dst", help="folder for the rewritten files (the same relative paths)")
+    ap.add_argument("src", help="folder of JPEGs and tar shards (searched recursively), or one .tar file")
+    ap.add_argument("dst", help="folder for the rewritten files (the same relative paths), or the .tar to write")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads (default: every CPU)")
-    ap.add_argument("--strict", action="store_true", help="exit 1 if any file had to be copied unchanged")
+    ap.add_argument("--strict", action="store_true", help="exit 1 if any JPEG had to be kept unchanged")
 
 
-def _jpegs(src: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(p for p in src.rglob("*") if p.suffix.lower() in JPEG_SUFFIXES and p.is_file())
+def _files(src: pathlib.Path, suffixes: tuple[str, ...]) -> list[pathlib.Path]:
+    return sorted(p for p in src.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclasses.dataclass
+class _Tally:
+    jpegs: int = 0
+    rewritten: int = 0
+    kept: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    shards: int = 0
+    shards_failed: int = 0
+
+    def add(self, n_in: int, n_out: int, why: str) -> None:
+        self.bytes_in += n_in
+        self.bytes_out += n_out
+        if why:
+            self.kept += 1
+            print(f"copied unchanged: {why}", file=sys.stderr)
+        else:
+            self.rewritten += 1
+
+
+def _rewrite(data, name: str) -> tuple[bytes | None, str]:
+    """prepare_jpeg(data), or None and why it cannot be rewritten."""
     import feedline
     import feedline.io
+
+    try:
+        return feedline.io.prepare_jpeg(data, name=name), ""
+    except (feedline.DecodeError, feedline.UnsupportedFormat) as e:
+        return None, str(e)
+
+
+def _write(out: pathlib.Path, data, what: pathlib.Path) -> None:
+    """Writes `data` to `out` through a temporary file, so that a reader
+    never sees part of it."""
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
+    except OSError as e:
+        raise OSError(f"{what}: cannot write {out}: {e}") from e
+
+
+def _run_on_pipeline(items: Iterable, fn: Callable, threads: int) -> Iterable:
     from feedline.pipeline import PipelineBuilder
 
-    src, dst = pathlib.Path(args.src), pathlib.Path(args.dst)
-    if not src.is_dir():
-        print(f"prepare-jpegs: {src} is not a folder", file=sys.stderr)
-        return 1
-    if args.threads < 1:
-        print("prepare-jpegs: --threads must be at least 1", file=sys.stderr)
-        return 1
-    paths = _jpegs(src)
+    pipeline = (
+        PipelineBuilder()
+        .add_source(items)
+        .pipe(fn, concurrency=threads, output_order="completion")
+        .add_sink(threads * 2)
+        .build(num_threads=threads)
+    )
+    with pipeline.auto_stop():
+        yield from pipeline
+
+
+def _prepare_files(src: pathlib.Path, dst: pathlib.Path, threads: int, tally: _Tally) -> None:
+    paths = _files(src, JPEG_SUFFIXES)
+    tally.jpegs += len(paths)
 
     def prepare(path: pathlib.Path) -> tuple[int, int, str]:
         """Writes one file; returns (bytes in, bytes out, why it was copied
         unchanged, or '')."""
         out = dst / path.relative_to(src)
         data = path.read_bytes()  # an OSError names the path
-        try:
-            rewritten = feedline.io.prepare_jpeg(data, name=str(path))
-            why = ""
-        except (feedline.DecodeError, feedline.UnsupportedFormat) as e:
-            rewritten, why = data, str(e)
-        tmp = out.with_name(out.name + ".tmp")
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(rewritten)
-            os.replace(tmp, out)
-            if why:
-                shutil.copystat(path, out)
-        except OSError as e:
-            raise OSError(f"{path}: cannot write {out}: {e}") from e
-        return len(data), len(rewritten), why
+        rewritten, why = _rewrite(data, str(path))
+        _write(out, data if rewritten is None else rewritten, path)
+        if why:
+            shutil.copystat(path, out)
+        return len(data), len(data if rewritten is None else rewritten), why
 
-    pipeline = (
-        PipelineBuilder()
-        .add_source(paths)
-        .pipe(prepare, concurrency=args.threads, output_order="completion")
-        .add_sink(args.threads * 2)
-        .build(num_threads=args.threads)
-    )
-    before = after = rewritten = 0
-    copied = []
-    with pipeline.auto_stop():
-        for n_in, n_out, why in pipeline:
-            before += n_in
-            after += n_out
-            if why:
-                copied.append(why)
-                print(f"copied unchanged: {why}", file=sys.stderr)
-            else:
-                rewritten += 1
-    failed = len(paths) - rewritten - len(copied)
-    grow = f" ({100 * (after / before - 1):+.1f}% bytes)" if before else ""
-    print(f"{rewritten} rewritten, {len(copied)} copied unchanged, {failed} failed, of {len(paths)} JPEGs{grow}")
-    return 1 if failed or (args.strict and copied) else 0
+    for n_in, n_out, why in _run_on_pipeline(paths, prepare, threads):
+        tally.add(n_in, n_out, why)
+
+
+def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _Tally) -> None:
+    """Rewrites the JPEG members of one tar shard into `out`; a shard that
+    cannot be read, parsed or written is reported and counted, and nothing
+    of it is written."""
+    import feedline
+    from feedline._feedline_ext import io as _io
+
+    tally.shards += 1
+    try:
+        data = path.read_bytes()
+        members = _io.list_tar(data, str(path))
+    except (OSError, feedline.FormatError) as e:
+        tally.shards_failed += 1
+        print(f"failed: {e}", file=sys.stderr)
+        return
+    view = memoryview(data)
+    jpegs = [i for i, m in enumerate(members) if m.name.lower().endswith((b".jpg", b".jpeg"))]
+    tally.jpegs += len(jpegs)
+
+    def prepare(i: int) -> tuple[int, bytes | None, str]:
+        """Member i rewritten (or None) and why it was kept unchanged."""
+        m = members[i]
+        name = f"{path}:{m.name.decode('utf-8', 'surrogateescape')}"
+        if m.pax_size:
+            return i, None, f"{name}: its size is given by a pax record, which is kept as it is"
+        return i, *_rewrite(view[m.offset : m.offset + m.size], name)
+
+    replacements = []
+    for i, rewritten, why in _run_on_pipeline(jpegs, prepare, threads):
+        size = members[i].size
+        tally.add(size, size if rewritten is None else len(rewritten), why)
+        if rewritten is not None:
+            replacements.append((i, rewritten))
+    try:
+        _write(out, _io.replace_tar_members(data, str(path), replacements), path)
+    except OSError as e:
+        tally.shards_failed += 1
+        print(f"failed: {e}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    src, dst = pathlib.Path(args.src), pathlib.Path(args.dst)
+    one_shard = src.is_file() and src.suffix.lower() == TAR_SUFFIX
+    if not src.is_dir() and not one_shard:
+        print(f"prepare-jpegs: {src} is not a folder or a .tar file", file=sys.stderr)
+        return 1
+    if args.threads < 1:
+        print("prepare-jpegs: --threads must be at least 1", file=sys.stderr)
+        return 1
+    tally = _Tally()
+    if one_shard:
+        _prepare_shard(src, dst, args.threads, tally)
+    else:
+        _prepare_files(src, dst, args.threads, tally)
+        for shard in _files(src, (TAR_SUFFIX,)):
+            _prepare_shard(shard, dst / shard.relative_to(src), args.threads, tally)
+    failed = tally.jpegs - tally.rewritten - tally.kept
+    grow = f" ({100 * (tally.bytes_out / tally.bytes_in - 1):+.1f}% bytes)" if tally.bytes_in else ""
+    print(f"{tally.rewritten} rewritten, {tally.kept} copied unchanged, {failed} failed, of {tally.jpegs} JPEGs{grow}")
+    if tally.shards:
+        written = tally.shards - tally.shards_failed
+        print(f"{written} tar shards written, {tally.shards_failed} failed, of {tally.shards}")
+    return 1 if failed or tally.shards_failed or (args.strict and tally.kept) else 0

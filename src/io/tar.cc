@@ -14,7 +14,13 @@
 // member's padding (tarfile accepts both); a header cut short, a member's
 // data or padding cut short, and a long-name or pax header with no member
 // after it are errors.
+//
+// replace_tar_members() gives members new data and changes nothing else:
+// only a replaced member's size field, checksum, data and padding differ
+// from the input.
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -75,6 +81,20 @@ int64_t number(std::span<const uint8_t> b, std::size_t at, std::size_t len,
     v = v * 8 + (c - '0');
   }
   return static_cast<int64_t>(v);
+}
+
+// Sizes below this fit ustar's 11 octal digits.
+constexpr uint64_t kMaxOctalSize = uint64_t{1} << 33;
+
+uint64_t padded_size(uint64_t size) {
+  return (size + kBlock - 1) / kBlock * kBlock;
+}
+
+// Writes `v` as `len - 1` zero-padded octal digits and a NUL.
+void write_octal(uint8_t* at, std::size_t len, uint64_t v) {
+  for (std::size_t i = len - 1; i-- > 0; v /= 8)
+    at[i] = static_cast<uint8_t>('0' + v % 8);
+  at[len - 1] = 0;
 }
 
 bool all_zero(std::span<const uint8_t> b) {
@@ -228,10 +248,10 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                        " bytes): sparse files are not supported");
       }
       if ((type == '0' || type == '\0' || type == '7') && !v7_dir)
-        members.push_back({std::move(member), body, size});
+        members.push_back({std::move(member), body, size, at, next.has_size});
       next = Pending{};
     }
-    const uint64_t padded = (size + kBlock - 1) / kBlock * kBlock;
+    const uint64_t padded = padded_size(size);
     if (padded < size) r.fail(body, "member size overflows");
     if (!r.has(body, padded)) {
       r.fail(body + size,
@@ -247,6 +267,62 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
            "is cut short)");
   }
   return members;
+}
+
+std::vector<uint8_t> replace_tar_members(
+    std::span<const uint8_t> data, std::string_view name,
+    std::vector<TarReplacement> replacements) {
+  const std::vector<TarMember> members = list_tar(data, name);
+  std::sort(replacements.begin(), replacements.end(),
+            [](const TarReplacement& a, const TarReplacement& b) {
+              return a.index < b.index;
+            });
+  const std::string where(name);
+  uint64_t grown = data.size();
+  for (std::size_t i = 0; i < replacements.size(); ++i) {
+    const TarReplacement& r = replacements[i];
+    if (r.index >= members.size()) {
+      throw InvalidArgument(where + ": no member " + std::to_string(r.index) +
+                            " to replace (the archive has " +
+                            std::to_string(members.size()) + ")");
+    }
+    if (i > 0 && replacements[i - 1].index == r.index) {
+      throw InvalidArgument(where + ": member " + std::to_string(r.index) +
+                            " replaced twice");
+    }
+    const TarMember& m = members[r.index];
+    if (m.pax_size) {
+      throw InvalidArgument(where + ": " + m.name +
+                            ": its size is a pax record's; it cannot be "
+                            "replaced");
+    }
+    if (r.data.size() >= kMaxOctalSize) {
+      throw InvalidArgument(where + ": " + m.name + ": new data of " +
+                            std::to_string(r.data.size()) +
+                            " bytes does not fit a tar size field");
+    }
+    grown += padded_size(r.data.size());
+  }
+  std::vector<uint8_t> out;
+  out.reserve(grown);
+  uint64_t pos = 0;
+  for (const TarReplacement& r : replacements) {
+    const TarMember& m = members[r.index];
+    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(pos),
+               data.begin() + static_cast<std::ptrdiff_t>(m.header + kBlock));
+    uint8_t* h = out.data() + out.size() - kBlock;
+    write_octal(h + 124, 12, r.data.size());
+    std::memset(h + 148, ' ', 8);
+    uint64_t sum = 0;
+    for (std::size_t i = 0; i < kBlock; ++i) sum += h[i];
+    write_octal(h + 148, 7, sum);  // six digits, a NUL, then the space
+    out.insert(out.end(), r.data.begin(), r.data.end());
+    out.resize(out.size() + (padded_size(r.data.size()) - r.data.size()));
+    pos = m.offset + padded_size(m.size);
+  }
+  out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(pos),
+             data.end());
+  return out;
 }
 
 }  // namespace feedline

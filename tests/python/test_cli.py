@@ -161,6 +161,105 @@ def test_prepare_jpegs_rewrites_a_tree_and_copies_what_it_cannot(tmp_path):
     assert strict.returncode == 1, strict.stdout + strict.stderr
 
 
+def _shard(path, members):
+    """Writes a tar shard (tarfile's default pax format) of `members`:
+    (name, bytes) for a file, (name, None) for a directory, (name, "->target")
+    for a symlink."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for i, (name, data) in enumerate(members):
+            info = tarfile.TarInfo(name)
+            info.mtime, info.mode, info.uname = 1_700_000_000 + i, 0o640, "loader"
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif isinstance(data, str):
+                info.type, info.linkname = tarfile.SYMTYPE, data[2:]
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+def test_prepare_jpegs_rewrites_the_jpegs_of_tar_shards_and_keeps_the_rest(tmp_path):
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    import tarfile
+
+    import numpy as np
+
+    import feedline.io as fio
+
+    photo = _jpeg(skdata.chelsea(), quality=90)
+    png = fio.encode_image(skdata.chelsea(), format="png")
+    long_name = "n" * 120 + ".jpg"  # a pax "path" record
+    members = [
+        ("000.jpg", photo),
+        ("000.cls", b"281\n"),
+        ("dir", None),
+        ("dir/001.JPEG", _jpeg(skdata.coffee(), quality=80, progressive=True)),
+        ("002.jpg", png),  # a PNG named .jpg: kept as it is
+        ("link.jpg", "->000.jpg"),
+        (long_name, _jpeg(skdata.astronaut(), quality=85)),
+        ("caf\u00e9.jpg", photo),
+    ]
+    (tmp_path / "src" / "train").mkdir(parents=True)
+    _shard(tmp_path / "src" / "train" / "shard-0.tar", members)
+    (tmp_path / "src" / "a.jpg").write_bytes(photo)
+    done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst", "--threads", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^5 rewritten, 1 copied unchanged, 0 failed, of 6 JPEGs", done.stdout, re.M), done.stdout
+    assert re.search(r"^1 tar shards written, 0 failed, of 1$", done.stdout, re.M), done.stdout
+    assert "shard-0.tar:002.jpg" in done.stderr
+    assert (tmp_path / "dst" / "a.jpg").read_bytes() == fio.prepare_jpeg(photo)
+    # One shard as SRC, a file as DST: the same bytes.
+    single = run_feedline(tmp_path, "prepare-jpegs", "src/train/shard-0.tar", "one.tar")
+    assert single.returncode == 0, single.stdout + single.stderr
+    out = (tmp_path / "dst" / "train" / "shard-0.tar").read_bytes()
+    assert (tmp_path / "one.tar").read_bytes() == out
+    assert not list((tmp_path / "dst").rglob("*.tmp"))
+
+    # Every member in its place with its metadata; the JPEGs rewritten.
+    with tarfile.open(tmp_path / "src" / "train" / "shard-0.tar") as a, tarfile.open(tmp_path / "one.tar") as b:
+        before, after = a.getmembers(), b.getmembers()
+        assert [m.name for m in after] == [name for name, _ in members]
+        for m, n in zip(before, after):
+            assert (n.type, n.mode, n.mtime, n.uname, n.linkname) == (m.type, m.mode, m.mtime, m.uname, m.linkname)
+            if not m.isfile():
+                continue
+            old, new = a.extractfile(m).read(), b.extractfile(n).read()
+            if m.name.lower().endswith((".jpg", ".jpeg")) and old != png:
+                assert new == fio.prepare_jpeg(old) and b"feedline-rst" in new
+            else:
+                assert new == old
+    # The loader reads the shard: the same pixels as from the source.
+    rewritten = dict(fio.iter_tarfile(tmp_path / "one.tar"))
+    for name, data in fio.iter_tarfile(tmp_path / "src" / "train" / "shard-0.tar"):
+        if name.endswith((".jpg", ".JPEG")):
+            assert np.array_equal(
+                fio.to_numpy(fio.decode_image(rewritten[name])), fio.to_numpy(fio.decode_image(bytes(data)))
+            ), name
+
+
+def test_prepare_jpegs_reports_a_damaged_shard_and_writes_nothing_of_it(tmp_path):
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    photo = _jpeg(skdata.chelsea())
+    (tmp_path / "src").mkdir()
+    _shard(tmp_path / "src" / "good.tar", [("a.jpg", photo)])
+    _shard(tmp_path / "whole.tar", [("a.jpg", photo), ("b.jpg", photo)])
+    # Cut inside the second member's data.
+    (tmp_path / "src" / "cut.tar").write_bytes((tmp_path / "whole.tar").read_bytes()[: 512 * 3 + len(photo) + 100])
+    done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^1 tar shards written, 1 failed, of 2$", done.stdout, re.M), done.stdout
+    assert re.search(r"failed: .*cut\.tar.*(truncated|overruns)", done.stderr), done.stderr
+    assert (tmp_path / "dst" / "good.tar").exists() and not (tmp_path / "dst" / "cut.tar").exists()
+    assert not list((tmp_path / "dst").rglob("*.tmp"))
+
+
 def test_prepare_jpegs_counts_a_file_it_cannot_write(tmp_path):
     pytest.importorskip("PIL.Image")
     skdata = pytest.importorskip("skimage.data")
@@ -174,4 +273,4 @@ def test_prepare_jpegs_counts_a_file_it_cannot_write(tmp_path):
     assert re.search(r"^1 rewritten, 0 copied unchanged, 1 failed, of 2 JPEGs", done.stdout, re.M), done.stdout
     assert "b.jpg" in done.stderr
     missing = run_feedline(tmp_path, "prepare-jpegs", "nowhere", "dst")
-    assert missing.returncode == 1 and "nowhere is not a folder" in missing.stderr
+    assert missing.returncode == 1 and "nowhere is not a folder or a .tar file" in missing.stderr

@@ -105,11 +105,31 @@ struct TarMember {
   std::string name;
   uint64_t offset = 0;  // of the member's data
   uint64_t size = 0;
+  uint64_t header = 0;    // of the member's own header block
+  bool pax_size = false;  // its size is a pax "size" record's
 };
 
 // Lists the regular files of a tar archive (ustar, GNU long names, pax
 // path/size records); directories, links and other types are skipped.
 std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                                 std::string_view name);
+
+// New data for member `index` of list_tar(data).
+struct TarReplacement {
+  std::size_t index = 0;
+  std::span<const uint8_t> data;
+};
+
+// A copy of the tar archive `data` in which each replaced member has its
+// new data: its header's size field and checksum are rewritten, its data
+// padded to 512 bytes; every other byte (other members, long-name and pax
+// headers, directories, links, the end blocks and what follows them) is
+// copied as it is. Throws FormatError for a damaged archive (as list_tar)
+// and InvalidArgument for an index out of range or given twice, a member
+// whose size a pax record gives, or new data of 8 GiB or more (a size
+// the octal field cannot hold).
+std::vector<uint8_t> replace_tar_members(
+    std::span<const uint8_t> data, std::string_view name,
+    std::vector<TarReplacement> replacements);
 
 }  // namespace feedline

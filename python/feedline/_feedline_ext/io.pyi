@@ -276,7 +276,20 @@ class TarMember:
     @property
     def size(self) -> int: ...
 
+    @property
+    def header(self) -> int:
+        """Of the member's header block."""
+
+    @property
+    def pax_size(self) -> bool:
+        """Whether its size is a pax record's."""
+
 def list_tar(data: object, name: str) -> list[TarMember]: ...
+
+def replace_tar_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> bytes:
+    """
+    The archive with new data for the members at the given indices of list_tar().
+    """
 
 def read_file(path: str) -> Buffer: ...
 

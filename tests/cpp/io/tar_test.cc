@@ -18,6 +18,7 @@ namespace feedline::io {
 namespace {
 
 using testing::Bytes;
+using testing::bytes_of;
 using testing::error_of;
 
 constexpr std::size_t kBlock = 512;
@@ -317,6 +318,75 @@ TEST(TarTest, SparseMembersAreRefusedNotMisread) {
   pax.pax({"GNU.sparse.major=1", "GNU.sparse.minor=0"});
   pax.add("s", "1");
   EXPECT_THROW(list(pax.end().bytes()), FormatError);
+}
+
+// The archive `contents` make (one member each, in order, with `pax_path`
+// giving the third its name by a pax record and a GNU long name the
+// fourth's), with a directory and a link between them, the end blocks and
+// a stray byte after them.
+Bytes archive(const std::vector<std::string>& contents) {
+  Tar t;
+  t.add("a.jpg", contents.at(0));
+  t.add("dir/", "", '5');
+  t.add("b.bin", contents.at(1));
+  t.pax({"path=" + std::string(130, 'p') + ".jpg"});
+  t.add("short-pax", contents.at(2));
+  t.add("././@LongLink", std::string(120, 'n') + std::string(1, '\0'), 'L');
+  t.add("short-long", contents.at(3));
+  t.add("link", "", '2');
+  t.end();
+  t.bytes().push_back(0x55);
+  return t.bytes();
+}
+
+Bytes replaced(const Bytes& in, std::vector<TarReplacement> r) {
+  return replace_tar_members(in, "t.tar", std::move(r));
+}
+
+TEST(TarTest, ReplacedMembersGetNewDataAndTheRestIsKept) {
+  const Bytes in = archive({"hello", std::string(600, 'x'),
+                            std::string(513, 'y'), std::string(1024, 'z')});
+  EXPECT_EQ(replaced(in, {}), in);
+  const Bytes grown = bytes_of(std::string(1500, 'G'));
+  const Bytes shrunk = bytes_of("s");
+  const Bytes none;
+  // Given out of order: the last member first.
+  const Bytes out = replaced(in, {{3, grown}, {0, none}, {2, shrunk}});
+  // Byte for byte the archive written with the new contents: the same
+  // headers, sizes and checksums as a tar writer gives, the same padding,
+  // the same bytes after the end blocks.
+  EXPECT_EQ(out,
+            archive({"", std::string(600, 'x'), "s", std::string(1500, 'G')}));
+  const std::vector<TarMember> m = list(out);
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[2].name, std::string(130, 'p') + ".jpg");
+  EXPECT_EQ(m[3].name, std::string(120, 'n'));
+  EXPECT_EQ(
+      Bytes(out.begin() + static_cast<std::ptrdiff_t>(m[3].offset),
+            out.begin() + static_cast<std::ptrdiff_t>(m[3].offset + m[3].size)),
+      grown);
+}
+
+TEST(TarTest, ReplacingRefusesWhatItCannotDo) {
+  const Bytes in = archive({"1", "2", "3", "4"});
+  const Bytes data = bytes_of("new");
+  auto invalid = [&](std::vector<TarReplacement> r) {
+    return error_of<InvalidArgument>([&] { replaced(in, std::move(r)); });
+  };
+  EXPECT_NE(invalid({{4, data}}).find("no member 4"), std::string::npos);
+  EXPECT_NE(invalid({{1, data}, {1, data}}).find("twice"), std::string::npos);
+  // A member whose size a pax record gives: the record would be wrong.
+  Tar t;
+  t.pax({"size=5"});
+  t.add("big", "12345");
+  t.end();
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              replace_tar_members(t.bytes(), "t.tar", {{0, data}});
+            }).find("pax record"),
+            std::string::npos);
+  // A damaged archive is the parser's error, with nothing written.
+  Bytes cut(in.begin(), in.begin() + 700);
+  EXPECT_THROW(replaced(cut, {{0, data}}), FormatError);
 }
 
 }  // namespace
