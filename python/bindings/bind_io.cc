@@ -476,16 +476,18 @@ void bind_io(nb::module_& parent) {
           held.push_back(bytes_from_python(new_data));
           spans.push_back({index, held.back().bytes()});
         }
-        std::vector<uint8_t> out;
+        auto out = std::make_shared<std::vector<uint8_t>>();
         {
           ReleaseGil release;
-          out = replace_tar_members(bytes.bytes(), name, std::move(spans));
+          *out = replace_tar_members(bytes.bytes(), name, std::move(spans));
         }
-        return nb::bytes(out.data(), out.size());
+        // A view of the vector, not a copy: a shard can be a gigabyte.
+        const auto size = static_cast<int64_t>(out->size());
+        return Buffer::view(out, out->data(), DType::kUint8, {size});
       },
       nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
-      "The archive with new data for the members at the given indices of "
-      "list_tar().");
+      "The archive (uint8) with new data for the members at the given "
+      "indices of list_tar().");
   m.def("read_file", &read_file, nb::arg("path"), nb::call_guard<ReleaseGil>());
   m.def("map_file", &map_file, nb::arg("path"), nb::call_guard<ReleaseGil>(),
         "The file memory-mapped read-only (no copy).");

@@ -153,7 +153,9 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
         if rewritten is not None:
             replacements.append((i, rewritten))
     try:
-        _write(out, _io.replace_tar_members(data, str(path), replacements), path)
+        import numpy as np
+
+        _write(out, np.asarray(_io.replace_tar_members(data, str(path), replacements)), path)
     except OSError as e:
         tally.shards_failed += 1
         print(f"failed: {e}", file=sys.stderr)

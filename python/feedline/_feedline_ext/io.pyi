@@ -286,9 +286,9 @@ class TarMember:
 
 def list_tar(data: object, name: str) -> list[TarMember]: ...
 
-def replace_tar_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> bytes:
+def replace_tar_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> Buffer:
     """
-    The archive with new data for the members at the given indices of list_tar().
+    The archive (uint8) with new data for the members at the given indices of list_tar().
     """
 
 def read_file(path: str) -> Buffer: ...
