@@ -8,11 +8,11 @@
 // unexpected exception type) is a finding. PNG input is also decoded by the
 // direct path and by libpng alone, as given and with every chunk's CRC made
 // right: a different outcome (other pixels, or an error from only one of
-// them, or another message) is a finding too. A JPEG with a restart index
-// (prepare_jpeg) is also decoded with its scan's CRC made right, so that
-// mutations reach the crops cut from its restart intervals; where such a
-// crop and the same crop of the whole image both decode, other pixels are a
-// finding.
+// them, or another message) is a finding too. A JPEG's random crops are
+// decoded in part and from the whole image: where both decode, other pixels
+// are a finding. A JPEG with a restart index (prepare_jpeg) is compared with
+// its scan's CRC made right, so that mutations reach the crops cut from its
+// restart intervals.
 
 #include <algorithm>
 #include <cstddef>

@@ -304,6 +304,26 @@ def test_eval_transform_decodes_only_the_rows_it_needs(jpegs):
     assert np.array_equal(crop, full[top : top + 224, left : left + 224])
 
 
+@pytest.mark.parametrize("subsampling", [0, 2])  # 4:4:4 and 4:2:0
+def test_partial_decode_of_a_progressive_jpeg_with_missing_scans_equals_the_whole(subsampling):
+    """A progressive file whose scans stop early (EOI after the first few)
+    is smoothed by libjpeg-turbo from the DC values of blocks up to two
+    away; at a cropped decode's first column it used to take copies of that
+    column for the blocks left of it, so that more than half of these crops
+    differed from the same crop of the whole decode."""
+    whole_file = encode(skdata.astronaut()[::3, ::3][:120, :160], quality=90, progressive=True, subsampling=subsampling)
+    scans = [i for i in range(len(whole_file) - 1) if whole_file[i : i + 2] == b"\xff\xda"]
+    assert len(scans) > 4
+    for keep in (1, 3, len(scans) - 1):
+        data = whole_file[: scans[keep]] + b"\xff\xd9"
+        for dct_scaling in (False, True):
+            kw = dict(random_resized_crop=16, crop_scale=(0.01, 1.0), crop_ratio=(0.2, 5.0), dct_scaling=dct_scaling)
+            for index in range(40):
+                cut = fio.to_numpy(fio.decode_image(data, seed=1, index=index, **kw))
+                whole = fio.to_numpy(fio.decode_image(data, seed=1, index=index, partial_decode=False, **kw))
+                assert np.array_equal(cut, whole), (keep, dct_scaling, index)
+
+
 @pytest.mark.parametrize("mode", ["L", "CMYK", "progressive", "png"])
 def test_every_kind_of_image_takes_the_crop(jpegs, mode):
     rgb = skdata.chelsea()
