@@ -109,28 +109,29 @@ bool start(Decompressor* d, unsigned scale_denom, J_COLOR_SPACE space,
 }
 
 // Decodes only columns [*x, *x + *w) of the output and an iMCU on either
-// side (three for a progressive file); libjpeg widens that to whole iMCUs
-// and sets *x and *w to what it decodes. The extra iMCU matters: a cropped
-// decode upsamples the chroma at its own left and right edges as if they
-// were the image's, which changes the pixels there (by up to 3 levels on
-// 4:2:0 photos). A progressive file whose scans stop before every
-// coefficient is complete is also smoothed: libjpeg-turbo estimates the
-// missing low frequencies of each block from the DC values of the blocks up
-// to two away, and at a cropped decode's first block column it takes the
-// blocks left of it for copies of that column. Three iMCUs keep every block
-// the window needs (and the chroma sample left of it that upsampling reads)
-// at least two blocks in from that column, in every component.
+// side (three on the left for a progressive file); libjpeg widens that to
+// whole iMCUs and sets *x and *w to what it decodes. The extra iMCU
+// matters: a cropped decode upsamples the chroma at its own left and right
+// edges as if they were the image's, which changes the pixels there (by up
+// to 3 levels on 4:2:0 photos). A progressive file whose scans stop before
+// every coefficient is complete is also smoothed: libjpeg-turbo estimates
+// the missing low frequencies of each block from the DC values of the
+// blocks up to two away, and at a cropped decode's first block column it
+// takes the blocks left of it for copies of that column (on the right it
+// reads the image's own blocks). Three iMCUs keep every block the window
+// needs (and the chroma sample left of it that upsampling reads) at least
+// two blocks in from that column, in every component.
 bool crop(Decompressor* d, JDIMENSION* x, JDIMENSION* w) {
   jpeg_decompress_struct* c = &d->info;
   if (setjmp(d->err.jump) != 0) {
     jpeg_abort_decompress(c);
     return false;
   }
-  const int imcus = c->progressive_mode ? 3 : 1;
-  const auto margin = static_cast<JDIMENSION>(imcus * c->max_h_samp_factor *
-                                              c->min_DCT_scaled_size);
-  const JDIMENSION lo = *x > margin ? *x - margin : 0;
-  const JDIMENSION hi = std::min(*x + *w + margin, c->output_width);
+  const auto imcu =
+      static_cast<JDIMENSION>(c->max_h_samp_factor * c->min_DCT_scaled_size);
+  const JDIMENSION left = c->progressive_mode ? 3 * imcu : imcu;
+  const JDIMENSION lo = *x > left ? *x - left : 0;
+  const JDIMENSION hi = std::min(*x + *w + imcu, c->output_width);
   if (hi - lo < c->output_width) {
     *x = lo;
     *w = hi - lo;
