@@ -83,6 +83,8 @@ def _write(out: pathlib.Path, data, what: pathlib.Path) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, out)
     except OSError as e:
+        if tmp.is_file():
+            tmp.unlink()  # a full disk leaves no part of a shard behind
         raise OSError(f"{what}: cannot write {out}: {e}") from e
 
 
@@ -110,10 +112,11 @@ def _prepare_files(src: pathlib.Path, dst: pathlib.Path, threads: int, tally: _T
         out = dst / path.relative_to(src)
         data = path.read_bytes()  # an OSError names the path
         rewritten, why = _rewrite(data, str(path))
-        _write(out, data if rewritten is None else rewritten, path)
+        written = data if rewritten is None else rewritten
+        _write(out, written, path)
         if why:
             shutil.copystat(path, out)
-        return len(data), len(data if rewritten is None else rewritten), why
+        return len(data), len(written), why
 
     for n_in, n_out, why in _run_on_pipeline(paths, prepare, threads):
         tally.add(n_in, n_out, why)
@@ -122,7 +125,8 @@ def _prepare_files(src: pathlib.Path, dst: pathlib.Path, threads: int, tally: _T
 def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _Tally) -> None:
     """Rewrites the JPEG members of one tar shard into `out`; a shard that
     cannot be read, parsed or written is reported and counted, and nothing
-    of it is written."""
+    of it is written (the JPEGs of one that cannot be written count as
+    failed)."""
     import feedline
     from feedline._feedline_ext import io as _io
 
@@ -137,6 +141,7 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
     view = memoryview(data)
     jpegs = [i for i, m in enumerate(members) if m.name.lower().endswith((b".jpg", b".jpeg"))]
     tally.jpegs += len(jpegs)
+    done = _Tally()  # counted into `tally` once the shard is written
 
     def prepare(i: int) -> tuple[int, bytes | None, str]:
         """Member i rewritten (or None) and why it was kept unchanged."""
@@ -149,7 +154,7 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
     replacements = []
     for i, rewritten, why in _run_on_pipeline(jpegs, prepare, threads):
         size = members[i].size
-        tally.add(size, size if rewritten is None else len(rewritten), why)
+        done.add(size, size if rewritten is None else len(rewritten), why)
         if rewritten is not None:
             replacements.append((i, rewritten))
     try:
@@ -159,6 +164,11 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
     except OSError as e:
         tally.shards_failed += 1
         print(f"failed: {e}", file=sys.stderr)
+        return
+    tally.rewritten += done.rewritten
+    tally.kept += done.kept
+    tally.bytes_in += done.bytes_in
+    tally.bytes_out += done.bytes_out
 
 
 def run(args: argparse.Namespace) -> int:

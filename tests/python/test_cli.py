@@ -258,6 +258,18 @@ def test_prepare_jpegs_reports_a_damaged_shard_and_writes_nothing_of_it(tmp_path
     assert re.search(r"failed: .*cut\.tar.*(truncated|overruns)", done.stderr), done.stderr
     assert (tmp_path / "dst" / "good.tar").exists() and not (tmp_path / "dst" / "cut.tar").exists()
     assert not list((tmp_path / "dst").rglob("*.tmp"))
+    # A shard that cannot be written (a folder where it must go): its JPEGs
+    # count as failed, and nothing of it is left behind.
+    (tmp_path / "dst2" / "good.tar").mkdir(parents=True)
+    (tmp_path / "src" / "cut.tar").unlink()
+    unwritable = run_feedline(tmp_path, "prepare-jpegs", "src", "dst2")
+    assert unwritable.returncode == 1, unwritable.stdout + unwritable.stderr
+    assert re.search(r"^0 rewritten, 0 copied unchanged, 1 failed, of 1 JPEGs$", unwritable.stdout, re.M), (
+        unwritable.stdout
+    )
+    assert re.search(r"^0 tar shards written, 1 failed, of 1$", unwritable.stdout, re.M)
+    assert "good.tar: cannot write" in unwritable.stderr
+    assert not list((tmp_path / "dst2").rglob("*.tmp"))
 
 
 def test_prepare_jpegs_counts_a_file_it_cannot_write(tmp_path):
