@@ -7,7 +7,6 @@ import concurrent.futures
 import contextlib
 import os
 import pickle
-import re
 import signal
 import subprocess
 import sys
@@ -530,6 +529,41 @@ def test_stopping_a_busy_region_stops_its_workers_cleanly(monkeypatch):
     assert exits == [0, 0]
 
 
+def _megabyte(i):
+    return bytes(1 << 20)
+
+
+def test_stopping_a_region_with_unread_input_leaves_no_thread_or_descriptor():
+    # Items of 1 MiB fill a worker's input pipe; after the stop, each
+    # queue's feeder thread blocked for good writing the rest, holding the
+    # items, the pipe's two descriptors and the queue's semaphores: two
+    # threads and four descriptors more for every pipeline stopped early.
+    def feeders():
+        return {t for t in threading.enumerate() if t.name == "QueueFeederThread"}
+
+    def run_once():
+        pipeline = (
+            PipelineBuilder()
+            .add_source(range(1000))
+            .pipe(_megabyte)
+            .to(_pool(2))
+            .pipe(busy)
+            .pipe(len)
+            .to(MAIN_PROCESS)
+            .add_sink(3)
+        ).build(num_threads=2)
+        with pipeline.auto_stop():
+            it = iter(pipeline)
+            assert [next(it) for _ in range(3)] == [1 << 20] * 3
+
+    before = feeders()
+    run_once()  # the first start may open the forkserver's descriptors
+    descriptors = len(os.listdir("/proc/self/fd"))
+    run_once()
+    assert feeders() - before == set()
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+
+
 def test_a_subprocess_pipeline_with_a_busy_region_tears_down_cleanly():
     # The subprocess's own stop of its region outlasted the parent's wait:
     # the subprocess was terminated and the region's semaphores leaked.
@@ -556,24 +590,12 @@ def test_a_subprocess_pipeline_with_a_busy_region_tears_down_cleanly():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["3", "3", "[0]"], proc.stdout
-    assert not _leaked_at_exit(proc.stderr) and "Traceback" not in proc.stderr, proc.stderr
-
-
-def _leaked_at_exit(stderr: str) -> list[str]:
-    """What multiprocessing's resource tracker found still existing at
-    shutdown (its "leaked" warning names each object; an object it then
-    cannot unlink because it is already gone, "[Errno 2]", was unlinked by
-    its owner, whose note to the tracker was cut short, and is not a leak),
-    and any other "leaked" line."""
-    leaks = []
-    for line in stderr.splitlines():
-        if "leaked" not in line:
-            continue
-        names = re.findall(r"'(/[^']+)'", line) if "resource_tracker" in line else []
-        gone = [n for n in names if f"resource_tracker: '{n}': [Errno 2]" in stderr]
-        if not names or len(gone) < len(names):
-            leaks.append(line)
-    return leaks
+    # A semaphore the resource tracker found already unlinked at exit was
+    # seen once (Python 3.13, under load): its clean-up ran on a thread the
+    # interpreter's exit stopped before the tracker was told. An input
+    # queue's feeder thread, left running by the stop, can hold a queue's
+    # last references; stopping a region now waits for those threads.
+    assert "leaked" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_the_interpreter_exits_cleanly_with_a_live_region():
