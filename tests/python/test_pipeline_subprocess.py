@@ -9,11 +9,13 @@ import gc
 import multiprocessing
 import os
 import pickle
+import queue
 import random
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -407,6 +409,92 @@ def test_dropping_the_iterable_stops_its_worker_and_leaks_nothing():
     gc.collect()
     assert process_gone(pid)
     assert set(os.listdir("/proc/self/fd")) <= fds
+
+
+def megabytes():
+    """Items of 1 MiB, more than a pipe holds: the worker's queue sends each
+    in several writes."""
+    while True:
+        yield bytes(1 << 20)
+
+
+def one_megabyte_then_wait():
+    yield bytes(1 << 20)
+    threading.Event().wait()
+
+
+def test_dropping_the_iterable_while_the_worker_sends_a_large_item_does_not_hang():
+    # The worker leaves at the abort with an item half-written to the pipe;
+    # the parent, draining it, waited for the rest for good (it holds the
+    # pipe's write end too, so the worker's exit was no end of file).
+    proc = _script(
+        """
+        import gc
+        from feedline.pipeline import iterate_in_subprocess
+        from test_pipeline_subprocess import megabytes
+        for _ in range(3):
+            it = iterate_in_subprocess(megabytes, buffer_size=4)
+            got = [len(x) for x, _ in zip(it, range(3))]
+            del it
+            gc.collect()
+        print(got, flush=True)
+        """
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == str([1 << 20] * 3), out
+
+
+def test_a_worker_killed_half_way_through_sending_an_item_is_an_error_not_a_hang():
+    proc = _script(
+        """
+        import os, signal
+        from conftest import process_gone
+        from feedline.pipeline import iterate_in_subprocess
+        from test_pipeline_subprocess import one_megabyte_then_wait
+        it = iterate_in_subprocess(one_megabyte_then_wait)
+        values = iter(it)
+        assert it._data._reader.poll(60)  # the item's first bytes are in the pipe, the rest waits
+        os.kill(it.pid, signal.SIGKILL)
+        assert process_gone(it.pid)
+        try:
+            next(values)
+        except RuntimeError as e:
+            print(e, flush=True)
+        """
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "quit (exit code -9)" in out, out
+
+
+def test_the_parents_reader_never_waits_inside_a_message():
+    # What a worker sends arrives in pieces; the parent must take whole
+    # messages only, never wait for the rest of one (its writer may be
+    # dead), give back the room each took, and see the end of the pipe.
+    import struct
+
+    from feedline.pipeline._subprocess import _Receiver
+
+    q = multiprocessing.get_context("forkserver").Queue(maxsize=1)
+    receiver = _Receiver(q)
+    fd = q._writer.fileno()
+    first = pickle.dumps(("item", b"x" * 20_000))
+    second = pickle.dumps("the long form of the length")
+    os.write(fd, struct.pack("!i", len(first)) + first[:1000])
+    with pytest.raises(queue.Empty):
+        receiver.get(timeout=0.01)
+    assert q._sem.acquire(False)  # the writer's room for the message
+    os.write(fd, first[1000:] + struct.pack("!i", -1) + struct.pack("!Q", len(second)) + second[:5])
+    assert receiver.get() == ("item", b"x" * 20_000)
+    assert q._sem.acquire(False)  # its room was given back
+    with pytest.raises(queue.Empty):
+        receiver.get()
+    os.write(fd, second[5:] + b"\x00\x00")  # then half a header, and the writer goes
+    assert receiver.get() == "the long form of the length"
+    q._writer.close()
+    with pytest.raises(EOFError):
+        receiver.get(timeout=5)
 
 
 def test_unpicklable_fn_needs_the_fork_start_method():

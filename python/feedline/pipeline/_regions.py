@@ -51,7 +51,7 @@ import weakref
 from fractions import Fraction
 from typing import Any
 
-from ._subprocess import _dumps, _own
+from ._subprocess import _close_write_end, _dumps, _own, _Receiver
 from .defs import (
     Aggregator,
     ExecutorConfig,
@@ -331,7 +331,7 @@ def _worker_main(index, stages, build_kwargs, target, inq, outq, stopping) -> No
 # -- the main side ------------------------------------------------------------------
 
 
-def _stop_pool(procs, inqs, outq, stopping, owner) -> None:
+def _stop_pool(procs, inqs, outq, receiver, stopping, owner) -> None:
     """Stops the workers (shutdown, then terminate, then kill); does nothing
     in a process other than ``owner``, which started them (a forked child)."""
     if os.getpid() != owner:
@@ -348,7 +348,7 @@ def _stop_pool(procs, inqs, outq, stopping, owner) -> None:
         while any(p.exitcode is None and p.pid is not None for p in procs) and time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 while True:
-                    outq.get_nowait()
+                    receiver.get()
             for p in procs:
                 if p.pid is not None:
                     p.join(_POLL / len(procs))
@@ -479,6 +479,7 @@ class RegionPool:
         self._inqs = [ctx.Queue(maxsize=depth) for _ in range(self.size)]
         self._outq = ctx.Queue(maxsize=max(4, 2 * self.size))
         self._stopping = ctx.RawValue("b", 0)
+        self._receiver = _Receiver(self._outq)
         # One thread more than the stages' concurrency: the source waits on
         # the input queue on a thread of the pool.
         default = build_kwargs.get("max_failures", -1)
@@ -508,7 +509,7 @@ class RegionPool:
             for i in range(self.size)
         ]
         self._finalizer = weakref.finalize(
-            self, _stop_pool, self._procs, self._inqs, self._outq, self._stopping, os.getpid()
+            self, _stop_pool, self._procs, self._inqs, self._outq, self._receiver, self._stopping, os.getpid()
         )
         self._budgets = _Budgets(region.stages, default)
         self._pending: collections.deque = collections.deque()
@@ -525,6 +526,7 @@ class RegionPool:
         try:
             for p in self._procs:
                 p.start()
+            _close_write_end(self._outq)
         except (pickle.PicklingError, TypeError, AttributeError) as e:
             self.close()
             raise TypeError(
@@ -566,8 +568,12 @@ class RegionPool:
         """The next message from a worker; RuntimeError when a worker died."""
         while True:
             try:
-                return self._outq.get(timeout=_POLL)
+                return self._receiver.get(timeout=_POLL)
             except queue.Empty:
+                self._check_workers()
+            except (EOFError, OSError):  # every worker has gone (or is going), maybe mid-message
+                for p in self._procs:
+                    p.join(_POLL / self.size)
                 self._check_workers()
 
     def _message(self, msg) -> None:
@@ -585,8 +591,8 @@ class RegionPool:
     def _drain(self) -> None:
         while True:
             try:
-                msg = self._outq.get_nowait()
-            except queue.Empty:
+                msg = self._receiver.get()
+            except (queue.Empty, EOFError, OSError):  # _get tells a worker's death
                 return
             self._message(msg)
 

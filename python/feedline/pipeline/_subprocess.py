@@ -218,13 +218,15 @@ def _drop(msg, arena) -> None:
             discard(msg[2], arena)
 
 
-def _stop_worker(process, commands, data, sent, arena=None, owner=None) -> None:
+def _stop_worker(process, commands, data, sent, arena=None, owner=None, receiver=None) -> None:
     """Stops the worker: "abort", then terminate, then kill, draining the
     data queue meanwhile so that the worker is never stuck writing to it
     (and waking it if it waits for shared memory). Does nothing in a process
     other than ``owner`` (the one that started it), such as a forked child."""
     if process.pid is None or (owner is not None and os.getpid() != owner):
         return
+    if receiver is None:
+        receiver = _Receiver(data)
     with contextlib.suppress(Exception):
         commands.put(("abort",))
         sent.value += 1
@@ -240,12 +242,105 @@ def _stop_worker(process, commands, data, sent, arena=None, owner=None) -> None:
         while process.exitcode is None and time.monotonic() < deadline:
             with contextlib.suppress(Exception):
                 while True:
-                    _drop(data.get_nowait(), arena)
+                    _drop(receiver.get(), arena)
             process.join(_POLL)
         if process.exitcode is not None:
             break
     process.join(_JOIN)
     _release(process, [commands], [data])
+
+
+class _Receiver:
+    """Takes the messages of a ``multiprocessing.Queue`` that only workers
+    write to and only this process reads, without ever waiting inside one.
+
+    ``Queue.get`` reads a message to its end once its first bytes are in
+    the pipe: a worker killed half-way through sending one (the OOM killer,
+    a terminate) left this process waiting for good for the rest, unable to
+    notice the death or stop the others. This reads the pipe without
+    blocking, keeps a message's bytes until the whole of it is in (a large
+    one straight into its own buffer), and so can always come back to check
+    on the workers. The framing is the one ``multiprocessing.connection``
+    writes: a 4-byte big-endian length (-1, then 8 bytes, for 2 GiB or
+    more), then the pickle.
+    """
+
+    def __init__(self, q) -> None:
+        self._q = q
+        self._conn = q._reader
+        os.set_blocking(self._conn.fileno(), False)  # only this process reads it
+        self._head = bytearray()  # read, not yet in a message's buffer
+        self._body: bytearray | None = None  # the message being read
+        self._have = 0  # of its bytes
+        self._eof = False
+
+    def get(self, timeout: float = 0.0) -> Any:
+        """The next whole message; queue.Empty when none is in within
+        ``timeout`` seconds, EOFError once every writer has gone and the
+        rest of the pipe is read (a message left unfinished is dropped)."""
+        deadline = None
+        while True:
+            msg = self._read()
+            if msg is not None:
+                return msg[0]
+            if self._eof:
+                raise EOFError("every writer of the queue has gone")
+            if deadline is None:
+                deadline = time.monotonic() + timeout
+            if not self._conn.poll(max(0.0, deadline - time.monotonic())):
+                raise queue.Empty
+
+    def _read(self) -> tuple[Any] | None:
+        """A whole message (in a 1-tuple) from what the pipe holds now, or
+        None when it holds no more."""
+        fd = self._conn.fileno()
+        head = self._head
+        while True:
+            body = self._body
+            if body is not None:
+                if self._have == len(body):
+                    self._body = None
+                    with contextlib.suppress(ValueError):
+                        self._q._sem.release()  # the room the writer took for it
+                    return (multiprocessing.reduction.ForkingPickler.loads(body),)
+                try:
+                    n = os.readv(fd, [memoryview(body)[self._have :]])
+                except BlockingIOError:
+                    return None
+                if n == 0:
+                    self._eof = True
+                    return None
+                self._have += n
+                continue
+            if len(head) >= 4:
+                size, start = int.from_bytes(head[:4], "big", signed=True), 4
+                if size == -1 and len(head) >= 12:
+                    size, start = int.from_bytes(head[4:12], "big"), 12
+                if size >= 0:
+                    taken = min(size, len(head) - start)
+                    body = bytearray(size)
+                    body[:taken] = head[start : start + taken]
+                    del head[: start + taken]
+                    self._body, self._have = body, taken
+                    continue
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return None
+            if not chunk:
+                self._eof = True
+                return None
+            head += chunk
+
+
+def _close_write_end(q) -> None:
+    """Closes this process's end for writing of a queue that only the worker
+    writes to, once the worker has its own. A worker that exits half-way
+    through sending an item (an abort, a crash, a terminate) then leaves
+    the reader an end of file instead of a read that waits for good for the
+    rest of the message."""
+    with contextlib.suppress(Exception):
+        q._writer.close()
 
 
 def _release(process, written, read) -> None:
@@ -294,8 +389,18 @@ class _SubprocessIterable(Generic[T]):
                 "unpicklable ones in a forked worker"
             ) from e
         self._pid = self._process.pid
+        _close_write_end(self._data)
+        self._receiver = _Receiver(self._data)
         self._finalizer = weakref.finalize(
-            self, _stop_worker, self._process, self._commands, self._data, self._sent, arena, self._owner
+            self,
+            _stop_worker,
+            self._process,
+            self._commands,
+            self._data,
+            self._sent,
+            arena,
+            self._owner,
+            self._receiver,
         )
         self._gen = 0
         # Messages of a newer pass that an older iterator took from the
@@ -331,13 +436,15 @@ class _SubprocessIterable(Generic[T]):
         while True:
             wait = _POLL if deadline is None else max(0.0, min(_POLL, deadline - time.monotonic()))
             try:
-                return self._data.get(timeout=wait)
+                return self._receiver.get(timeout=wait)
             except queue.Empty:
                 pass
+            except (EOFError, OSError):  # the worker is gone (or going), maybe mid-message
+                self._process.join(_POLL)
             if self._process.exitcode is not None:
                 # It may have sent its last words just before exiting.
-                with contextlib.suppress(queue.Empty):
-                    return self._data.get(timeout=_POLL)
+                with contextlib.suppress(queue.Empty, EOFError, OSError):
+                    return self._receiver.get(timeout=_POLL)
                 raise RuntimeError(
                     f"The worker subprocess quit (exit code {self._process.exitcode}) while the parent "
                     f"waited to {what}."
