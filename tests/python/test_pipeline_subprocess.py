@@ -400,6 +400,7 @@ def test_a_forked_child_that_exits_leaves_the_worker_to_the_parent(daemon):
 
 
 def test_dropping_the_iterable_stops_its_worker_and_leaks_nothing():
+    assert list(iterate_in_subprocess(five)) == list(range(5))  # starts the forkserver and resource tracker
     fds = set(os.listdir("/proc/self/fd"))
     it = iterate_in_subprocess(five, buffer_size=1)
     values = iter(it)
@@ -466,6 +467,33 @@ def test_a_worker_killed_half_way_through_sending_an_item_is_an_error_not_a_hang
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "quit (exit code -9)" in out, out
+
+
+def test_a_worker_that_died_with_its_command_pipe_full_does_not_hold_up_the_stop():
+    # The parent's feeder thread for the commands queue closes the pipe only
+    # once it has written everything put; with the worker dead and the pipe
+    # full, the stop waited for it for good. Commands are small, so the full
+    # pipe is made by hand here; the stop is the iterable's own.
+    proc = _script(
+        """
+        import gc, os, signal, threading
+        from conftest import process_gone
+        from feedline.pipeline import iterate_in_subprocess
+        from test_pipeline_subprocess import one_megabyte_then_wait
+        it = iterate_in_subprocess(one_megabyte_then_wait)
+        next(iter(it))
+        os.kill(it.pid, signal.SIGKILL)
+        assert process_gone(it.pid)
+        it._commands.put(("padding", bytes(1 << 20)))  # more than the pipe holds
+        del it
+        gc.collect()
+        feeders = [t for t in threading.enumerate() if "feeder" in t.name.lower()]
+        print(len(feeders), flush=True)
+        """
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip() == "0", out
 
 
 def test_the_parents_reader_never_waits_inside_a_message():

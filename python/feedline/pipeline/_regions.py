@@ -42,7 +42,6 @@ import multiprocessing
 import os
 import pickle
 import queue
-import select
 import signal
 import sys
 import threading
@@ -357,45 +356,8 @@ def _stop_pool(procs, inqs, outq, receiver, stopping, owner) -> None:
         deadline = time.monotonic() + _JOIN
     from ._subprocess import _release
 
-    deadline = time.monotonic() + _JOIN
     for i, p in enumerate(procs):
-        if p.exitcode is not None or p.pid is None:
-            _flush_input(inqs[i], deadline)
-        _release(p, [], [inqs[i], outq] if i == 0 else [inqs[i]])
-
-
-def _flush_input(q, deadline: float) -> None:
-    """Lets the feeder thread of a stopped worker's input queue finish.
-
-    Items the worker left unread fill the queue's pipe, and its feeder
-    thread would block writing the rest for the life of this process, with
-    the pipe's two descriptors, the items and the queue's semaphores (whose
-    clean-up could then run on that thread as the interpreter exits, too
-    late to tell the resource tracker). With no worker left to read it, this
-    reads the pipe and drops what it gets (as bytes, not messages: the
-    worker may have died half-way through one) until the thread has written
-    the close sentinel and exited, or until ``deadline``.
-    """
-    thread = getattr(q, "_thread", None)
-    if thread is None or not thread.is_alive():
-        return
-    try:
-        fd = os.dup(q._reader.fileno())  # the thread closes its own at the sentinel
-    except (OSError, AttributeError):
-        return
-    try:
-        os.set_blocking(fd, False)
-        q.close()
-        while thread.is_alive() and time.monotonic() < deadline:
-            readable, _, _ = select.select([fd], [], [], _POLL)
-            try:
-                if readable and not os.read(fd, 1 << 20):
-                    break  # every writer has closed: the thread is exiting
-            except BlockingIOError:
-                pass
-        thread.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        os.close(fd)
+        _release(p, [inqs[i]], [outq] if i == 0 else [])
 
 
 def _without_rate(stage):

@@ -40,6 +40,7 @@ import os
 import pickle
 import queue
 import random
+import select
 import sys
 import threading
 import time
@@ -344,14 +345,26 @@ def _close_write_end(q) -> None:
 
 
 def _release(process, written, read) -> None:
-    """Closes what the parent holds of a stopped worker: its queues (waiting
-    for the feeder thread of each queue the parent wrote to, which closes its
-    pipe end as it exits) and the process's sentinel, so that no descriptor
-    outlives the worker."""
+    """Closes what the parent holds of a stopped worker: its queues and the
+    process's sentinel, so that no descriptor or thread outlives the worker.
+
+    The feeder thread of each queue the parent wrote to closes its pipe end
+    as it exits, once it has written everything put: what the worker left
+    unread is read off and dropped (``_flush_input``), so a worker that died
+    with a full pipe does not leave the thread, or this stop, waiting for
+    good. A thread still alive after ``_JOIN`` seconds (a worker that did not
+    exit) is left behind rather than waited for."""
+    deadline = time.monotonic() + _JOIN
     for q in written:
+        if process.pid is None or process.exitcode is not None:
+            _flush_input(q, deadline)
         with contextlib.suppress(Exception):
             q.close()
-            q.join_thread()
+        thread = getattr(q, "_thread", None)
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                q.cancel_join_thread()
     for q in read:
         with contextlib.suppress(Exception):
             q.close()
@@ -359,6 +372,40 @@ def _release(process, written, read) -> None:
             q.cancel_join_thread()
     with contextlib.suppress(Exception):
         process.close()
+
+
+def _flush_input(q, deadline: float) -> None:
+    """Lets the feeder thread of a stopped worker's input queue finish.
+
+    Items the worker left unread fill the queue's pipe, and its feeder
+    thread would block writing the rest for the life of this process, with
+    the pipe's two descriptors, the items and the queue's semaphores (whose
+    clean-up could then run on that thread as the interpreter exits, too
+    late to tell the resource tracker). With no worker left to read it, this
+    reads the pipe and drops what it gets (as bytes, not messages: the
+    worker may have died half-way through one) until the thread has written
+    the close sentinel and exited, or until ``deadline``.
+    """
+    thread = getattr(q, "_thread", None)
+    if thread is None or not thread.is_alive():
+        return
+    try:
+        fd = os.dup(q._reader.fileno())  # the thread closes its own at the sentinel
+    except (OSError, AttributeError):
+        return
+    try:
+        os.set_blocking(fd, False)
+        q.close()
+        while thread.is_alive() and time.monotonic() < deadline:
+            readable, _, _ = select.select([fd], [], [], _POLL)
+            try:
+                if readable and not os.read(fd, 1 << 20):
+                    break  # every writer has closed: the thread is exiting
+            except BlockingIOError:
+                pass
+        thread.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        os.close(fd)
 
 
 class _SubprocessIterable(Generic[T]):
