@@ -1,13 +1,89 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: list_zip() and read_zip_entry() (with a 1 MiB member
 // limit) on arbitrary bytes, then load_npy() on each member, as load_npz does.
+// Where it lists members, replace_zip_members() gives every other one new
+// data of another length (or refuses with InvalidArgument: encrypted,
+// zip64): the result must list the same names, the new data stored with
+// its CRC-32 where it was replaced and the same raw bytes elsewhere.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
 #include "feedline/io/formats.h"
 #include "io_fuzzers.h"
+
+namespace {
+
+std::span<const uint8_t> raw_of(std::span<const uint8_t> archive,
+                                const feedline::ZipEntry& e) {
+  return archive.subspan(e.data_offset, e.compressed_size);
+}
+
+bool same(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+void check_result(std::span<const uint8_t> bytes,
+                  const std::vector<feedline::ZipEntry>& members,
+                  const std::vector<feedline::ZipReplacement>& replace,
+                  const std::vector<uint8_t>& out) {
+  const feedline::Buffer copy =
+      feedline::fuzz::exact_copy(out.data(), out.size());
+  const std::vector<feedline::ZipEntry> after = feedline::list_zip(out, "fuzz");
+  if (after.size() != members.size()) std::abort();
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const bool replaced = next < replace.size() && replace[next].index == i;
+    if (after[i].name != members[i].name) std::abort();
+    if (!replaced) {
+      if (!same(raw_of(out, after[i]), raw_of(bytes, members[i]))) std::abort();
+      continue;
+    }
+    const feedline::Buffer data =
+        feedline::read_zip_entry(copy, after[i], "fuzz", 1 << 20);
+    if (after[i].method != 0 ||
+        !same({data.data_as<const uint8_t>(), data.nbytes()},
+              replace[next].data)) {
+      std::abort();
+    }
+    ++next;
+  }
+}
+
+void check_replacing(const feedline::Buffer& b,
+                     const std::vector<feedline::ZipEntry>& members) {
+  std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
+  std::vector<feedline::ZipReplacement> replace;
+  for (std::size_t i = 0; i < members.size(); i += 2) {
+    // Some of the input's own bytes, as many as half the member and 99.
+    const std::size_t n = std::min<std::size_t>(
+        bytes.size(), members[i].compressed_size / 2 + 99);
+    replace.push_back({i, bytes.first(n)});
+  }
+  std::vector<uint8_t> out;
+  try {
+    out = feedline::replace_zip_members(bytes, "fuzz", replace);
+  } catch (const feedline::InvalidArgument&) {
+    return;
+  }
+  // What was replaced must read back: an error here is a finding, not
+  // the input's fault.
+  try {
+    check_result(bytes, members, replace, out);
+  } catch (const feedline::FormatError&) {
+    std::abort();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   feedline::fuzz::run(data, size, [](const feedline::Buffer& b) {
     std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
-    for (const feedline::ZipEntry& e : feedline::list_zip(bytes, "fuzz")) {
+    const std::vector<feedline::ZipEntry> members =
+        feedline::list_zip(bytes, "fuzz");
+    for (const feedline::ZipEntry& e : members) {
       try {
         feedline::Buffer member =
             feedline::read_zip_entry(b, e, "fuzz", 1 << 20);
@@ -15,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       } catch (const feedline::FormatError&) {
       }
     }
+    check_replacing(b, members);
   });
   return 0;
 }

@@ -235,6 +235,34 @@ std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
   return out;
 }
 
+// The archive `data` with new data for members given as (index, bytes):
+// replace_tar_members or replace_zip_members, by the replacement type. The
+// result is a view of the C++ vector, not a copy: a shard can be a gigabyte.
+template <typename Replacement>
+Buffer replace_members(
+    nb::handle data, const std::string& name,
+    const std::vector<std::pair<std::size_t, nb::handle>>& replacements) {
+  Buffer bytes = bytes_from_python(data);
+  std::vector<Buffer> held;
+  held.reserve(replacements.size());
+  std::vector<Replacement> spans;
+  for (const auto& [index, new_data] : replacements) {
+    held.push_back(bytes_from_python(new_data));
+    spans.push_back({index, held.back().bytes()});
+  }
+  auto out = std::make_shared<std::vector<uint8_t>>();
+  {
+    ReleaseGil release;
+    if constexpr (std::is_same_v<Replacement, TarReplacement>) {
+      *out = replace_tar_members(bytes.bytes(), name, std::move(spans));
+    } else {
+      *out = replace_zip_members(bytes.bytes(), name, std::move(spans));
+    }
+  }
+  const auto size = static_cast<int64_t>(out->size());
+  return Buffer::view(out, out->data(), DType::kUint8, {size});
+}
+
 }  // namespace
 
 void bind_io(nb::module_& parent) {
@@ -432,7 +460,9 @@ void bind_io(nb::module_& parent) {
       .def_ro("data_offset", &ZipEntry::data_offset)
       .def_ro("compressed_size", &ZipEntry::compressed_size)
       .def_ro("size", &ZipEntry::size, "Uncompressed size in bytes.")
-      .def_ro("method", &ZipEntry::method, "0 stored, 8 deflate.");
+      .def_ro("method", &ZipEntry::method, "0 stored, 8 deflate.")
+      .def_ro("flags", &ZipEntry::flags,
+              "General purpose bits (1: encrypted, 8: data descriptor).");
   m.def("list_zip", on_bytes<const std::string&>(&list_zip), nb::arg("data"),
         nb::arg("name"));
   m.def(
@@ -464,30 +494,14 @@ void bind_io(nb::module_& parent) {
               "Whether its size is a pax record's.");
   m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),
         nb::arg("name"));
-  m.def(
-      "replace_tar_members",
-      [](nb::handle data, const std::string& name,
-         const std::vector<std::pair<std::size_t, nb::handle>>& replacements) {
-        Buffer bytes = bytes_from_python(data);
-        std::vector<Buffer> held;
-        held.reserve(replacements.size());
-        std::vector<TarReplacement> spans;
-        for (const auto& [index, new_data] : replacements) {
-          held.push_back(bytes_from_python(new_data));
-          spans.push_back({index, held.back().bytes()});
-        }
-        auto out = std::make_shared<std::vector<uint8_t>>();
-        {
-          ReleaseGil release;
-          *out = replace_tar_members(bytes.bytes(), name, std::move(spans));
-        }
-        // A view of the vector, not a copy: a shard can be a gigabyte.
-        const auto size = static_cast<int64_t>(out->size());
-        return Buffer::view(out, out->data(), DType::kUint8, {size});
-      },
-      nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
-      "The archive (uint8) with new data for the members at the given "
-      "indices of list_tar().");
+  m.def("replace_tar_members", &replace_members<TarReplacement>,
+        nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
+        "The archive (uint8) with new data for the members at the given "
+        "indices of list_tar().");
+  m.def("replace_zip_members", &replace_members<ZipReplacement>,
+        nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
+        "The archive (uint8) with new data, stored, for the members at the "
+        "given indices of list_zip().");
   m.def("read_file", &read_file, nb::arg("path"), nb::call_guard<ReleaseGil>());
   m.def("map_file", &map_file, nb::arg("path"), nb::call_guard<ReleaseGil>(),
         "The file memory-mapped read-only (no copy).");

@@ -8,7 +8,7 @@
     the same as one JSON object.
 ``prepare-jpegs SRC DST``
     :func:`feedline.io.prepare_jpeg` over every JPEG of a folder tree and
-    every JPEG member of its ``.tar`` shards, into the same relative paths
+    every JPEG member of its ``.tar`` and ``.zip`` shards, into the same relative paths
     under DST; or over one shard (see :mod:`feedline._prepare_cli`).
 ``demo``
     The README's demo for an installed package: makes a dataset of images

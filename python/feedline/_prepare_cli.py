@@ -1,12 +1,13 @@
 """``python -m feedline prepare-jpegs SRC DST``: :func:`feedline.io.prepare_jpeg`
-over a folder tree or tar shards.
+over a folder tree or tar and ZIP shards.
 
 Every ``*.jpg``/``*.jpeg`` file under SRC (any case) is rewritten into the
 same relative path under DST; so is every ``*.tar`` shard, with each of its
 ``*.jpg``/``*.jpeg`` members rewritten and every other byte of it (other
-members, directories, links, long-name and pax headers) kept. SRC may also
-be one ``.tar`` file, DST then the file to write. Other files are left
-alone. A JPEG that cannot be rewritten (a PNG named ``.jpg``, a damaged
+members, directories, links, long-name and pax headers) kept, and every
+``*.zip`` shard, its rewritten members stored and every other member's
+bytes, names, times and comments kept. SRC may also be one ``.tar`` or
+``.zip`` file, DST then the file to write. Other files are left alone. A JPEG that cannot be rewritten (a PNG named ``.jpg``, a damaged
 JPEG) is kept unchanged, so that DST holds every image SRC does, and named
 on stderr with the reason: the loader reports a damaged file when it reads
 it, as it would have from SRC. Files (and a shard's members) are read,
@@ -27,14 +28,15 @@ import pathlib
 import shutil
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
-TAR_SUFFIX = ".tar"
+SHARD_SUFFIXES = (".tar", ".zip")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("src", help="folder of JPEGs and tar shards (searched recursively), or one .tar file")
-    ap.add_argument("dst", help="folder for the rewritten files (the same relative paths), or the .tar to write")
+    ap.add_argument("src", help="folder of JPEGs and tar/ZIP shards (searched recursively), or one .tar or .zip file")
+    ap.add_argument("dst", help="folder for the rewritten files (the same relative paths), or the shard to write")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads (default: every CPU)")
     ap.add_argument("--strict", action="store_true", help="exit 1 if any JPEG had to be kept unchanged")
 
@@ -122,46 +124,80 @@ def _prepare_files(src: pathlib.Path, dst: pathlib.Path, threads: int, tally: _T
         tally.add(n_in, n_out, why)
 
 
+class _Shard:
+    """The members of one tar or ZIP shard, read and rewritten with the
+    C++ parser and writer of its format."""
+
+    def __init__(self, path: pathlib.Path, data: bytes) -> None:
+        from feedline._feedline_ext import io as _io
+
+        self._io, self._path, self._data = _io, path, data
+        self.zip = path.suffix.lower() == ".zip"
+        # TarMember or ZipEntry records, by the format.
+        self.members: list[Any] = (_io.list_zip if self.zip else _io.list_tar)(data, str(path))
+        self._view = memoryview(data)
+
+    def size(self, i: int) -> int:
+        return self.members[i].size
+
+    def read(self, i: int, name: str):
+        """Member i's bytes, or a str saying why it cannot be rewritten."""
+        import feedline
+
+        m = self.members[i]
+        if not self.zip:
+            if m.pax_size:
+                return f"{name}: its size is given by a pax record, which is kept as it is"
+            return self._view[m.offset : m.offset + m.size]
+        if m.flags & 0x41:
+            return f"{name}: the member is encrypted"
+        try:  # inflated if need be, its CRC-32 checked
+            return self._io.read_zip_entry(self._data, m, name, 1 << 32)
+        except feedline.FormatError as e:
+            return str(e)
+
+    def replace(self, replacements: list) -> Any:
+        fn = self._io.replace_zip_members if self.zip else self._io.replace_tar_members
+        return fn(self._data, str(self._path), replacements)
+
+
 def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _Tally) -> None:
-    """Rewrites the JPEG members of one tar shard into `out`; a shard that
-    cannot be read, parsed or written is reported and counted, and nothing
-    of it is written (the JPEGs of one that cannot be written count as
-    failed)."""
+    """Rewrites the JPEG members of one tar or ZIP shard into `out`; a shard
+    that cannot be read, parsed, rewritten or written is reported and
+    counted, and nothing of it is written (the JPEGs of one that cannot be
+    written count as failed)."""
     import feedline
-    from feedline._feedline_ext import io as _io
 
     tally.shards += 1
     try:
-        data = path.read_bytes()
-        members = _io.list_tar(data, str(path))
+        shard = _Shard(path, path.read_bytes())
     except (OSError, feedline.FormatError) as e:
         tally.shards_failed += 1
         print(f"failed: {e}", file=sys.stderr)
         return
-    view = memoryview(data)
-    jpegs = [i for i, m in enumerate(members) if m.name.lower().endswith((b".jpg", b".jpeg"))]
+    jpegs = [i for i, m in enumerate(shard.members) if m.name.lower().endswith((b".jpg", b".jpeg"))]
     tally.jpegs += len(jpegs)
     done = _Tally()  # counted into `tally` once the shard is written
 
     def prepare(i: int) -> tuple[int, bytes | None, str]:
         """Member i rewritten (or None) and why it was kept unchanged."""
-        m = members[i]
-        name = f"{path}:{m.name.decode('utf-8', 'surrogateescape')}"
-        if m.pax_size:
-            return i, None, f"{name}: its size is given by a pax record, which is kept as it is"
-        return i, *_rewrite(view[m.offset : m.offset + m.size], name)
+        name = f"{path}:{shard.members[i].name.decode('utf-8', 'surrogateescape')}"
+        data = shard.read(i, name)
+        if isinstance(data, str):
+            return i, None, data
+        return i, *_rewrite(data, name)
 
     replacements = []
     for i, rewritten, why in _run_on_pipeline(jpegs, prepare, threads):
-        size = members[i].size
+        size = shard.size(i)
         done.add(size, size if rewritten is None else len(rewritten), why)
         if rewritten is not None:
             replacements.append((i, rewritten))
     try:
         import numpy as np
 
-        _write(out, np.asarray(_io.replace_tar_members(data, str(path), replacements)), path)
-    except OSError as e:
+        _write(out, np.asarray(shard.replace(replacements)), path)
+    except (OSError, ValueError, feedline.FormatError) as e:
         tally.shards_failed += 1
         print(f"failed: {e}", file=sys.stderr)
         return
@@ -173,9 +209,9 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
 
 def run(args: argparse.Namespace) -> int:
     src, dst = pathlib.Path(args.src), pathlib.Path(args.dst)
-    one_shard = src.is_file() and src.suffix.lower() == TAR_SUFFIX
+    one_shard = src.is_file() and src.suffix.lower() in SHARD_SUFFIXES
     if not src.is_dir() and not one_shard:
-        print(f"prepare-jpegs: {src} is not a folder or a .tar file", file=sys.stderr)
+        print(f"prepare-jpegs: {src} is not a folder, a .tar file or a .zip file", file=sys.stderr)
         return 1
     if args.threads < 1:
         print("prepare-jpegs: --threads must be at least 1", file=sys.stderr)
@@ -185,12 +221,12 @@ def run(args: argparse.Namespace) -> int:
         _prepare_shard(src, dst, args.threads, tally)
     else:
         _prepare_files(src, dst, args.threads, tally)
-        for shard in _files(src, (TAR_SUFFIX,)):
+        for shard in _files(src, SHARD_SUFFIXES):
             _prepare_shard(shard, dst / shard.relative_to(src), args.threads, tally)
     failed = tally.jpegs - tally.rewritten - tally.kept
     grow = f" ({100 * (tally.bytes_out / tally.bytes_in - 1):+.1f}% bytes)" if tally.bytes_in else ""
     print(f"{tally.rewritten} rewritten, {tally.kept} copied unchanged, {failed} failed, of {tally.jpegs} JPEGs{grow}")
     if tally.shards:
         written = tally.shards - tally.shards_failed
-        print(f"{written} tar shards written, {tally.shards_failed} failed, of {tally.shards}")
+        print(f"{written} shards written, {tally.shards_failed} failed, of {tally.shards}")
     return 1 if failed or tally.shards_failed or (args.strict and tally.kept) else 0

@@ -133,12 +133,16 @@ void check_crc(const io::Reader& r, const ZipEntry& e, const std::string& who,
   }
 }
 
-}  // namespace
+// Where a member's records start: its central one and its local header.
+struct Place {
+  uint64_t central = 0;
+  uint64_t local = 0;
+};
 
-std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
-                               std::string_view name) {
-  io::Reader r(data, name);
-  Directory dir = find_directory(r);
+// The members of the archive `r` holds, listed from its directory `dir`,
+// with where each one's records are (in `places`, when given).
+std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
+                                      std::vector<Place>* places) {
   std::vector<ZipEntry> entries;
   // Each member's bytes, from its local header to the end of its data.
   std::vector<std::pair<uint64_t, uint64_t>> spans;
@@ -178,6 +182,7 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
              "member " + io::quoted(e.name) + " overruns the archive");
     }
     spans.emplace_back(local, e.data_offset + e.compressed_size);
+    if (places != nullptr) places->push_back({at, local});
     entries.push_back(std::move(e));
     at += 46 + name_len + extra_len + comment_len;
   }
@@ -212,6 +217,158 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
     }
   }
   return entries;
+}
+
+void set16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+void set32(uint8_t* p, uint32_t v) {
+  set16(p, v & 0xFFFF);
+  set16(p + 2, v >> 16);
+}
+
+// A ZIP field holds values below 0xFFFFFFFF; that value means "see zip64".
+uint32_t field32(uint64_t v, const std::string& where, const char* what) {
+  if (v >= 0xFFFFFFFF) {
+    throw InvalidArgument(where + ": " + what + " of " + std::to_string(v) +
+                          " would need zip64 fields, which are not rewritten");
+  }
+  return static_cast<uint32_t>(v);
+}
+
+// The bytes of member `e`'s data descriptor, which starts at `at` and must
+// end by `limit` (the next member or the directory): an optional signature,
+// then the CRC-32 and the two sizes the central record gives.
+uint64_t descriptor_size(const io::Reader& r, const ZipEntry& e, uint64_t at,
+                         uint64_t limit) {
+  const uint64_t sig = r.has(at, 4) && r.u32(at) == 0x08074b50 ? 4 : 0;
+  if (at + sig + 12 > limit || !r.has(at, sig + 12) ||
+      r.u32(at + sig) != e.crc32 || r.u32(at + sig + 4) != e.compressed_size ||
+      r.u32(at + sig + 8) != e.size) {
+    r.fail(at, "the data descriptor of " + io::quoted(e.name) +
+                   " does not follow its data with the central directory's "
+                   "CRC-32 and sizes");
+  }
+  return sig + 12;
+}
+
+}  // namespace
+
+std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
+                               std::string_view name) {
+  io::Reader r(data, name);
+  return parse_directory(r, find_directory(r), nullptr);
+}
+
+std::vector<uint8_t> replace_zip_members(
+    std::span<const uint8_t> data, std::string_view name,
+    std::vector<ZipReplacement> replacements) {
+  io::Reader r(data, name);
+  const Directory dir = find_directory(r);
+  std::vector<Place> places;
+  const std::vector<ZipEntry> entries = parse_directory(r, dir, &places);
+  const std::string where(name);
+  const bool zip64_offset = std::any_of(
+      places.begin(), places.end(),
+      [&](const Place& p) { return r.u32(p.central + 42) == 0xFFFFFFFF; });
+  if (dir.zip64 || zip64_offset) {
+    throw InvalidArgument(where +
+                          ": a zip64 archive (4 GiB or more, or 65,535 "
+                          "members or more) is not rewritten");
+  }
+  std::sort(replacements.begin(), replacements.end(),
+            [](const ZipReplacement& a, const ZipReplacement& b) {
+              return a.index < b.index;
+            });
+  // The new data of each member, or null.
+  std::vector<const ZipReplacement*> by_member(entries.size(), nullptr);
+  uint64_t grown = data.size();
+  for (std::size_t i = 0; i < replacements.size(); ++i) {
+    const ZipReplacement& n = replacements[i];
+    if (n.index >= entries.size()) {
+      throw InvalidArgument(where + ": no member " + std::to_string(n.index) +
+                            " to replace (the archive has " +
+                            std::to_string(entries.size()) + ")");
+    }
+    if (i > 0 && replacements[i - 1].index == n.index) {
+      throw InvalidArgument(where + ": member " + std::to_string(n.index) +
+                            " replaced twice");
+    }
+    const ZipEntry& e = entries[n.index];
+    const std::string who = where + ": member " + io::quoted(e.name);
+    if ((e.flags & 0x41) != 0)
+      throw InvalidArgument(who + " is encrypted; it cannot be replaced");
+    const uint64_t local = places[n.index].local;
+    if (e.compressed_size >= 0xFFFFFFFF || e.size >= 0xFFFFFFFF ||
+        r.u32(local + 18) == 0xFFFFFFFF || r.u32(local + 22) == 0xFFFFFFFF) {
+      throw InvalidArgument(who + " has zip64 sizes; it cannot be replaced");
+    }
+    field32(n.data.size(), who, "new data");
+    by_member[n.index] = &n;
+    grown += n.data.size();
+  }
+  std::vector<std::size_t> order(entries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return places[a].local < places[b].local;
+  });
+  std::vector<uint8_t> out;
+  out.reserve(grown);
+  auto copy = [&](uint64_t begin, uint64_t end) {
+    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(begin),
+               data.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  std::vector<uint32_t> moved_to(entries.size());  // each local header's
+  uint64_t pos = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    const ZipEntry& e = entries[i];
+    const uint64_t local = places[i].local;
+    const uint64_t end = e.data_offset + e.compressed_size;
+    copy(pos, local);
+    moved_to[i] = field32(out.size(), where, "a member's offset");
+    const ZipReplacement* n = by_member[i];
+    if (n == nullptr) {
+      copy(local, end);
+      pos = end;
+      continue;
+    }
+    // The local header with the new data's method, CRC-32 and sizes; a
+    // data descriptor after the data is dropped (the header has its
+    // values now).
+    copy(local, e.data_offset);
+    uint8_t* h = out.data() + out.size() - (e.data_offset - local);
+    set16(h + 6,
+          r.u16(local + 6) & ~0x000Eu);  // no deflate options, no descriptor
+    set16(h + 8, 0);                     // stored
+    const uint32_t crc = libdeflate_crc32(0, n->data.data(), n->data.size());
+    set32(h + 14, crc);
+    set32(h + 18, static_cast<uint32_t>(n->data.size()));
+    set32(h + 22, static_cast<uint32_t>(n->data.size()));
+    out.insert(out.end(), n->data.begin(), n->data.end());
+    pos = end;
+    if ((e.flags & 0x0008) != 0) {
+      const uint64_t limit =
+          k + 1 < order.size() ? places[order[k + 1]].local : dir.offset;
+      pos += descriptor_size(r, e, end, limit);
+    }
+  }
+  copy(pos, dir.offset);
+  const uint32_t new_dir = field32(out.size(), where, "the directory's offset");
+  copy(dir.offset, data.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    uint8_t* c = out.data() + new_dir + (places[i].central - dir.offset);
+    set32(c + 42, moved_to[i]);
+    if (by_member[i] != nullptr) {
+      set16(c + 8, entries[i].flags & ~0x000Eu);
+      set16(c + 10, 0);
+      std::memcpy(c + 16, out.data() + moved_to[i] + 14, 12);  // CRC, sizes
+    }
+  }
+  set32(out.data() + new_dir + (dir.end - dir.offset) + 16, new_dir);
+  return out;
 }
 
 Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,

@@ -211,7 +211,7 @@ def test_prepare_jpegs_rewrites_the_jpegs_of_tar_shards_and_keeps_the_rest(tmp_p
     done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst", "--threads", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^5 rewritten, 1 copied unchanged, 0 failed, of 6 JPEGs", done.stdout, re.M), done.stdout
-    assert re.search(r"^1 tar shards written, 0 failed, of 1$", done.stdout, re.M), done.stdout
+    assert re.search(r"^1 shards written, 0 failed, of 1$", done.stdout, re.M), done.stdout
     assert "shard-0.tar:002.jpg" in done.stderr
     assert (tmp_path / "dst" / "a.jpg").read_bytes() == fio.prepare_jpeg(photo)
     # One shard as SRC, a file as DST: the same bytes.
@@ -243,6 +243,92 @@ def test_prepare_jpegs_rewrites_the_jpegs_of_tar_shards_and_keeps_the_rest(tmp_p
             ), name
 
 
+class _Unseekable:
+    """A write-only stream: zipfile then writes each member's CRC-32 and
+    sizes in a data descriptor after its data, as streaming writers do."""
+
+    def __init__(self):
+        self.data = bytearray()
+
+    def write(self, b):
+        self.data += b
+        return len(b)
+
+    def flush(self):
+        pass
+
+
+def test_prepare_jpegs_rewrites_the_jpegs_of_zip_shards_and_keeps_the_rest(tmp_path):
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    import zipfile
+
+    import numpy as np
+
+    import feedline.io as fio
+    from feedline._feedline_ext import io as _io
+
+    photo = _jpeg(skdata.chelsea(), quality=90)
+    coffee = _jpeg(skdata.coffee(), quality=80, progressive=True)
+    png = fio.encode_image(skdata.chelsea(), format="png")
+    (tmp_path / "src").mkdir()
+    with zipfile.ZipFile(tmp_path / "src" / "shard-0.zip", "w") as z:
+        z.comment = b"shard 0"
+        z.writestr("000.jpg", photo)  # stored
+        z.writestr("000.cls", b"281\n", compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("dir/", b"")
+        z.writestr("dir/001.JPEG", coffee, compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("002.jpg", png)  # a PNG named .jpg: kept as it is
+        z.writestr("caf\u00e9.jpg", photo)
+        z.writestr("secret.jpg", photo)
+    # Marked encrypted (zipfile cannot write that): kept as it is.
+    data = bytearray((tmp_path / "src" / "shard-0.zip").read_bytes())
+    secret = [e for e in _io.list_zip(bytes(data), "s") if e.name == b"secret.jpg"][0]
+    local = secret.data_offset - 30 - len("secret.jpg")
+    central = data.rindex(b"PK\x01\x02")
+    data[local + 6] |= 1
+    data[central + 8] |= 1
+    (tmp_path / "src" / "shard-0.zip").write_bytes(bytes(data))
+    stream = _Unseekable()
+    with zipfile.ZipFile(stream, "w") as z:
+        z.writestr("a.jpg", photo)
+        z.writestr("a.txt", b"a cat", compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("b.jpg", coffee, compress_type=zipfile.ZIP_DEFLATED)
+    (tmp_path / "src" / "shard-1.zip").write_bytes(bytes(stream.data))
+
+    done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst", "--threads", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^5 rewritten, 2 copied unchanged, 0 failed, of 7 JPEGs", done.stdout, re.M), done.stdout
+    assert re.search(r"^2 shards written, 0 failed, of 2$", done.stdout, re.M), done.stdout
+    assert "shard-0.zip:002.jpg" in done.stderr and "shard-0.zip:secret.jpg: the member is encrypted" in done.stderr
+    single = run_feedline(tmp_path, "prepare-jpegs", "src/shard-1.zip", "one.zip")
+    assert single.returncode == 0, single.stdout + single.stderr
+    assert (tmp_path / "one.zip").read_bytes() == (tmp_path / "dst" / "shard-1.zip").read_bytes()
+
+    for shard in ("shard-0.zip", "shard-1.zip"):
+        with zipfile.ZipFile(tmp_path / "src" / shard) as a, zipfile.ZipFile(tmp_path / "dst" / shard) as b:
+            assert b.comment == a.comment
+            before, after = a.infolist(), b.infolist()
+            assert [m.filename for m in after] == [m.filename for m in before]
+            for m, n in zip(before, after):
+                assert (n.date_time, n.external_attr, n.extra) == (m.date_time, m.external_attr, m.extra)
+                if m.filename == "secret.jpg":
+                    assert (n.flag_bits, n.compress_size) == (m.flag_bits, m.compress_size)
+                    continue
+                old, new = a.read(m), b.read(n)  # CRC-32s checked
+                if m.filename.lower().endswith((".jpg", ".jpeg")) and old != png:
+                    assert new == fio.prepare_jpeg(old) and b"feedline-rst" in new
+                    assert n.compress_type == zipfile.ZIP_STORED and not n.flag_bits & 8
+                else:
+                    assert new == old and n.compress_type == m.compress_type
+    # The loader reads the shard: the same pixels as from the source.
+    before, after = fio.open_zip(tmp_path / "src" / "shard-1.zip"), fio.open_zip(tmp_path / "one.zip")
+    for name in ("a.jpg", "b.jpg"):
+        assert np.array_equal(
+            fio.to_numpy(fio.decode_image(bytes(after[name]))), fio.to_numpy(fio.decode_image(bytes(before[name])))
+        )
+
+
 def test_prepare_jpegs_reports_a_damaged_shard_and_writes_nothing_of_it(tmp_path):
     pytest.importorskip("PIL.Image")
     skdata = pytest.importorskip("skimage.data")
@@ -254,7 +340,7 @@ def test_prepare_jpegs_reports_a_damaged_shard_and_writes_nothing_of_it(tmp_path
     (tmp_path / "src" / "cut.tar").write_bytes((tmp_path / "whole.tar").read_bytes()[: 512 * 3 + len(photo) + 100])
     done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert re.search(r"^1 tar shards written, 1 failed, of 2$", done.stdout, re.M), done.stdout
+    assert re.search(r"^1 shards written, 1 failed, of 2$", done.stdout, re.M), done.stdout
     assert re.search(r"failed: .*cut\.tar.*(truncated|overruns)", done.stderr), done.stderr
     assert (tmp_path / "dst" / "good.tar").exists() and not (tmp_path / "dst" / "cut.tar").exists()
     assert not list((tmp_path / "dst").rglob("*.tmp"))
@@ -267,7 +353,7 @@ def test_prepare_jpegs_reports_a_damaged_shard_and_writes_nothing_of_it(tmp_path
     assert re.search(r"^0 rewritten, 0 copied unchanged, 1 failed, of 1 JPEGs$", unwritable.stdout, re.M), (
         unwritable.stdout
     )
-    assert re.search(r"^0 tar shards written, 1 failed, of 1$", unwritable.stdout, re.M)
+    assert re.search(r"^0 shards written, 1 failed, of 1$", unwritable.stdout, re.M)
     assert "good.tar: cannot write" in unwritable.stderr
     assert not list((tmp_path / "dst2").rglob("*.tmp"))
 
@@ -285,4 +371,4 @@ def test_prepare_jpegs_counts_a_file_it_cannot_write(tmp_path):
     assert re.search(r"^1 rewritten, 0 copied unchanged, 1 failed, of 2 JPEGs", done.stdout, re.M), done.stdout
     assert "b.jpg" in done.stderr
     missing = run_feedline(tmp_path, "prepare-jpegs", "nowhere", "dst")
-    assert missing.returncode == 1 and "nowhere is not a folder or a .tar file" in missing.stderr
+    assert missing.returncode == 1 and "nowhere is not a folder, a .tar file or a .zip file" in missing.stderr

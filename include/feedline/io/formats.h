@@ -75,6 +75,26 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry,
                       std::string_view name,
                       uint64_t max_size = kDefaultMaxMemberSize);
 
+// New data for member `index` of list_zip(data).
+struct ZipReplacement {
+  std::size_t index = 0;
+  std::span<const uint8_t> data;
+};
+
+// A copy of the ZIP archive `data` in which each replaced member holds its
+// new data, stored (method 0), with its CRC-32 and sizes in both of its
+// records (a data descriptor after its old data is dropped, the flag that
+// announced it cleared). Every other byte is copied as it is (other
+// members, names, extra fields, times, comments, bytes between members);
+// the offsets in the central directory and the end record follow the
+// members that moved. Throws FormatError for a damaged archive (as
+// list_zip, and a data descriptor that disagrees with the directory) and
+// InvalidArgument for an index out of range or given twice, an encrypted
+// member, a zip64 archive or member, or a result that would need zip64.
+std::vector<uint8_t> replace_zip_members(
+    std::span<const uint8_t> data, std::string_view name,
+    std::vector<ZipReplacement> replacements);
+
 // --- WAV -------------------------------------------------------------------
 
 struct WavInfo {

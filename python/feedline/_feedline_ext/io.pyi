@@ -231,6 +231,10 @@ class ZipEntry:
     def method(self) -> int:
         """0 stored, 8 deflate."""
 
+    @property
+    def flags(self) -> int:
+        """General purpose bits (1: encrypted, 8: data descriptor)."""
+
 def list_zip(data: object, name: str) -> list[ZipEntry]: ...
 
 def read_zip_entry(archive: object, entry: ZipEntry, name: str, max_size: int) -> Buffer: ...
@@ -289,6 +293,11 @@ def list_tar(data: object, name: str) -> list[TarMember]: ...
 def replace_tar_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> Buffer:
     """
     The archive (uint8) with new data for the members at the given indices of list_tar().
+    """
+
+def replace_zip_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> Buffer:
+    """
+    The archive (uint8) with new data, stored, for the members at the given indices of list_zip().
     """
 
 def read_file(path: str) -> Buffer: ...

@@ -106,9 +106,9 @@ def prepare_jpeg(data, /, *, name: str | None = None, max_pixels: int = 2**27) -
             with open(out_dir / path.name, "wb") as f:
                 f.write(feedline.io.prepare_jpeg(data, name=str(path)))
 
-    or, for a folder tree and the JPEG members of tar shards,
-    ``python -m feedline prepare-jpegs SRC DST`` (every other byte of a
-    shard kept).
+    or, for a folder tree and the JPEG members of tar and ZIP shards,
+    ``python -m feedline prepare-jpegs SRC DST`` (every other member of a
+    shard kept as it is).
 
     Raises :class:`UnsupportedFormat` for data that is not a JPEG (or one of
     more than 4 components) and :class:`DecodeError` naming ``name`` for a

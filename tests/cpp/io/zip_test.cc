@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // read_zip_entry on archives built here: a member whose bytes do not match
-// its CRC-32 or its size is an error, never data.
+// its CRC-32 or its size is an error, never data. replace_zip_members gives
+// the archive a writer would have written with the new data.
 
 #include <string>
 #include <vector>
@@ -49,11 +50,17 @@ struct Member {
   std::string name;
   std::string data;
   bool deflated = false;
+  // A data descriptor after the data (as a streaming writer puts it), the
+  // local header's CRC-32 and sizes then 0.
+  bool descriptor = false;
+  uint32_t flags = 0;
 };
 
-// A ZIP archive of `members`, with the CRC-32 and sizes of their data.
-Bytes zip(const std::vector<Member>& members) {
-  Bytes out;
+// A ZIP archive of `members`, with the CRC-32 and sizes of their data,
+// after `prefix` (a self-extractor's stub) and with `comment`.
+Bytes zip(const std::vector<Member>& members, const std::string& prefix = "",
+          const std::string& comment = "") {
+  Bytes out(prefix.begin(), prefix.end());
   Bytes central;
   for (const Member& m : members) {
     const Bytes stored =
@@ -68,12 +75,13 @@ Bytes zip(const std::vector<Member>& members) {
       put32(*b, local ? 0x04034b50 : 0x02014b50);
       if (!local) put16(*b, 20);  // made by
       put16(*b, 20);              // version needed
-      put16(*b, 0);               // flags
+      put16(*b, m.flags | (m.descriptor ? 8 : 0));
       put16(*b, method);
-      put32(*b, 0);  // time, date
-      put32(*b, crc);
-      put32(*b, static_cast<uint32_t>(stored.size()));
-      put32(*b, static_cast<uint32_t>(m.data.size()));
+      put32(*b, 0x5A7E1234);  // time, date
+      const bool zero = local && m.descriptor;
+      put32(*b, zero ? 0 : crc);
+      put32(*b, zero ? 0 : static_cast<uint32_t>(stored.size()));
+      put32(*b, zero ? 0 : static_cast<uint32_t>(m.data.size()));
       put16(*b, static_cast<uint32_t>(m.name.size()));
       put16(*b, 0);  // extra
       if (!local) {
@@ -85,6 +93,12 @@ Bytes zip(const std::vector<Member>& members) {
       b->insert(b->end(), m.name.begin(), m.name.end());
     }
     out.insert(out.end(), stored.begin(), stored.end());
+    if (m.descriptor) {
+      put32(out, 0x08074b50);
+      put32(out, crc);
+      put32(out, static_cast<uint32_t>(stored.size()));
+      put32(out, static_cast<uint32_t>(m.data.size()));
+    }
   }
   const auto dir = static_cast<uint32_t>(out.size());
   out.insert(out.end(), central.begin(), central.end());
@@ -94,7 +108,8 @@ Bytes zip(const std::vector<Member>& members) {
   put16(out, static_cast<uint32_t>(members.size()));
   put32(out, static_cast<uint32_t>(central.size()));
   put32(out, dir);
-  put16(out, 0);
+  put16(out, static_cast<uint32_t>(comment.size()));
+  out.insert(out.end(), comment.begin(), comment.end());
   return out;
 }
 
@@ -189,6 +204,58 @@ TEST(ZipTest, SizeMismatchIsAnError) {
   EXPECT_NE(error_of<FormatError>([&] {
               read_zip_entry(sb, stored, "a.zip");
             }).find("sizes disagree"),
+            std::string::npos);
+}
+
+Bytes replaced(const Bytes& in, std::vector<ZipReplacement> r) {
+  return replace_zip_members(in, "a.zip", std::move(r));
+}
+
+TEST(ZipTest, ReplacedMembersAreStoredAndTheRestIsKept) {
+  const std::string stub = "#!/bin/sh\nexit 0\n";
+  const std::vector<Member> members = {{"a.jpg", "hello"},
+                                       {"b.txt", kText, true},
+                                       {"c.jpg", kText + kText, true},
+                                       {"d.jpg", "streamed", false, true},
+                                       {"e.txt", kText, true, true}};
+  const Bytes in = zip(members, stub, "a comment");
+  EXPECT_EQ(replaced(in, {}), in);
+  const Bytes grown = bytes_of(std::string(3000, 'G'));
+  const Bytes shrunk = bytes_of("s");
+  const Bytes none;
+  // Given out of order. Each replaced member is what a writer gives for
+  // the new data stored: the same header fields, the new CRC-32 and sizes,
+  // no descriptor; every offset after it moves.
+  const Bytes out = replaced(in, {{3, shrunk}, {0, none}, {2, grown}});
+  std::vector<Member> expected = members;
+  expected[0] = {"a.jpg", ""};
+  expected[2] = {"c.jpg", std::string(3000, 'G')};
+  expected[3] = {"d.jpg", "s"};
+  EXPECT_EQ(out, zip(expected, stub, "a comment"));
+  EXPECT_EQ(read(out, 1), kText);
+  EXPECT_EQ(read(out, 2), std::string(3000, 'G'));
+  EXPECT_EQ(read(out, 4), kText);  // its descriptor kept, moved
+}
+
+TEST(ZipTest, ReplacingRefusesWhatItCannotDo) {
+  const Bytes in = zip({{"1", "1"}, {"2", "2"}, {"3", "3", false, false, 1}});
+  const Bytes data = bytes_of("new");
+  auto invalid = [&](std::vector<ZipReplacement> r) {
+    return error_of<InvalidArgument>([&] { replaced(in, std::move(r)); });
+  };
+  EXPECT_NE(invalid({{3, data}}).find("no member 3"), std::string::npos);
+  EXPECT_NE(invalid({{1, data}, {1, data}}).find("twice"), std::string::npos);
+  EXPECT_NE(invalid({{2, data}}).find("'3' is encrypted"), std::string::npos);
+  // A damaged archive is the parser's error, with nothing written.
+  const Bytes cut(in.begin(), in.end() - 30);
+  EXPECT_THROW(replaced(cut, {{0, data}}), FormatError);
+  // A descriptor that does not give the directory's CRC-32 and sizes.
+  Bytes streamed = zip({{"s", "streamed", false, true}, {"t", "t"}});
+  const ZipEntry e = list_zip(streamed, "a.zip").at(0);
+  streamed[e.data_offset + e.compressed_size + 4] ^= 1;  // its CRC-32
+  EXPECT_NE(error_of<FormatError>([&] {
+              replaced(streamed, {{0, data}});
+            }).find("data descriptor of 's'"),
             std::string::npos);
 }
 
