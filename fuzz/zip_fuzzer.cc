@@ -2,9 +2,10 @@
 // libFuzzer target: list_zip() and read_zip_entry() (with a 1 MiB member
 // limit) on arbitrary bytes, then load_npy() on each member, as load_npz does.
 // Where it lists members, replace_zip_members() gives every other one new
-// data of another length (or refuses with InvalidArgument: encrypted,
-// zip64): the result must list the same names, the new data stored with
-// its CRC-32 where it was replaced and the same raw bytes elsewhere.
+// data of another length (or refuses with InvalidArgument: encrypted):
+// the result, zip64 fields and end records rewritten in place, must list
+// the same names, the new data stored with its CRC-32 where it was
+// replaced and the same raw bytes elsewhere.
 #include <cstdlib>
 #include <cstring>
 #include <vector>

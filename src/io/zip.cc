@@ -37,6 +37,7 @@ struct Directory {
   uint64_t size = 0;   // bytes of the central directory
   bool zip64 = false;  // the counts come from the zip64 end record
   uint64_t end = 0;    // where the (zip64) end record starts
+  uint64_t eocd = 0;   // where the end record starts
 };
 
 Directory find_directory(const io::Reader& r) {
@@ -59,12 +60,15 @@ Directory find_directory(const io::Reader& r) {
   if (found == r.size())
     r.fail(r.size(), "not a ZIP archive (no end of central directory)");
   const uint64_t at = found;
-  Directory d{r.u16(at + 10), r.u32(at + 16), r.u32(at + 12), false, at};
+  Directory d{r.u16(at + 10), r.u32(at + 16), r.u32(at + 12), false, at, at};
   if (d.count == 0xFFFF || d.offset == 0xFFFFFFFF || d.size == 0xFFFFFFFF) {
     if (at < 20 || r.u32(at - 20) != kZip64Locator)
       r.fail(at, "zip64 locator missing");
     uint64_t z = r.u64(at - 20 + 8);
     if (r.u32(z) != kZip64Eocd) r.fail(z, "zip64 end record missing");
+    // Its fixed 56 bytes end before the locator, as a writer lays them out.
+    if (z > at - 20 || at - 20 - z < 56)
+      r.fail(z, "the zip64 end record runs into its locator");
     d.count = r.u64(z + 32);
     d.size = r.u64(z + 40);
     d.offset = r.u64(z + 48);
@@ -79,29 +83,64 @@ Directory find_directory(const io::Reader& r) {
   return d;
 }
 
-// Reads the zip64 extra field of a central record: the 8-byte values of the
-// fields that are 0xFFFFFFFF, in the order size, compressed size, offset.
-void apply_zip64(const io::Reader& r, uint64_t extra, uint64_t extra_len,
-                 ZipEntry* e, uint64_t* local) {
-  uint64_t end = extra + extra_len;
+// Where the 8-byte values of a record's zip64 extra field (the first one,
+// in the `len` bytes of extra fields at `extra`) lie: one for each field
+// whose 32-bit value is the 0xFFFFFFFF marker (`size`, `compressed`,
+// `offset`), in that order; 0 for a field with no value there.
+struct Zip64Slots {
+  uint64_t size = 0;
+  uint64_t compressed = 0;
+  uint64_t offset = 0;
+};
+
+Zip64Slots zip64_slots(const io::Reader& r, uint64_t extra, uint64_t len,
+                       bool size, bool compressed, bool offset) {
+  Zip64Slots s;
+  const uint64_t end = extra + len;
   while (extra + 4 <= end) {
-    uint16_t id = r.u16(extra);
-    uint16_t len = r.u16(extra + 2);
-    if (extra + 4 + len > end) r.fail(extra, "extra field overruns its record");
+    const uint16_t id = r.u16(extra);
+    const uint64_t field_end = extra + 4 + r.u16(extra + 2);
+    if (field_end > end) r.fail(extra, "extra field overruns its record");
     if (id == 0x0001) {
       uint64_t at = extra + 4;
-      auto take = [&](uint64_t* v) {
-        if (*v != 0xFFFFFFFF) return;
-        if (at + 8 > extra + 4 + len) r.fail(at, "zip64 extra field too short");
-        *v = r.u64(at);
+      for (auto [wanted, slot] :
+           {std::pair{size, &s.size}, std::pair{compressed, &s.compressed},
+            std::pair{offset, &s.offset}}) {
+        if (!wanted) continue;
+        if (at + 8 > field_end) r.fail(at, "zip64 extra field too short");
+        *slot = at;
         at += 8;
-      };
-      take(&e->size);
-      take(&e->compressed_size);
-      take(local);
+      }
+      break;
     }
-    extra += 4 + len;
+    extra = field_end;
   }
+  return s;
+}
+
+// The zip64 value slots of the central record at `at`.
+Zip64Slots central_slots(const io::Reader& r, uint64_t at) {
+  return zip64_slots(r, at + 46 + r.u16(at + 28), r.u16(at + 30),
+                     r.u32(at + 24) == 0xFFFFFFFF, r.u32(at + 20) == 0xFFFFFFFF,
+                     r.u32(at + 42) == 0xFFFFFFFF);
+}
+
+// The zip64 value slots of the local header at `local`, for its sizes.
+Zip64Slots local_slots(const io::Reader& r, uint64_t local) {
+  return zip64_slots(r, local + 30 + r.u16(local + 26), r.u16(local + 28),
+                     r.u32(local + 22) == 0xFFFFFFFF,
+                     r.u32(local + 18) == 0xFFFFFFFF, false);
+}
+
+// Whether the local header at `local` has a zip64 extra field: its data
+// descriptor, if any, then gives 8-byte sizes.
+bool has_zip64_field(const io::Reader& r, uint64_t local) {
+  uint64_t extra = local + 30 + r.u16(local + 26);
+  const uint64_t end = extra + r.u16(local + 28);
+  for (; extra + 4 <= end; extra += 4 + r.u16(extra + 2)) {
+    if (r.u16(extra) == 0x0001) return true;
+  }
+  return false;
 }
 
 struct FreeDecompressor {
@@ -165,7 +204,10 @@ std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
     uint64_t local = r.u32(at + 42);
     auto raw = r.bytes(at + 46, name_len);
     e.name.assign(raw.begin(), raw.end());
-    apply_zip64(r, at + 46 + name_len, extra_len, &e, &local);
+    const Zip64Slots z = central_slots(r, at);
+    if (z.size != 0) e.size = r.u64(z.size);
+    if (z.compressed != 0) e.compressed_size = r.u64(z.compressed);
+    if (z.offset != 0) local = r.u64(z.offset);
     if (r.u32(local) != kLocal)
       r.fail(local, "bad local header of " + io::quoted(e.name));
     const uint64_t local_name_len = r.u16(local + 26);
@@ -229,29 +271,50 @@ void set32(uint8_t* p, uint32_t v) {
   set16(p + 2, v >> 16);
 }
 
-// A ZIP field holds values below 0xFFFFFFFF; that value means "see zip64".
-uint32_t field32(uint64_t v, const std::string& where, const char* what) {
+void set64(uint8_t* p, uint64_t v) {
+  set32(p, static_cast<uint32_t>(v));
+  set32(p + 4, static_cast<uint32_t>(v >> 32));
+}
+
+// Writes `v` into the 32-bit field at `field` of `out`, or, when the record
+// has a zip64 slot for it (at `slot`, 0 if none), into that slot and the
+// field keeps its 0xFFFFFFFF marker. A value a field cannot hold without a
+// slot is refused: the record would have to grow.
+void put_value(std::vector<uint8_t>& out, uint64_t field, uint64_t slot,
+               uint64_t v, const std::string& where, const char* what) {
+  if (slot != 0) {
+    set64(out.data() + slot, v);
+    return;
+  }
   if (v >= 0xFFFFFFFF) {
     throw InvalidArgument(where + ": " + what + " of " + std::to_string(v) +
-                          " would need zip64 fields, which are not rewritten");
+                          " would need a zip64 field its record has not got");
   }
-  return static_cast<uint32_t>(v);
+  set32(out.data() + field, static_cast<uint32_t>(v));
 }
 
 // The bytes of member `e`'s data descriptor, which starts at `at` and must
 // end by `limit` (the next member or the directory): an optional signature,
-// then the CRC-32 and the two sizes the central record gives.
+// then the CRC-32 and the two sizes the central record gives, of 8 bytes
+// each when `wide` (the member's local header has a zip64 field).
 uint64_t descriptor_size(const io::Reader& r, const ZipEntry& e, uint64_t at,
-                         uint64_t limit) {
+                         uint64_t limit, bool wide) {
   const uint64_t sig = r.has(at, 4) && r.u32(at) == 0x08074b50 ? 4 : 0;
-  if (at + sig + 12 > limit || !r.has(at, sig + 12) ||
-      r.u32(at + sig) != e.crc32 || r.u32(at + sig + 4) != e.compressed_size ||
-      r.u32(at + sig + 8) != e.size) {
+  const uint64_t n = wide ? 20 : 12;
+  bool same =
+      at + sig + n <= limit && r.has(at, sig + n) && r.u32(at + sig) == e.crc32;
+  if (same) {
+    same = wide ? r.u64(at + sig + 4) == e.compressed_size &&
+                      r.u64(at + sig + 12) == e.size
+                : r.u32(at + sig + 4) == e.compressed_size &&
+                      r.u32(at + sig + 8) == e.size;
+  }
+  if (!same) {
     r.fail(at, "the data descriptor of " + io::quoted(e.name) +
                    " does not follow its data with the central directory's "
                    "CRC-32 and sizes");
   }
-  return sig + 12;
+  return sig + n;
 }
 
 }  // namespace
@@ -270,14 +333,6 @@ std::vector<uint8_t> replace_zip_members(
   std::vector<Place> places;
   const std::vector<ZipEntry> entries = parse_directory(r, dir, &places);
   const std::string where(name);
-  const bool zip64_offset = std::any_of(
-      places.begin(), places.end(),
-      [&](const Place& p) { return r.u32(p.central + 42) == 0xFFFFFFFF; });
-  if (dir.zip64 || zip64_offset) {
-    throw InvalidArgument(where +
-                          ": a zip64 archive (4 GiB or more, or 65,535 "
-                          "members or more) is not rewritten");
-  }
   std::sort(replacements.begin(), replacements.end(),
             [](const ZipReplacement& a, const ZipReplacement& b) {
               return a.index < b.index;
@@ -297,15 +352,10 @@ std::vector<uint8_t> replace_zip_members(
                             " replaced twice");
     }
     const ZipEntry& e = entries[n.index];
-    const std::string who = where + ": member " + io::quoted(e.name);
-    if ((e.flags & 0x41) != 0)
-      throw InvalidArgument(who + " is encrypted; it cannot be replaced");
-    const uint64_t local = places[n.index].local;
-    if (e.compressed_size >= 0xFFFFFFFF || e.size >= 0xFFFFFFFF ||
-        r.u32(local + 18) == 0xFFFFFFFF || r.u32(local + 22) == 0xFFFFFFFF) {
-      throw InvalidArgument(who + " has zip64 sizes; it cannot be replaced");
+    if ((e.flags & 0x41) != 0) {
+      throw InvalidArgument(where + ": member " + io::quoted(e.name) +
+                            " is encrypted; it cannot be replaced");
     }
-    field32(n.data.size(), who, "new data");
     by_member[n.index] = &n;
     grown += n.data.size();
   }
@@ -320,7 +370,7 @@ std::vector<uint8_t> replace_zip_members(
     out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(begin),
                data.begin() + static_cast<std::ptrdiff_t>(end));
   };
-  std::vector<uint32_t> moved_to(entries.size());  // each local header's
+  std::vector<uint64_t> moved_to(entries.size());  // each local header's
   uint64_t pos = 0;
   for (std::size_t k = 0; k < order.size(); ++k) {
     const std::size_t i = order[k];
@@ -328,46 +378,72 @@ std::vector<uint8_t> replace_zip_members(
     const uint64_t local = places[i].local;
     const uint64_t end = e.data_offset + e.compressed_size;
     copy(pos, local);
-    moved_to[i] = field32(out.size(), where, "a member's offset");
+    moved_to[i] = out.size();
     const ZipReplacement* n = by_member[i];
     if (n == nullptr) {
       copy(local, end);
       pos = end;
       continue;
     }
-    // The local header with the new data's method, CRC-32 and sizes; a
-    // data descriptor after the data is dropped (the header has its
-    // values now).
+    // The local header with the new data's method, CRC-32 and sizes (in
+    // its zip64 field where it has one); a data descriptor after the data
+    // is dropped (the header has its values now).
+    const std::string who = where + ": member " + io::quoted(e.name);
+    const Zip64Slots slots = local_slots(r, local);
+    const bool wide = has_zip64_field(r, local);
     copy(local, e.data_offset);
-    uint8_t* h = out.data() + out.size() - (e.data_offset - local);
-    set16(h + 6,
+    const uint64_t h = out.size() - (e.data_offset - local);
+    const uint64_t shift = h - local;
+    set16(out.data() + h + 6,
           r.u16(local + 6) & ~0x000Eu);  // no deflate options, no descriptor
-    set16(h + 8, 0);                     // stored
-    const uint32_t crc = libdeflate_crc32(0, n->data.data(), n->data.size());
-    set32(h + 14, crc);
-    set32(h + 18, static_cast<uint32_t>(n->data.size()));
-    set32(h + 22, static_cast<uint32_t>(n->data.size()));
+    set16(out.data() + h + 8, 0);        // stored
+    set32(out.data() + h + 14,
+          libdeflate_crc32(0, n->data.data(), n->data.size()));
+    put_value(out, h + 18, slots.compressed ? slots.compressed + shift : 0,
+              n->data.size(), who, "new data");
+    put_value(out, h + 22, slots.size ? slots.size + shift : 0, n->data.size(),
+              who, "new data");
     out.insert(out.end(), n->data.begin(), n->data.end());
     pos = end;
     if ((e.flags & 0x0008) != 0) {
       const uint64_t limit =
           k + 1 < order.size() ? places[order[k + 1]].local : dir.offset;
-      pos += descriptor_size(r, e, end, limit);
+      pos += descriptor_size(r, e, end, limit, wide);
     }
   }
   copy(pos, dir.offset);
-  const uint32_t new_dir = field32(out.size(), where, "the directory's offset");
+  const uint64_t new_dir = out.size();
   copy(dir.offset, data.size());
+  // Everything from the directory on moved by the same amount.
+  auto moved = [&](uint64_t at) { return at - dir.offset + new_dir; };
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    uint8_t* c = out.data() + new_dir + (places[i].central - dir.offset);
-    set32(c + 42, moved_to[i]);
-    if (by_member[i] != nullptr) {
-      set16(c + 8, entries[i].flags & ~0x000Eu);
-      set16(c + 10, 0);
-      std::memcpy(c + 16, out.data() + moved_to[i] + 14, 12);  // CRC, sizes
-    }
+    const uint64_t c = moved(places[i].central);
+    const Zip64Slots slots = central_slots(r, places[i].central);
+    auto slot = [&](uint64_t at) { return at != 0 ? moved(at) : 0; };
+    put_value(out, c + 42, slot(slots.offset), moved_to[i], where,
+              "a member's offset");
+    const ZipReplacement* n = by_member[i];
+    if (n == nullptr) continue;
+    const std::string who = where + ": member " + io::quoted(entries[i].name);
+    set16(out.data() + c + 8, entries[i].flags & ~0x000Eu);
+    set16(out.data() + c + 10, 0);
+    std::memcpy(out.data() + c + 16, out.data() + moved_to[i] + 14, 4);  // CRC
+    put_value(out, c + 20, slot(slots.compressed), n->data.size(), who,
+              "new data");
+    put_value(out, c + 24, slot(slots.size), n->data.size(), who, "new data");
   }
-  set32(out.data() + new_dir + (dir.end - dir.offset) + 16, new_dir);
+  const uint64_t eocd = moved(dir.eocd);
+  if (!dir.zip64) {
+    put_value(out, eocd + 16, 0, new_dir, where, "the directory's offset");
+    return out;
+  }
+  // The zip64 end record gives the directory's offset, its locator the
+  // record's; the end record's field, unless it is the marker, follows.
+  set64(out.data() + moved(dir.end) + 48, new_dir);
+  set64(out.data() + eocd - 20 + 8, moved(dir.end));
+  if (r.u32(dir.eocd + 16) != 0xFFFFFFFF)
+    set32(out.data() + eocd + 16,
+          static_cast<uint32_t>(std::min<uint64_t>(new_dir, 0xFFFFFFFF)));
   return out;
 }
 

@@ -295,11 +295,21 @@ def test_prepare_jpegs_rewrites_the_jpegs_of_zip_shards_and_keeps_the_rest(tmp_p
         z.writestr("a.txt", b"a cat", compress_type=zipfile.ZIP_DEFLATED)
         z.writestr("b.jpg", coffee, compress_type=zipfile.ZIP_DEFLATED)
     (tmp_path / "src" / "shard-1.zip").write_bytes(bytes(stream.data))
+    # Zip64: a streamed member with zip64 sizes (its descriptor's 8 bytes
+    # wide) and 65,536 members, so a zip64 end record.
+    stream = _Unseekable()
+    with zipfile.ZipFile(stream, "w") as z:
+        with z.open("a.jpg", "w", force_zip64=True) as f:
+            f.write(photo)
+        for i in range(0xFFFF):
+            z.writestr(f"{i:05}.cls", str(i % 1000).encode())
+    (tmp_path / "src" / "shard-2.zip").write_bytes(bytes(stream.data))
+    assert bytes(stream.data[-42:-38]) == b"PK\x06\x07"  # the zip64 locator
 
     done = run_feedline(tmp_path, "prepare-jpegs", "src", "dst", "--threads", "2")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^5 rewritten, 2 copied unchanged, 0 failed, of 7 JPEGs", done.stdout, re.M), done.stdout
-    assert re.search(r"^2 shards written, 0 failed, of 2$", done.stdout, re.M), done.stdout
+    assert re.search(r"^6 rewritten, 2 copied unchanged, 0 failed, of 8 JPEGs", done.stdout, re.M), done.stdout
+    assert re.search(r"^3 shards written, 0 failed, of 3$", done.stdout, re.M), done.stdout
     assert "shard-0.zip:002.jpg" in done.stderr and "shard-0.zip:secret.jpg: the member is encrypted" in done.stderr
     single = run_feedline(tmp_path, "prepare-jpegs", "src/shard-1.zip", "one.zip")
     assert single.returncode == 0, single.stdout + single.stderr
@@ -321,6 +331,13 @@ def test_prepare_jpegs_rewrites_the_jpegs_of_zip_shards_and_keeps_the_rest(tmp_p
                     assert n.compress_type == zipfile.ZIP_STORED and not n.flag_bits & 8
                 else:
                     assert new == old and n.compress_type == m.compress_type
+    with zipfile.ZipFile(tmp_path / "src" / "shard-2.zip") as a, zipfile.ZipFile(tmp_path / "dst" / "shard-2.zip") as b:
+        before, after = a.infolist(), b.infolist()
+        assert [(m.filename, m.date_time, m.CRC) for m in after[1:]] == [
+            (m.filename, m.date_time, m.CRC) for m in before[1:]
+        ]
+        assert b.read("a.jpg") == fio.prepare_jpeg(photo) and not after[0].flag_bits & 8
+        assert [b.read(m) for m in after[-3:]] == [b"532", b"533", b"534"]  # CRC-32s checked
     # The loader reads the shard: the same pixels as from the source.
     before, after = fio.open_zip(tmp_path / "src" / "shard-1.zip"), fio.open_zip(tmp_path / "one.zip")
     for name in ("a.jpg", "b.jpg"):

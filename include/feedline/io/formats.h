@@ -86,11 +86,14 @@ struct ZipReplacement {
 // records (a data descriptor after its old data is dropped, the flag that
 // announced it cleared). Every other byte is copied as it is (other
 // members, names, extra fields, times, comments, bytes between members);
-// the offsets in the central directory and the end record follow the
-// members that moved. Throws FormatError for a damaged archive (as
-// list_zip, and a data descriptor that disagrees with the directory) and
-// InvalidArgument for an index out of range or given twice, an encrypted
-// member, a zip64 archive or member, or a result that would need zip64.
+// the offsets in the central directory and the end records follow the
+// members that moved. Zip64 archives and members are rewritten in their
+// own form: a value whose field holds the 0xFFFFFFFF marker goes to its
+// zip64 extra field, the directory's offset to the zip64 end record.
+// Throws FormatError for a damaged archive (as list_zip, and a data
+// descriptor that disagrees with the directory) and InvalidArgument for an
+// index out of range or given twice, an encrypted member, or a value over
+// 32 bits for a field that has no zip64 slot (the record would grow).
 std::vector<uint8_t> replace_zip_members(
     std::span<const uint8_t> data, std::string_view name,
     std::vector<ZipReplacement> replacements);

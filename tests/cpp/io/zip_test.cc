@@ -54,12 +54,23 @@ struct Member {
   // local header's CRC-32 and sizes then 0.
   bool descriptor = false;
   uint32_t flags = 0;
+  // Its sizes (and in the directory its offset) in a zip64 extra field
+  // after a timestamp field, the 32-bit fields holding the marker; its
+  // descriptor then gives 8-byte sizes.
+  bool zip64 = false;
 };
 
+void put64(Bytes& b, uint64_t v) {
+  put32(b, static_cast<uint32_t>(v));
+  put32(b, static_cast<uint32_t>(v >> 32));
+}
+
 // A ZIP archive of `members`, with the CRC-32 and sizes of their data,
-// after `prefix` (a self-extractor's stub) and with `comment`.
+// after `prefix` (a self-extractor's stub) and with `comment`; with a zip64
+// end record and locator, the end record's fields holding markers, when
+// `zip64_end`.
 Bytes zip(const std::vector<Member>& members, const std::string& prefix = "",
-          const std::string& comment = "") {
+          const std::string& comment = "", bool zip64_end = false) {
   Bytes out(prefix.begin(), prefix.end());
   Bytes central;
   for (const Member& m : members) {
@@ -79,35 +90,68 @@ Bytes zip(const std::vector<Member>& members, const std::string& prefix = "",
       put16(*b, method);
       put32(*b, 0x5A7E1234);  // time, date
       const bool zero = local && m.descriptor;
+      const uint32_t mark = m.zip64 ? 0xFFFFFFFF : 0;
       put32(*b, zero ? 0 : crc);
-      put32(*b, zero ? 0 : static_cast<uint32_t>(stored.size()));
-      put32(*b, zero ? 0 : static_cast<uint32_t>(m.data.size()));
+      put32(*b, mark | (zero ? 0 : static_cast<uint32_t>(stored.size())));
+      put32(*b, mark | (zero ? 0 : static_cast<uint32_t>(m.data.size())));
       put16(*b, static_cast<uint32_t>(m.name.size()));
-      put16(*b, 0);  // extra
+      put16(*b, m.zip64 ? (local ? 9 + 20 : 9 + 28) : 0);  // extra
       if (!local) {
         put16(*b, 0);  // comment
         put32(*b, 0);  // disk, internal attributes
         put32(*b, 0);  // external attributes
-        put32(*b, offset);
+        put32(*b, mark | offset);
       }
       b->insert(b->end(), m.name.begin(), m.name.end());
+      if (m.zip64) {
+        put16(*b, 0x5455);  // a timestamp field first
+        put16(*b, 5);
+        b->push_back(1);
+        put32(*b, 0x5A7E1234);
+        put16(*b, 0x0001);
+        put16(*b, local ? 16 : 24);
+        put64(*b, zero ? 0 : m.data.size());
+        put64(*b, zero ? 0 : stored.size());
+        if (!local) put64(*b, offset);
+      }
     }
     out.insert(out.end(), stored.begin(), stored.end());
     if (m.descriptor) {
       put32(out, 0x08074b50);
       put32(out, crc);
-      put32(out, static_cast<uint32_t>(stored.size()));
-      put32(out, static_cast<uint32_t>(m.data.size()));
+      if (m.zip64) {
+        put64(out, stored.size());
+        put64(out, m.data.size());
+      } else {
+        put32(out, static_cast<uint32_t>(stored.size()));
+        put32(out, static_cast<uint32_t>(m.data.size()));
+      }
     }
   }
   const auto dir = static_cast<uint32_t>(out.size());
   out.insert(out.end(), central.begin(), central.end());
+  if (zip64_end) {
+    const uint64_t record = out.size();
+    put32(out, 0x06064b50);
+    put64(out, 44);             // the record's size after this field
+    put32(out, 45 | 45 << 16);  // made by, version needed
+    put32(out, 0);              // this disk
+    put32(out, 0);              // the directory's disk
+    put64(out, members.size());
+    put64(out, members.size());
+    put64(out, central.size());
+    put64(out, dir);
+    put32(out, 0x07064b50);  // locator
+    put32(out, 0);
+    put64(out, record);
+    put32(out, 1);  // disks
+  }
   put32(out, 0x06054b50);
   put32(out, 0);
-  put16(out, static_cast<uint32_t>(members.size()));
-  put16(out, static_cast<uint32_t>(members.size()));
-  put32(out, static_cast<uint32_t>(central.size()));
-  put32(out, dir);
+  put16(out, zip64_end ? 0xFFFF : static_cast<uint32_t>(members.size()));
+  put16(out, zip64_end ? 0xFFFF : static_cast<uint32_t>(members.size()));
+  put32(out, zip64_end ? 0xFFFFFFFF : static_cast<uint32_t>(central.size()));
+  put32(out, zip64_end ? 0xFFFFFFFF : dir);
   put16(out, static_cast<uint32_t>(comment.size()));
   out.insert(out.end(), comment.begin(), comment.end());
   return out;
@@ -237,6 +281,41 @@ TEST(ZipTest, ReplacedMembersAreStoredAndTheRestIsKept) {
   EXPECT_EQ(read(out, 4), kText);  // its descriptor kept, moved
 }
 
+TEST(ZipTest, Zip64ArchivesAndMembersAreReplacedInTheirOwnForm) {
+  // Members whose sizes and offsets are in zip64 fields (one streamed, its
+  // descriptor of 8-byte sizes), in an archive with a zip64 end record.
+  const std::vector<Member> members = {
+      {"a.jpg", kText, true, false, 0, true},
+      {"b.txt", kText, false, false, 0, true},
+      {"c.jpg", "streamed", false, true, 0, true},
+      {"d.jpg", "plain"},
+      {"e.txt", kText, true, true, 0, true}};
+  const Bytes in = zip(members, "stub", "", true);
+  ASSERT_EQ(list_zip(in, "a.zip").size(), 5u);
+  EXPECT_EQ(read(in, 2), "streamed");
+  EXPECT_EQ(replaced(in, {}), in);
+  const std::string grown(5000, 'G');
+  const Bytes out = replaced(
+      in, {{0, bytes_of(grown)}, {2, bytes_of("s")}, {3, bytes_of("p")}});
+  std::vector<Member> expected = members;
+  expected[0] = {"a.jpg", grown, false, false, 0, true};
+  expected[2] = {"c.jpg", "s", false, false, 0, true};
+  expected[3] = {"d.jpg", "p"};
+  EXPECT_EQ(out, zip(expected, "stub", "", true));
+  EXPECT_EQ(read(out, 0), grown);
+  EXPECT_EQ(read(out, 1), kText);
+  EXPECT_EQ(read(out, 4), kText);
+  // A zip64 member in an archive without the zip64 end record.
+  const Bytes small = zip({{"x", "old", false, true, 0, true}, {"y", "y"}});
+  EXPECT_EQ(replaced(small, {{0, bytes_of("new!")}}),
+            zip({{"x", "new!", false, false, 0, true}, {"y", "y"}}));
+  // Its descriptor read with 4-byte sizes would not match: the sizes are
+  // the local header's zip64 field's width.
+  Bytes narrow = zip({{"x", "old", false, true}, {"y", "y"}});
+  EXPECT_EQ(replaced(narrow, {{0, bytes_of("n")}}),
+            zip({{"x", "n"}, {"y", "y"}}));
+}
+
 TEST(ZipTest, ReplacingRefusesWhatItCannotDo) {
   const Bytes in = zip({{"1", "1"}, {"2", "2"}, {"3", "3", false, false, 1}});
   const Bytes data = bytes_of("new");
@@ -246,6 +325,18 @@ TEST(ZipTest, ReplacingRefusesWhatItCannotDo) {
   EXPECT_NE(invalid({{3, data}}).find("no member 3"), std::string::npos);
   EXPECT_NE(invalid({{1, data}, {1, data}}).find("twice"), std::string::npos);
   EXPECT_NE(invalid({{2, data}}).find("'3' is encrypted"), std::string::npos);
+  // A zip64 end record that would overlap its locator (here its signature
+  // put in the locator's disk field) is a damaged archive.
+  Bytes z64 = zip({{"1", "1"}}, "", "", true);
+  const std::size_t locator = z64.size() - 22 - 20;
+  Bytes fields;  // its disk field, then its pointer to the record
+  put32(fields, 0x06064b50);
+  put64(fields, locator + 4);
+  std::copy(fields.begin(), fields.end(), z64.begin() + locator + 4);
+  EXPECT_NE(error_of<FormatError>([&] {
+              list_zip(z64, "a.zip");
+            }).find("runs into its locator"),
+            std::string::npos);
   // A damaged archive is the parser's error, with nothing written.
   const Bytes cut(in.begin(), in.end() - 30);
   EXPECT_THROW(replaced(cut, {{0, data}}), FormatError);
