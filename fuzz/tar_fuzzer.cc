@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const feedline::TarMember& m : members) {
       if (m.offset > size || m.size > size - m.offset) std::abort();
     }
-    std::vector<feedline::TarReplacement> replace;
+    std::vector<feedline::ArchiveReplacement> replace;
     for (std::size_t i = 0; i < members.size(); i += 2) {
       if (members[i].pax_size) continue;
       // Some of the input's own bytes, as many as half the member and 511.

@@ -27,7 +27,7 @@ bool same(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 
 void check_result(std::span<const uint8_t> bytes,
                   const std::vector<feedline::ZipEntry>& members,
-                  const std::vector<feedline::ZipReplacement>& replace,
+                  const std::vector<feedline::ArchiveReplacement>& replace,
                   const std::vector<uint8_t>& out) {
   const feedline::Buffer copy =
       feedline::fuzz::exact_copy(out.data(), out.size());
@@ -55,7 +55,7 @@ void check_result(std::span<const uint8_t> bytes,
 void check_replacing(const feedline::Buffer& b,
                      const std::vector<feedline::ZipEntry>& members) {
   std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
-  std::vector<feedline::ZipReplacement> replace;
+  std::vector<feedline::ArchiveReplacement> replace;
   for (std::size_t i = 0; i < members.size(); i += 2) {
     // Some of the input's own bytes, as many as half the member and 99.
     const std::size_t n = std::min<std::size_t>(

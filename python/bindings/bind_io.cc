@@ -25,6 +25,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
@@ -235,17 +236,17 @@ std::pair<Buffer, std::vector<ImageFailure>> py_load_image_batch(
   return out;
 }
 
-// The archive `data` with new data for members given as (index, bytes):
-// replace_tar_members or replace_zip_members, by the replacement type. The
-// result is a view of the C++ vector, not a copy: a shard can be a gigabyte.
-template <typename Replacement>
+// The archive `data` with new data for members given as (index, bytes), by
+// `Replace` (replace_tar_members or replace_zip_members). The result is a
+// view of the C++ vector, not a copy: a shard can be a gigabyte.
+template <auto Replace>
 Buffer replace_members(
     nb::handle data, const std::string& name,
     const std::vector<std::pair<std::size_t, nb::handle>>& replacements) {
   Buffer bytes = bytes_from_python(data);
   std::vector<Buffer> held;
   held.reserve(replacements.size());
-  std::vector<Replacement> spans;
+  std::vector<ArchiveReplacement> spans;
   for (const auto& [index, new_data] : replacements) {
     held.push_back(bytes_from_python(new_data));
     spans.push_back({index, held.back().bytes()});
@@ -253,15 +254,46 @@ Buffer replace_members(
   auto out = std::make_shared<std::vector<uint8_t>>();
   {
     ReleaseGil release;
-    if constexpr (std::is_same_v<Replacement, TarReplacement>) {
-      *out = replace_tar_members(bytes.bytes(), name, std::move(spans));
-    } else {
-      *out = replace_zip_members(bytes.bytes(), name, std::move(spans));
-    }
+    *out = Replace(bytes.bytes(), name, std::move(spans));
   }
   const auto size = static_cast<int64_t>(out->size());
   return Buffer::view(out, out->data(), DType::kUint8, {size});
 }
+
+// An ArchiveRewriter writing a file, holding the input it reads.
+class FileRewriter {
+ public:
+  using Make = std::unique_ptr<ArchiveRewriter> (*)(std::span<const uint8_t>,
+                                                    std::string_view, ByteSink);
+  FileRewriter(Make make, nb::handle data, const std::string& name,
+               const std::string& path)
+      : data_(bytes_from_python(data)) {
+    ReleaseGil release;
+    // Parsed first, so that a damaged archive leaves no file behind.
+    rewriter_ = make(data_.bytes(), name,
+                     [this](std::span<const uint8_t> b) { file_->write(b); });
+    file_ = std::make_unique<FileWriter>(path);
+  }
+
+  const std::vector<std::size_t>& order() const { return rewriter_->order(); }
+
+  void replace(std::size_t index, nb::handle data) {
+    Buffer bytes = bytes_from_python(data);
+    ReleaseGil release;
+    rewriter_->replace(index, bytes.bytes());
+  }
+
+  void finish() {
+    ReleaseGil release;
+    rewriter_->finish();
+    file_->close();
+  }
+
+ private:
+  Buffer data_;
+  std::unique_ptr<FileWriter> file_;
+  std::unique_ptr<ArchiveRewriter> rewriter_;
+};
 
 }  // namespace
 
@@ -494,14 +526,41 @@ void bind_io(nb::module_& parent) {
               "Whether its size is a pax record's.");
   m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),
         nb::arg("name"));
-  m.def("replace_tar_members", &replace_members<TarReplacement>,
+  m.def("replace_tar_members", &replace_members<&replace_tar_members>,
         nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
         "The archive (uint8) with new data for the members at the given "
         "indices of list_tar().");
-  m.def("replace_zip_members", &replace_members<ZipReplacement>,
+  m.def("replace_zip_members", &replace_members<&replace_zip_members>,
         nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
         "The archive (uint8) with new data, stored, for the members at the "
         "given indices of list_zip().");
+  nb::class_<FileRewriter>(
+      m, "ArchiveRewriter",
+      "Writes a copy of a tar or ZIP archive to a file member by member, "
+      "with new data for the members given in the order of order(): only "
+      "the input and one member are held. After an exception the file "
+      "holds part of an archive.")
+      .def("order", &FileRewriter::order,
+           "Member indices in the order their data lies in the archive.")
+      .def("replace", &FileRewriter::replace, nb::arg("index"), nb::arg("data"),
+           "Writes the archive up to the end of member `index`, with `data` "
+           "as its new data (stored, for ZIP).")
+      .def("finish", &FileRewriter::finish,
+           "Writes the rest of the archive and closes the file.");
+  m.def(
+      "rewrite_tar",
+      [](nb::handle data, const std::string& name, const std::string& path) {
+        return std::make_unique<FileRewriter>(&rewrite_tar, data, name, path);
+      },
+      nb::arg("data"), nb::arg("name"), nb::arg("path"),
+      "An ArchiveRewriter from the tar archive `data` to the file `path`.");
+  m.def(
+      "rewrite_zip",
+      [](nb::handle data, const std::string& name, const std::string& path) {
+        return std::make_unique<FileRewriter>(&rewrite_zip, data, name, path);
+      },
+      nb::arg("data"), nb::arg("name"), nb::arg("path"),
+      "An ArchiveRewriter from the ZIP archive `data` to the file `path`.");
   m.def("read_file", &read_file, nb::arg("path"), nb::call_guard<ReleaseGil>());
   m.def("map_file", &map_file, nb::arg("path"), nb::call_guard<ReleaseGil>(),
         "The file memory-mapped read-only (no copy).");

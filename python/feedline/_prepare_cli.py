@@ -6,7 +6,9 @@ same relative path under DST; so is every ``*.tar`` shard, with each of its
 ``*.jpg``/``*.jpeg`` members rewritten and every other byte of it (other
 members, directories, links, long-name and pax headers) kept, and every
 ``*.zip`` shard, its rewritten members stored and every other member's
-bytes, names, times and comments kept. SRC may also be one ``.tar`` or
+bytes, names, times and comments kept; a shard is written member by
+member as the pipeline rewrites it, so only the shard read in and the
+members in flight are in memory. SRC may also be one ``.tar`` or
 ``.zip`` file, DST then the file to write. Other files are left alone. A JPEG that cannot be rewritten (a PNG named ``.jpg``, a damaged
 JPEG) is kept unchanged, so that DST holds every image SRC does, and named
 on stderr with the reason: the loader reports a damaged file when it reads
@@ -27,7 +29,7 @@ import os
 import pathlib
 import shutil
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 JPEG_SUFFIXES = (".jpg", ".jpeg")
@@ -90,13 +92,13 @@ def _write(out: pathlib.Path, data, what: pathlib.Path) -> None:
         raise OSError(f"{what}: cannot write {out}: {e}") from e
 
 
-def _run_on_pipeline(items: Iterable, fn: Callable, threads: int) -> Iterable:
+def _run_on_pipeline(items: Iterable, fn: Callable, threads: int, output_order: str = "completion") -> Generator:
     from feedline.pipeline import PipelineBuilder
 
     pipeline = (
         PipelineBuilder()
         .add_source(items)
-        .pipe(fn, concurrency=threads, output_order="completion")
+        .pipe(fn, concurrency=threads, output_order=output_order)
         .add_sink(threads * 2)
         .build(num_threads=threads)
     )
@@ -125,8 +127,8 @@ def _prepare_files(src: pathlib.Path, dst: pathlib.Path, threads: int, tally: _T
 
 
 class _Shard:
-    """The members of one tar or ZIP shard, read and rewritten with the
-    C++ parser and writer of its format."""
+    """The members of one tar or ZIP shard, read with the C++ parser of its
+    format."""
 
     def __init__(self, path: pathlib.Path, data: bytes) -> None:
         from feedline._feedline_ext import io as _io
@@ -156,16 +158,21 @@ class _Shard:
         except feedline.FormatError as e:
             return str(e)
 
-    def replace(self, replacements: list) -> Any:
-        fn = self._io.replace_zip_members if self.zip else self._io.replace_tar_members
-        return fn(self._data, str(self._path), replacements)
+    def rewriter(self, path: pathlib.Path) -> Any:
+        """A C++ ArchiveRewriter from this shard to the file `path`."""
+        fn = self._io.rewrite_zip if self.zip else self._io.rewrite_tar
+        return fn(self._data, str(self._path), str(path))
 
 
 def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _Tally) -> None:
-    """Rewrites the JPEG members of one tar or ZIP shard into `out`; a shard
-    that cannot be read, parsed, rewritten or written is reported and
-    counted, and nothing of it is written (the JPEGs of one that cannot be
-    written count as failed)."""
+    """Rewrites the JPEG members of one tar or ZIP shard into `out`, member
+    by member as the pipeline gives them back in the shard's order (so only
+    the shard and the members in flight are in memory); a shard that cannot
+    be read, parsed, rewritten or written is reported and counted, and
+    nothing of it is left (the JPEGs of one that cannot be written count as
+    failed)."""
+    import contextlib
+
     import feedline
 
     tally.shards += 1
@@ -187,19 +194,26 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
             return i, None, data
         return i, *_rewrite(data, name)
 
-    replacements = []
-    for i, rewritten, why in _run_on_pipeline(jpegs, prepare, threads):
-        size = shard.size(i)
-        done.add(size, size if rewritten is None else len(rewritten), why)
-        if rewritten is not None:
-            replacements.append((i, rewritten))
+    tmp = out.with_name(out.name + ".tmp")
     try:
-        import numpy as np
-
-        _write(out, np.asarray(shard.replace(replacements)), path)
-    except (OSError, ValueError, feedline.FormatError) as e:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        writer = shard.rewriter(tmp)
+        place = {i: k for k, i in enumerate(writer.order())}
+        jpegs.sort(key=place.__getitem__)
+        with contextlib.closing(_run_on_pipeline(jpegs, prepare, threads, "input")) as results:
+            for i, rewritten, why in results:
+                size = shard.size(i)
+                done.add(size, size if rewritten is None else len(rewritten), why)
+                if rewritten is not None:
+                    writer.replace(i, rewritten)
+        writer.finish()
+        os.replace(tmp, out)
+    except (OSError, ValueError, feedline.FormatError, feedline.IoError) as e:
+        if tmp.is_file():
+            tmp.unlink()  # a full disk leaves no part of a shard behind
         tally.shards_failed += 1
-        print(f"failed: {e}", file=sys.stderr)
+        written = isinstance(e, (OSError, feedline.IoError))
+        print(f"failed: {path}: cannot write {out}: {e}" if written else f"failed: {e}", file=sys.stderr)
         return
     tally.rewritten += done.rewritten
     tally.kept += done.kept

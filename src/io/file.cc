@@ -88,4 +88,36 @@ Buffer map_file(const std::string& path) {
                       /*writable=*/false);
 }
 
+FileWriter::FileWriter(const std::string& path) : path_(path) {
+  if (path.find('\0') != std::string::npos) {
+    throw InvalidArgument("path " + io::quoted(path) + " contains a NUL byte");
+  }
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail(path, "cannot open for writing", errno);
+}
+
+FileWriter::~FileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileWriter::write(std::span<const uint8_t> bytes) {
+  if (fd_ < 0) throw IoError(path_ + ": written after it was closed");
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path_, "write failed", errno);
+    }
+    if (n == 0) fail(path_, "write made no progress", ENOSPC);
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+}
+
+void FileWriter::close() {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  // Linux releases the descriptor even when close() fails: no retry.
+  if (::close(fd) != 0 && errno != EINTR) fail(path_, "close failed", errno);
+}
+
 }  // namespace feedline

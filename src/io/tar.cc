@@ -21,12 +21,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/base/error.h"
 #include "feedline/io/formats.h"
 #include "io/reader.h"
+#include "io/rewriter.h"
 
 namespace feedline {
 namespace {
@@ -269,60 +272,78 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
   return members;
 }
 
-std::vector<uint8_t> replace_tar_members(
-    std::span<const uint8_t> data, std::string_view name,
-    std::vector<TarReplacement> replacements) {
-  const std::vector<TarMember> members = list_tar(data, name);
-  std::sort(replacements.begin(), replacements.end(),
-            [](const TarReplacement& a, const TarReplacement& b) {
-              return a.index < b.index;
-            });
-  const std::string where(name);
-  uint64_t grown = data.size();
-  for (std::size_t i = 0; i < replacements.size(); ++i) {
-    const TarReplacement& r = replacements[i];
-    if (r.index >= members.size()) {
-      throw InvalidArgument(where + ": no member " + std::to_string(r.index) +
-                            " to replace (the archive has " +
-                            std::to_string(members.size()) + ")");
+namespace {
+
+class TarRewriter : public io::RewriterBase {
+ public:
+  TarRewriter(std::span<const uint8_t> data, std::string_view name,
+              ByteSink sink, std::vector<TarMember> members)
+      : RewriterBase(name, std::move(sink), identity(members.size())),
+        data_(data),
+        members_(std::move(members)) {}
+
+  void replace(std::size_t index, std::span<const uint8_t> data) override {
+    if (index < members_.size()) {
+      const TarMember& m = members_[index];
+      if (m.pax_size) {
+        throw InvalidArgument(name() + ": " + m.name +
+                              ": its size is a pax record's; it cannot be "
+                              "replaced");
+      }
+      if (data.size() >= kMaxOctalSize) {
+        throw InvalidArgument(name() + ": " + m.name + ": new data of " +
+                              std::to_string(data.size()) +
+                              " bytes does not fit a tar size field");
+      }
     }
-    if (i > 0 && replacements[i - 1].index == r.index) {
-      throw InvalidArgument(where + ": member " + std::to_string(r.index) +
-                            " replaced twice");
-    }
-    const TarMember& m = members[r.index];
-    if (m.pax_size) {
-      throw InvalidArgument(where + ": " + m.name +
-                            ": its size is a pax record's; it cannot be "
-                            "replaced");
-    }
-    if (r.data.size() >= kMaxOctalSize) {
-      throw InvalidArgument(where + ": " + m.name + ": new data of " +
-                            std::to_string(r.data.size()) +
-                            " bytes does not fit a tar size field");
-    }
-    grown += padded_size(r.data.size());
-  }
-  std::vector<uint8_t> out;
-  out.reserve(grown);
-  uint64_t pos = 0;
-  for (const TarReplacement& r : replacements) {
-    const TarMember& m = members[r.index];
-    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(pos),
-               data.begin() + static_cast<std::ptrdiff_t>(m.header + kBlock));
-    uint8_t* h = out.data() + out.size() - kBlock;
-    write_octal(h + 124, 12, r.data.size());
+    const TarMember& m = members_[take(index).rank];
+    emit(data_, pos_, m.header);
+    uint8_t h[kBlock];
+    std::memcpy(h, data_.data() + m.header, kBlock);
+    write_octal(h + 124, 12, data.size());
     std::memset(h + 148, ' ', 8);
     uint64_t sum = 0;
-    for (std::size_t i = 0; i < kBlock; ++i) sum += h[i];
+    for (uint8_t c : h) sum += c;
     write_octal(h + 148, 7, sum);  // six digits, a NUL, then the space
-    out.insert(out.end(), r.data.begin(), r.data.end());
-    out.resize(out.size() + (padded_size(r.data.size()) - r.data.size()));
-    pos = m.offset + padded_size(m.size);
+    emit(h);
+    emit(data);
+    static constexpr uint8_t kZeros[kBlock] = {};
+    emit(std::span(kZeros, padded_size(data.size()) - data.size()));
+    pos_ = m.offset + padded_size(m.size);
   }
-  out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(pos),
-             data.end());
-  return out;
+
+  void finish() override {
+    close();
+    emit(data_, pos_, data_.size());
+  }
+
+ private:
+  static std::vector<std::size_t> identity(std::size_t n) {
+    std::vector<std::size_t> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = i;
+    return v;
+  }
+
+  std::span<const uint8_t> data_;
+  std::vector<TarMember> members_;
+  uint64_t pos_ = 0;  // the input copied so far
+};
+
+}  // namespace
+
+std::unique_ptr<ArchiveRewriter> rewrite_tar(std::span<const uint8_t> data,
+                                             std::string_view name,
+                                             ByteSink sink) {
+  std::vector<TarMember> members = list_tar(data, name);
+  return std::make_unique<TarRewriter>(data, name, std::move(sink),
+                                       std::move(members));
+}
+
+std::vector<uint8_t> replace_tar_members(
+    std::span<const uint8_t> data, std::string_view name,
+    std::vector<ArchiveReplacement> replacements) {
+  return io::rewrite_to_vector(rewrite_tar, data, name,
+                               std::move(replacements));
 }
 
 }  // namespace feedline

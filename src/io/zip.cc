@@ -21,6 +21,7 @@
 #include "feedline/base/error.h"
 #include "feedline/io/formats.h"
 #include "io/reader.h"
+#include "io/rewriter.h"
 
 namespace feedline {
 namespace {
@@ -277,9 +278,10 @@ void set64(uint8_t* p, uint64_t v) {
 }
 
 // Writes `v` into the 32-bit field at `field` of `out`, or, when the record
-// has a zip64 slot for it (at `slot`, 0 if none), into that slot and the
-// field keeps its 0xFFFFFFFF marker. A value a field cannot hold without a
-// slot is refused: the record would have to grow.
+// has a zip64 slot for it (at `slot`; 0 for none, as no slot starts a
+// record), into that slot, and the field keeps its 0xFFFFFFFF marker. A
+// value a field cannot hold without a slot is refused: the record would
+// have to grow.
 void put_value(std::vector<uint8_t>& out, uint64_t field, uint64_t slot,
                uint64_t v, const std::string& where, const char* what) {
   if (slot != 0) {
@@ -291,6 +293,11 @@ void put_value(std::vector<uint8_t>& out, uint64_t field, uint64_t slot,
                           " would need a zip64 field its record has not got");
   }
   set32(out.data() + field, static_cast<uint32_t>(v));
+}
+
+// A slot's place in a copy of the input that starts at `base`.
+uint64_t slot_in(uint64_t slot, uint64_t base) {
+  return slot != 0 ? slot - base : 0;
 }
 
 // The bytes of member `e`'s data descriptor, which starts at `at` and must
@@ -325,126 +332,169 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
   return parse_directory(r, find_directory(r), nullptr);
 }
 
-std::vector<uint8_t> replace_zip_members(
-    std::span<const uint8_t> data, std::string_view name,
-    std::vector<ZipReplacement> replacements) {
+namespace {
+
+class ZipRewriter : public io::RewriterBase {
+ public:
+  ZipRewriter(std::span<const uint8_t> data, std::string_view name,
+              ByteSink sink, Directory dir, std::vector<ZipEntry> entries,
+              std::vector<Place> places, std::vector<std::size_t> order)
+      : RewriterBase(name, std::move(sink), std::move(order)),
+        data_(data),
+        r_(data, this->name()),
+        dir_(dir),
+        entries_(std::move(entries)),
+        places_(std::move(places)),
+        moved_to_(entries_.size()),
+        new_(entries_.size()) {}
+
+  void replace(std::size_t index, std::span<const uint8_t> data) override {
+    if (index < entries_.size() && (entries_[index].flags & 0x41) != 0) {
+      throw InvalidArgument(name() + ": member " +
+                            io::quoted(entries_[index].name) +
+                            " is encrypted; it cannot be replaced");
+    }
+    const Step step = take(index);
+    const ZipEntry& e = entries_[index];
+    const uint64_t local = places_[index].local;
+    const std::string who = name() + ": member " + io::quoted(e.name);
+    // Everything that can be refused is checked before a byte is written.
+    const Zip64Slots slots = local_slots(r_, local);
+    const Zip64Slots central = central_slots(r_, places_[index].central);
+    for (uint64_t slot :
+         {slots.size, slots.compressed, central.size, central.compressed}) {
+      if (slot == 0 && data.size() >= 0xFFFFFFFF) {
+        throw InvalidArgument(who + ": new data of " +
+                              std::to_string(data.size()) +
+                              " bytes would need a zip64 field its records "
+                              "have not got");
+      }
+    }
+    uint64_t end = e.data_offset + e.compressed_size;
+    if ((e.flags & 0x0008) != 0) {
+      const uint64_t limit = step.rank + 1 < order().size()
+                                 ? places_[order()[step.rank + 1]].local
+                                 : dir_.offset;
+      end += descriptor_size(r_, e, end, limit, has_zip64_field(r_, local));
+    }
+    copy_until(step.from, step.rank);
+    moved_to_[index] = written();
+    // The local header with the new data's method, CRC-32 and sizes (in
+    // its zip64 field where it has one); a data descriptor after the data
+    // is dropped (the header has its values now).
+    std::vector<uint8_t> h(
+        data_.begin() + static_cast<std::ptrdiff_t>(local),
+        data_.begin() + static_cast<std::ptrdiff_t>(e.data_offset));
+    set16(h.data() + 6,
+          r_.u16(local + 6) & ~0x000Eu);  // no deflate options, no descriptor
+    set16(h.data() + 8, 0);               // stored
+    const uint32_t crc = libdeflate_crc32(0, data.data(), data.size());
+    set32(h.data() + 14, crc);
+    put_value(h, 18, slot_in(slots.compressed, local), data.size(), who,
+              "new data");
+    put_value(h, 22, slot_in(slots.size, local), data.size(), who, "new data");
+    emit(h);
+    emit(data);
+    pos_ = end;
+    new_[index] = {true, crc, data.size()};
+  }
+
+  void finish() override {
+    copy_until(close(), order().size());
+    const uint64_t new_dir = written();
+    // The directory and end records, with the offsets that moved and the
+    // replaced members' values.
+    std::vector<uint8_t> tail(
+        data_.begin() + static_cast<std::ptrdiff_t>(dir_.offset), data_.end());
+    const uint64_t base = dir_.offset;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const uint64_t c = places_[i].central - base;
+      const Zip64Slots slots = central_slots(r_, places_[i].central);
+      put_value(tail, c + 42, slot_in(slots.offset, base), moved_to_[i], name(),
+                "a member's offset");
+      const New& n = new_[i];
+      if (!n.replaced) continue;
+      const std::string who =
+          name() + ": member " + io::quoted(entries_[i].name);
+      set16(tail.data() + c + 8, entries_[i].flags & ~0x000Eu);
+      set16(tail.data() + c + 10, 0);
+      set32(tail.data() + c + 16, n.crc);
+      put_value(tail, c + 20, slot_in(slots.compressed, base), n.size, who,
+                "new data");
+      put_value(tail, c + 24, slot_in(slots.size, base), n.size, who,
+                "new data");
+    }
+    const uint64_t eocd = dir_.eocd - base;
+    if (!dir_.zip64) {
+      put_value(tail, eocd + 16, 0, new_dir, name(), "the directory's offset");
+    } else {
+      // The zip64 end record gives the directory's offset, its locator the
+      // record's; the end record's field, unless it is the marker, follows.
+      set64(tail.data() + (dir_.end - base) + 48, new_dir);
+      set64(tail.data() + eocd - 20 + 8, new_dir + (dir_.end - base));
+      if (r_.u32(dir_.eocd + 16) != 0xFFFFFFFF) {
+        set32(tail.data() + eocd + 16,
+              static_cast<uint32_t>(std::min<uint64_t>(new_dir, 0xFFFFFFFF)));
+      }
+    }
+    emit(tail);
+  }
+
+ private:
+  struct New {
+    bool replaced = false;
+    uint32_t crc = 0;
+    uint64_t size = 0;
+  };
+
+  // Copies the input from where it stands up to the local header of the
+  // member at place `to` of order() (or to the directory), which moves the
+  // members at places [from, to) unchanged.
+  void copy_until(std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to; ++k) {
+      const std::size_t j = order()[k];
+      moved_to_[j] = written() + (places_[j].local - pos_);
+    }
+    const uint64_t until =
+        to < order().size() ? places_[order()[to]].local : dir_.offset;
+    emit(data_, pos_, until);
+    pos_ = until;
+  }
+
+  std::span<const uint8_t> data_;
+  io::Reader r_;
+  Directory dir_;
+  std::vector<ZipEntry> entries_;
+  std::vector<Place> places_;
+  std::vector<uint64_t> moved_to_;  // each local header's new offset
+  std::vector<New> new_;
+  uint64_t pos_ = 0;  // the input copied so far
+};
+
+}  // namespace
+
+std::unique_ptr<ArchiveRewriter> rewrite_zip(std::span<const uint8_t> data,
+                                             std::string_view name,
+                                             ByteSink sink) {
   io::Reader r(data, name);
   const Directory dir = find_directory(r);
   std::vector<Place> places;
-  const std::vector<ZipEntry> entries = parse_directory(r, dir, &places);
-  const std::string where(name);
-  std::sort(replacements.begin(), replacements.end(),
-            [](const ZipReplacement& a, const ZipReplacement& b) {
-              return a.index < b.index;
-            });
-  // The new data of each member, or null.
-  std::vector<const ZipReplacement*> by_member(entries.size(), nullptr);
-  uint64_t grown = data.size();
-  for (std::size_t i = 0; i < replacements.size(); ++i) {
-    const ZipReplacement& n = replacements[i];
-    if (n.index >= entries.size()) {
-      throw InvalidArgument(where + ": no member " + std::to_string(n.index) +
-                            " to replace (the archive has " +
-                            std::to_string(entries.size()) + ")");
-    }
-    if (i > 0 && replacements[i - 1].index == n.index) {
-      throw InvalidArgument(where + ": member " + std::to_string(n.index) +
-                            " replaced twice");
-    }
-    const ZipEntry& e = entries[n.index];
-    if ((e.flags & 0x41) != 0) {
-      throw InvalidArgument(where + ": member " + io::quoted(e.name) +
-                            " is encrypted; it cannot be replaced");
-    }
-    by_member[n.index] = &n;
-    grown += n.data.size();
-  }
+  std::vector<ZipEntry> entries = parse_directory(r, dir, &places);
   std::vector<std::size_t> order(entries.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return places[a].local < places[b].local;
   });
-  std::vector<uint8_t> out;
-  out.reserve(grown);
-  auto copy = [&](uint64_t begin, uint64_t end) {
-    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(begin),
-               data.begin() + static_cast<std::ptrdiff_t>(end));
-  };
-  std::vector<uint64_t> moved_to(entries.size());  // each local header's
-  uint64_t pos = 0;
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const std::size_t i = order[k];
-    const ZipEntry& e = entries[i];
-    const uint64_t local = places[i].local;
-    const uint64_t end = e.data_offset + e.compressed_size;
-    copy(pos, local);
-    moved_to[i] = out.size();
-    const ZipReplacement* n = by_member[i];
-    if (n == nullptr) {
-      copy(local, end);
-      pos = end;
-      continue;
-    }
-    // The local header with the new data's method, CRC-32 and sizes (in
-    // its zip64 field where it has one); a data descriptor after the data
-    // is dropped (the header has its values now).
-    const std::string who = where + ": member " + io::quoted(e.name);
-    const Zip64Slots slots = local_slots(r, local);
-    const bool wide = has_zip64_field(r, local);
-    copy(local, e.data_offset);
-    const uint64_t h = out.size() - (e.data_offset - local);
-    const uint64_t shift = h - local;
-    set16(out.data() + h + 6,
-          r.u16(local + 6) & ~0x000Eu);  // no deflate options, no descriptor
-    set16(out.data() + h + 8, 0);        // stored
-    set32(out.data() + h + 14,
-          libdeflate_crc32(0, n->data.data(), n->data.size()));
-    put_value(out, h + 18, slots.compressed ? slots.compressed + shift : 0,
-              n->data.size(), who, "new data");
-    put_value(out, h + 22, slots.size ? slots.size + shift : 0, n->data.size(),
-              who, "new data");
-    out.insert(out.end(), n->data.begin(), n->data.end());
-    pos = end;
-    if ((e.flags & 0x0008) != 0) {
-      const uint64_t limit =
-          k + 1 < order.size() ? places[order[k + 1]].local : dir.offset;
-      pos += descriptor_size(r, e, end, limit, wide);
-    }
-  }
-  copy(pos, dir.offset);
-  const uint64_t new_dir = out.size();
-  copy(dir.offset, data.size());
-  // Everything from the directory on moved by the same amount.
-  auto moved = [&](uint64_t at) { return at - dir.offset + new_dir; };
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const uint64_t c = moved(places[i].central);
-    const Zip64Slots slots = central_slots(r, places[i].central);
-    auto slot = [&](uint64_t at) { return at != 0 ? moved(at) : 0; };
-    put_value(out, c + 42, slot(slots.offset), moved_to[i], where,
-              "a member's offset");
-    const ZipReplacement* n = by_member[i];
-    if (n == nullptr) continue;
-    const std::string who = where + ": member " + io::quoted(entries[i].name);
-    set16(out.data() + c + 8, entries[i].flags & ~0x000Eu);
-    set16(out.data() + c + 10, 0);
-    std::memcpy(out.data() + c + 16, out.data() + moved_to[i] + 14, 4);  // CRC
-    put_value(out, c + 20, slot(slots.compressed), n->data.size(), who,
-              "new data");
-    put_value(out, c + 24, slot(slots.size), n->data.size(), who, "new data");
-  }
-  const uint64_t eocd = moved(dir.eocd);
-  if (!dir.zip64) {
-    put_value(out, eocd + 16, 0, new_dir, where, "the directory's offset");
-    return out;
-  }
-  // The zip64 end record gives the directory's offset, its locator the
-  // record's; the end record's field, unless it is the marker, follows.
-  set64(out.data() + moved(dir.end) + 48, new_dir);
-  set64(out.data() + eocd - 20 + 8, moved(dir.end));
-  if (r.u32(dir.eocd + 16) != 0xFFFFFFFF)
-    set32(out.data() + eocd + 16,
-          static_cast<uint32_t>(std::min<uint64_t>(new_dir, 0xFFFFFFFF)));
-  return out;
+  return std::make_unique<ZipRewriter>(data, name, std::move(sink), dir,
+                                       std::move(entries), std::move(places),
+                                       std::move(order));
+}
+
+std::vector<uint8_t> replace_zip_members(
+    std::span<const uint8_t> data, std::string_view name,
+    std::vector<ArchiveReplacement> replacements) {
+  return io::rewrite_to_vector(rewrite_zip, data, name,
+                               std::move(replacements));
 }
 
 Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,

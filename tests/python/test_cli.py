@@ -375,6 +375,63 @@ def test_prepare_jpegs_reports_a_damaged_shard_and_writes_nothing_of_it(tmp_path
     assert not list((tmp_path / "dst2").rglob("*.tmp"))
 
 
+def test_prepare_jpegs_leaves_nothing_of_a_shard_whose_write_fails_half_way(tmp_path):
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    import resource
+
+    photo = _jpeg(skdata.chelsea())
+    (tmp_path / "src").mkdir()
+    _shard(tmp_path / "src" / "big.tar", [(f"{i}.jpg", photo) for i in range(4)])
+    limit = (tmp_path / "src" / "big.tar").stat().st_size // 2
+
+    def small_files():  # writes past `limit` fail with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "feedline", "prepare-jpegs", "src", "dst", "--threads", "2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^0 shards written, 1 failed, of 1$", done.stdout, re.M), done.stdout
+    assert re.search(r"big\.tar: cannot write .*big\.tar.*: write failed: File too large", done.stderr), done.stderr
+    assert not list((tmp_path / "dst").rglob("*.tar*"))
+
+
+def test_the_archive_rewriter_writes_what_replace_members_gives(tmp_path):
+    import zipfile
+
+    import numpy as np
+
+    from feedline._feedline_ext import io as _io
+
+    stream = _Unseekable()
+    with zipfile.ZipFile(stream, "w") as z:
+        for name in ("a.jpg", "b.txt", "c.jpg"):
+            z.writestr(name, name.encode() * 100, compress_type=zipfile.ZIP_DEFLATED)
+    data = bytes(stream.data)
+    w = _io.rewrite_zip(data, "s.zip", str(tmp_path / "out.zip"))
+    assert w.order() == [0, 1, 2]
+    w.replace(0, b"A")
+    with pytest.raises(ValueError, match="comes before the last one replaced|replaced twice"):
+        w.replace(0, b"again")
+    w.replace(2, b"C")
+    w.finish()
+    assert (tmp_path / "out.zip").read_bytes() == np.asarray(
+        _io.replace_zip_members(data, "s.zip", [(2, b"C"), (0, b"A")])
+    ).tobytes()
+    with zipfile.ZipFile(tmp_path / "out.zip") as z:
+        assert [z.read(n) for n in z.namelist()] == [b"A", b"b.txt" * 100, b"C"]
+    # A damaged archive is refused before the file is made.
+    with pytest.raises(feedline.FormatError):
+        _io.rewrite_tar(b"\x01" * 700, "bad.tar", str(tmp_path / "bad.tar"))
+    assert not (tmp_path / "bad.tar").exists()
+
+
 def test_prepare_jpegs_counts_a_file_it_cannot_write(tmp_path):
     pytest.importorskip("PIL.Image")
     skdata = pytest.importorskip("skimage.data")

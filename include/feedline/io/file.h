@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Reading whole files into Buffers.
+// Reading whole files into Buffers, and writing files a piece at a time.
 
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 
 #include "feedline/base/buffer.h"
@@ -28,5 +30,30 @@ Buffer read_file(const std::string& path);
 // Throws: InvalidArgument for a path with a NUL byte; IoError naming the
 // path.
 Buffer map_file(const std::string& path);
+
+// Writes a file from its start, a piece at a time: created (mode 0666 less
+// the umask) or truncated when opened, closed by close() or, with errors
+// ignored, the destructor. For output too large to assemble in memory (a
+// rewritten archive); a caller that wants readers never to see part of the
+// file writes to a temporary name and renames it.
+// Throws: InvalidArgument for a path with a NUL byte; IoError naming the
+// path and the reason (cannot open, a write that fails or makes no
+// progress, as on a full disk, a failed close).
+class FileWriter {
+ public:
+  explicit FileWriter(const std::string& path);
+  ~FileWriter();
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  void write(std::span<const uint8_t> bytes);
+  // Closes the file, reporting an error a deferred write shows only then.
+  // Writing after it throws IoError.
+  void close();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 }  // namespace feedline

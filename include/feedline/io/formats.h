@@ -19,6 +19,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +30,45 @@
 #include "feedline/base/buffer.h"
 
 namespace feedline {
+
+// --- Rewriting archives ----------------------------------------------------
+
+// Receives the bytes of an archive being written, in order, a piece at a
+// time (a file, a vector).
+using ByteSink = std::function<void(std::span<const uint8_t>)>;
+
+// Writes a copy of an archive into a sink, member by member, with new data
+// for the members given: everything else is copied as it is (see
+// replace_tar_members and replace_zip_members for what changes). The input
+// is parsed and checked when the rewriter is made; each replace() writes
+// the archive up to the end of that member, finish() the rest. Nothing but
+// the input and the member at hand is held, so an archive of any size is
+// rewritten in the memory of its input.
+//
+// Members are given in the order their data lies in the archive, order():
+// for tar the order of list_tar(), for ZIP that of ZipEntry::data_offset
+// (the directory may list them in another). Throws InvalidArgument for an
+// index out of range, given twice or out of that order, a member that
+// cannot be replaced, or a call after finish(). After any exception the
+// sink holds part of an archive: discard it. Not thread-safe.
+class ArchiveRewriter {
+ public:
+  virtual ~ArchiveRewriter() = default;
+
+  // The member indices, in the order their data lies in the archive.
+  virtual const std::vector<std::size_t>& order() const = 0;
+  // Writes the archive up to the end of member `index`, with `data` as its
+  // new data.
+  virtual void replace(std::size_t index, std::span<const uint8_t> data) = 0;
+  // Writes the rest of the archive.
+  virtual void finish() = 0;
+};
+
+// New data for member `index` of an archive.
+struct ArchiveReplacement {
+  std::size_t index = 0;
+  std::span<const uint8_t> data;
+};
 
 // Returns `name` (a path, an archive member) fit to show in a message: bytes
 // that are not part of valid UTF-8, and ASCII control characters, become
@@ -75,12 +116,6 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry,
                       std::string_view name,
                       uint64_t max_size = kDefaultMaxMemberSize);
 
-// New data for member `index` of list_zip(data).
-struct ZipReplacement {
-  std::size_t index = 0;
-  std::span<const uint8_t> data;
-};
-
 // A copy of the ZIP archive `data` in which each replaced member holds its
 // new data, stored (method 0), with its CRC-32 and sizes in both of its
 // records (a data descriptor after its old data is dropped, the flag that
@@ -96,7 +131,16 @@ struct ZipReplacement {
 // 32 bits for a field that has no zip64 slot (the record would grow).
 std::vector<uint8_t> replace_zip_members(
     std::span<const uint8_t> data, std::string_view name,
-    std::vector<ZipReplacement> replacements);
+    std::vector<ArchiveReplacement> replacements);
+
+// The rewriter that replace_zip_members uses, writing into `sink`; `data`
+// must outlive it. Throws as list_zip for a damaged archive. A damaged data
+// descriptor, a zip64 field that is cut short, or a value over 32 bits for
+// a field with no zip64 slot is found at the replace() (FormatError) or
+// finish() (InvalidArgument) that needs it.
+std::unique_ptr<ArchiveRewriter> rewrite_zip(std::span<const uint8_t> data,
+                                             std::string_view name,
+                                             ByteSink sink);
 
 // --- WAV -------------------------------------------------------------------
 
@@ -137,12 +181,6 @@ struct TarMember {
 std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                                 std::string_view name);
 
-// New data for member `index` of list_tar(data).
-struct TarReplacement {
-  std::size_t index = 0;
-  std::span<const uint8_t> data;
-};
-
 // A copy of the tar archive `data` in which each replaced member has its
 // new data: its header's size field and checksum are rewritten, its data
 // padded to 512 bytes; every other byte (other members, long-name and pax
@@ -153,6 +191,12 @@ struct TarReplacement {
 // the octal field cannot hold).
 std::vector<uint8_t> replace_tar_members(
     std::span<const uint8_t> data, std::string_view name,
-    std::vector<TarReplacement> replacements);
+    std::vector<ArchiveReplacement> replacements);
+
+// The rewriter that replace_tar_members uses, writing into `sink`; `data`
+// must outlive it. Throws as list_tar for a damaged archive.
+std::unique_ptr<ArchiveRewriter> rewrite_tar(std::span<const uint8_t> data,
+                                             std::string_view name,
+                                             ByteSink sink);
 
 }  // namespace feedline

@@ -300,6 +300,28 @@ def replace_zip_members(data: object, name: str, replacements: Sequence[tuple[in
     The archive (uint8) with new data, stored, for the members at the given indices of list_zip().
     """
 
+class ArchiveRewriter:
+    """
+    Writes a copy of a tar or ZIP archive to a file member by member, with new data for the members given in the order of order(): only the input and one member are held. After an exception the file holds part of an archive.
+    """
+
+    def order(self) -> list[int]:
+        """Member indices in the order their data lies in the archive."""
+
+    def replace(self, index: int, data: object) -> None:
+        """
+        Writes the archive up to the end of member `index`, with `data` as its new data (stored, for ZIP).
+        """
+
+    def finish(self) -> None:
+        """Writes the rest of the archive and closes the file."""
+
+def rewrite_tar(data: object, name: str, path: str) -> ArchiveRewriter:
+    """An ArchiveRewriter from the tar archive `data` to the file `path`."""
+
+def rewrite_zip(data: object, name: str, path: str) -> ArchiveRewriter:
+    """An ArchiveRewriter from the ZIP archive `data` to the file `path`."""
+
 def read_file(path: str) -> Buffer: ...
 
 def map_file(path: str) -> Buffer:

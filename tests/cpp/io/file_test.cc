@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // read_file and map_file: what a path may hold, and what a read copy
-// guarantees once the file changes.
+// guarantees once the file changes. FileWriter: what it writes and how it
+// fails.
 
 #include "feedline/io/file.h"
 
@@ -74,6 +75,36 @@ TEST(FileTest, MissingFileAndDirectoryNameThePath) {
               }).find("not a regular file"),
               std::string::npos);
   }
+}
+
+TEST(FileTest, TheWriterTruncatesAppendsAndNamesWhatFails) {
+  TempDir dir("writer");
+  const std::string path = dir / "out.bin";
+  write_file(path, Bytes(5000, 7));  // an older, longer file
+  {
+    FileWriter w(path);
+    w.write(bytes_of("abc"));
+    w.write(Bytes{});
+    w.write(bytes_of("de"));
+    w.close();
+    w.close();  // once is enough; again does nothing
+    EXPECT_NE(error_of<IoError>([&] {
+                w.write(bytes_of("f"));
+              }).find("written after it was closed"),
+              std::string::npos);
+  }
+  EXPECT_EQ(bytes_of(read_file(path)), bytes_of("abcde"));
+  EXPECT_NE(error_of<IoError>([&] {
+              FileWriter w(dir / "no/such/dir");
+            }).find("cannot open for writing"),
+            std::string::npos);
+  EXPECT_THROW(FileWriter(path + std::string("\0x", 2)), InvalidArgument);
+  // A write the device refuses (here /dev/full: no space) names the path.
+  FileWriter full("/dev/full");
+  EXPECT_NE(error_of<IoError>([&] {
+              full.write(bytes_of("x"));
+            }).find("/dev/full: write failed: No space left on device"),
+            std::string::npos);
 }
 
 TEST(FileTest, AFifoIsRefusedNotWaitedOn) {

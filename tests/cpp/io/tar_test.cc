@@ -339,7 +339,7 @@ Bytes archive(const std::vector<std::string>& contents) {
   return t.bytes();
 }
 
-Bytes replaced(const Bytes& in, std::vector<TarReplacement> r) {
+Bytes replaced(const Bytes& in, std::vector<ArchiveReplacement> r) {
   return replace_tar_members(in, "t.tar", std::move(r));
 }
 
@@ -370,7 +370,7 @@ TEST(TarTest, ReplacedMembersGetNewDataAndTheRestIsKept) {
 TEST(TarTest, ReplacingRefusesWhatItCannotDo) {
   const Bytes in = archive({"1", "2", "3", "4"});
   const Bytes data = bytes_of("new");
-  auto invalid = [&](std::vector<TarReplacement> r) {
+  auto invalid = [&](std::vector<ArchiveReplacement> r) {
     return error_of<InvalidArgument>([&] { replaced(in, std::move(r)); });
   };
   EXPECT_NE(invalid({{4, data}}).find("no member 4"), std::string::npos);
@@ -387,6 +387,37 @@ TEST(TarTest, ReplacingRefusesWhatItCannotDo) {
   // A damaged archive is the parser's error, with nothing written.
   Bytes cut(in.begin(), in.begin() + 700);
   EXPECT_THROW(replaced(cut, {{0, data}}), FormatError);
+}
+
+TEST(TarTest, TheRewriterWritesEachMemberAsItIsReplaced) {
+  const Bytes in = archive({"a", "b", "c", "d"});
+  Bytes out;
+  std::unique_ptr<ArchiveRewriter> w =
+      rewrite_tar(in, "t.tar", [&](std::span<const uint8_t> bytes) {
+        out.insert(out.end(), bytes.begin(), bytes.end());
+      });
+  EXPECT_EQ(w->order(), (std::vector<std::size_t>{0, 1, 2, 3}));
+  const std::vector<TarMember> m = list(in);
+  w->replace(1, bytes_of("BB"));
+  // Written up to the end of member 1's data and padding, nothing more.
+  ASSERT_EQ(out.size(), m[1].offset + 512);
+  EXPECT_EQ(
+      std::string(out.begin() + static_cast<std::ptrdiff_t>(m[1].offset),
+                  out.begin() + static_cast<std::ptrdiff_t>(m[1].offset + 3)),
+      std::string("BB\0", 3));
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              w->replace(0, bytes_of("A"));
+            }).find("comes before the last one replaced"),
+            std::string::npos);
+  w->replace(3, bytes_of("DDD"));
+  w->finish();
+  EXPECT_EQ(out, archive({"a", "BB", "c", "DDD"}));
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              w->replace(3, bytes_of("x"));
+            }).find("after the archive was finished"),
+            std::string::npos);
+  EXPECT_NE(error_of<InvalidArgument>([&] { w->finish(); }).find("twice"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -251,7 +251,7 @@ TEST(ZipTest, SizeMismatchIsAnError) {
             std::string::npos);
 }
 
-Bytes replaced(const Bytes& in, std::vector<ZipReplacement> r) {
+Bytes replaced(const Bytes& in, std::vector<ArchiveReplacement> r) {
   return replace_zip_members(in, "a.zip", std::move(r));
 }
 
@@ -316,10 +316,78 @@ TEST(ZipTest, Zip64ArchivesAndMembersAreReplacedInTheirOwnForm) {
             zip({{"x", "n"}, {"y", "y"}}));
 }
 
+// Where the directory of `in` (no comment, no zip64) starts.
+std::size_t directory_of(const Bytes& in) {
+  const std::size_t at = in.size() - 6;
+  return in[at] | in[at + 1] << 8 | in[at + 2] << 16 |
+         static_cast<std::size_t>(in[at + 3]) << 24;
+}
+
+// `in` (no comment, no zip64) with its directory's records reversed.
+Bytes reversed_directory(const Bytes& in) {
+  const std::size_t start = directory_of(in);
+  std::vector<Bytes> records;
+  std::size_t at = start;
+  while (at < in.size() - 22) {
+    const std::size_t n = 46 + (in[at + 28] | in[at + 29] << 8) +
+                          (in[at + 30] | in[at + 31] << 8) +
+                          (in[at + 32] | in[at + 33] << 8);
+    records.emplace_back(in.begin() + static_cast<std::ptrdiff_t>(at),
+                         in.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
+  Bytes out(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(start));
+  for (auto r = records.rbegin(); r != records.rend(); ++r)
+    out.insert(out.end(), r->begin(), r->end());
+  out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(at), in.end());
+  return out;
+}
+
+TEST(ZipTest, TheRewriterWritesMembersInTheOrderTheirDataLies) {
+  const std::vector<Member> members = {
+      {"a", "aaa"}, {"b", kText, true}, {"c", "streamed", false, true}};
+  // The directory lists c, b, a; their data lies a, b, c.
+  const Bytes in = reversed_directory(zip(members));
+  ASSERT_EQ(list_zip(in, "a.zip").at(0).name, "c");
+  Bytes out;
+  std::vector<std::size_t> sizes;  // of `out` after each step
+  std::unique_ptr<ArchiveRewriter> w =
+      rewrite_zip(in, "a.zip", [&](std::span<const uint8_t> bytes) {
+        out.insert(out.end(), bytes.begin(), bytes.end());
+      });
+  EXPECT_EQ(w->order(), (std::vector<std::size_t>{2, 1, 0}));
+  w->replace(2, bytes_of("A"));  // "a", first in the file
+  sizes.push_back(out.size());
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              w->replace(2, bytes_of("A"));
+            }).find("replaced twice"),
+            std::string::npos);
+  w->replace(0, bytes_of("C"));  // "c", last: its descriptor dropped
+  sizes.push_back(out.size());
+  w->finish();
+  // Each member is written when it is replaced, the directory at the end.
+  const Bytes expected =
+      reversed_directory(zip({{"a", "A"}, members[1], {"c", "C"}}));
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(sizes[0], 30u + 1 + 1);  // a's header, name and data
+  EXPECT_EQ(sizes[1], directory_of(expected));
+  // The list form takes them in any order.
+  EXPECT_EQ(replaced(in, {{0, bytes_of("C")}, {2, bytes_of("A")}}), out);
+  // What is refused is refused before a byte is written.
+  const Bytes locked = zip({{"x", "1", false, false, 1}});
+  Bytes none;
+  std::unique_ptr<ArchiveRewriter> v =
+      rewrite_zip(locked, "a.zip", [&](std::span<const uint8_t> bytes) {
+        none.insert(none.end(), bytes.begin(), bytes.end());
+      });
+  EXPECT_THROW(v->replace(0, bytes_of("2")), InvalidArgument);
+  EXPECT_TRUE(none.empty());
+}
+
 TEST(ZipTest, ReplacingRefusesWhatItCannotDo) {
   const Bytes in = zip({{"1", "1"}, {"2", "2"}, {"3", "3", false, false, 1}});
   const Bytes data = bytes_of("new");
-  auto invalid = [&](std::vector<ZipReplacement> r) {
+  auto invalid = [&](std::vector<ArchiveReplacement> r) {
     return error_of<InvalidArgument>([&] { replaced(in, std::move(r)); });
   };
   EXPECT_NE(invalid({{3, data}}).find("no member 3"), std::string::npos);
