@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -320,7 +321,7 @@ class TarRewriter : public io::RewriterBase {
  private:
   static std::vector<std::size_t> identity(std::size_t n) {
     std::vector<std::size_t> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = i;
+    std::iota(v.begin(), v.end(), 0);
     return v;
   }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,11 +88,14 @@ Directory find_directory(const io::Reader& r) {
 // Where the 8-byte values of a record's zip64 extra field (the first one,
 // in the `len` bytes of extra fields at `extra`) lie: one for each field
 // whose 32-bit value is the 0xFFFFFFFF marker (`size`, `compressed`,
-// `offset`), in that order; 0 for a field with no value there.
+// `offset`), in that order; 0 for a field with no value there. `present`:
+// the record has a zip64 field (in a local header, its data descriptor
+// then gives 8-byte sizes).
 struct Zip64Slots {
   uint64_t size = 0;
   uint64_t compressed = 0;
   uint64_t offset = 0;
+  bool present = false;
 };
 
 Zip64Slots zip64_slots(const io::Reader& r, uint64_t extra, uint64_t len,
@@ -103,6 +107,7 @@ Zip64Slots zip64_slots(const io::Reader& r, uint64_t extra, uint64_t len,
     const uint64_t field_end = extra + 4 + r.u16(extra + 2);
     if (field_end > end) r.fail(extra, "extra field overruns its record");
     if (id == 0x0001) {
+      s.present = true;
       uint64_t at = extra + 4;
       for (auto [wanted, slot] :
            {std::pair{size, &s.size}, std::pair{compressed, &s.compressed},
@@ -131,17 +136,6 @@ Zip64Slots local_slots(const io::Reader& r, uint64_t local) {
   return zip64_slots(r, local + 30 + r.u16(local + 26), r.u16(local + 28),
                      r.u32(local + 22) == 0xFFFFFFFF,
                      r.u32(local + 18) == 0xFFFFFFFF, false);
-}
-
-// Whether the local header at `local` has a zip64 extra field: its data
-// descriptor, if any, then gives 8-byte sizes.
-bool has_zip64_field(const io::Reader& r, uint64_t local) {
-  uint64_t extra = local + 30 + r.u16(local + 26);
-  const uint64_t end = extra + r.u16(local + 28);
-  for (; extra + 4 <= end; extra += 4 + r.u16(extra + 2)) {
-    if (r.u16(extra) == 0x0001) return true;
-  }
-  return false;
 }
 
 struct FreeDecompressor {
@@ -180,9 +174,11 @@ struct Place {
 };
 
 // The members of the archive `r` holds, listed from its directory `dir`,
-// with where each one's records are (in `places`, when given).
+// with where each one's records are (in `places`, when given) and their
+// indices in the order their data lies (in `order`, when given).
 std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
-                                      std::vector<Place>* places) {
+                                      std::vector<Place>* places,
+                                      std::vector<std::size_t>* order_out) {
   std::vector<ZipEntry> entries;
   // Each member's bytes, from its local header to the end of its data.
   std::vector<std::pair<uint64_t, uint64_t>> spans;
@@ -242,7 +238,7 @@ std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
   // Members may not share bytes (one payload listed under many names
   // inflates without bound) or reach into the directory.
   std::vector<std::size_t> order(spans.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return spans[a].first < spans[b].first;
   });
@@ -259,6 +255,7 @@ std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
                       : std::string(" runs into the central directory")));
     }
   }
+  if (order_out != nullptr) *order_out = std::move(order);
   return entries;
 }
 
@@ -329,7 +326,7 @@ uint64_t descriptor_size(const io::Reader& r, const ZipEntry& e, uint64_t at,
 std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
                                std::string_view name) {
   io::Reader r(data, name);
-  return parse_directory(r, find_directory(r), nullptr);
+  return parse_directory(r, find_directory(r), nullptr, nullptr);
 }
 
 namespace {
@@ -375,7 +372,7 @@ class ZipRewriter : public io::RewriterBase {
       const uint64_t limit = step.rank + 1 < order().size()
                                  ? places_[order()[step.rank + 1]].local
                                  : dir_.offset;
-      end += descriptor_size(r_, e, end, limit, has_zip64_field(r_, local));
+      end += descriptor_size(r_, e, end, limit, slots.present);
     }
     copy_until(step.from, step.rank);
     moved_to_[index] = written();
@@ -479,12 +476,8 @@ std::unique_ptr<ArchiveRewriter> rewrite_zip(std::span<const uint8_t> data,
   io::Reader r(data, name);
   const Directory dir = find_directory(r);
   std::vector<Place> places;
-  std::vector<ZipEntry> entries = parse_directory(r, dir, &places);
-  std::vector<std::size_t> order(entries.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return places[a].local < places[b].local;
-  });
+  std::vector<std::size_t> order;
+  std::vector<ZipEntry> entries = parse_directory(r, dir, &places, &order);
   return std::make_unique<ZipRewriter>(data, name, std::move(sink), dir,
                                        std::move(entries), std::move(places),
                                        std::move(order));
