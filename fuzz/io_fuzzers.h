@@ -6,12 +6,24 @@
 
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
+#include "feedline/io/file.h"
+#include "feedline/io/formats.h"
 
 namespace feedline::fuzz {
 
@@ -31,5 +43,87 @@ void run(const uint8_t* data, size_t size, F&& parse) {
   } catch (const FormatError&) {
   }
 }
+
+template <typename T>
+bool equal(const T& a, const T& b) {
+  return a == b;
+}
+inline bool equal(const Buffer& a, const Buffer& b) {
+  return a.nbytes() == b.nbytes() &&
+         (a.nbytes() == 0 || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
+}
+
+// What the rewriter `make(file, sink)` writes with `replace` (given in
+// its order()).
+template <typename Make>
+std::vector<uint8_t> rewritten(Make make, const FileReader& file,
+                               std::vector<ArchiveReplacement> replace) {
+  std::vector<uint8_t> out;
+  auto w = make(file, [&](std::span<const uint8_t> b) {
+    out.insert(out.end(), b.begin(), b.end());
+  });
+  std::vector<std::size_t> rank(w->order().size());
+  for (std::size_t k = 0; k < rank.size(); ++k) rank[w->order()[k]] = k;
+  std::stable_sort(replace.begin(), replace.end(),
+                   [&](const auto& x, const auto& y) {
+                     return rank[x.index] < rank[y.index];
+                   });
+  for (const ArchiveReplacement& r : replace) w->replace(r.index, r.data);
+  w->finish();
+  return out;
+}
+
+// The input as a file (a memfd), for the parsers' forms that read a
+// FileReader.
+class InputFile {
+ public:
+  explicit InputFile(std::span<const uint8_t> bytes)
+      : fd_(::memfd_create("fuzz", MFD_CLOEXEC)) {
+    if (fd_ < 0) std::abort();
+    for (std::size_t done = 0; done < bytes.size();) {
+      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) std::abort();
+      done += static_cast<std::size_t>(n);
+    }
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
+    reader_.emplace(path_);
+  }
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  const FileReader& reader() const { return *reader_; }
+
+  // Runs `in_memory(name)` with the file's path as the input's name, and
+  // `from_file()`: both must return equal results, or throw exceptions of
+  // the same type and message; else a finding. Returns in_memory()'s
+  // result, or rethrows its exception.
+  template <typename M, typename F>
+  auto same(M in_memory, F from_file) const {
+    std::optional<decltype(in_memory(path_))> file_result;
+    std::string file_error;
+    const std::type_info* file_type = nullptr;
+    try {
+      file_result.emplace(from_file());
+    } catch (const std::exception& e) {
+      file_error = e.what();
+      file_type = &typeid(e);
+    }
+    try {
+      auto result = in_memory(path_);
+      if (!file_result || !equal(*file_result, result)) std::abort();
+      return result;
+    } catch (const std::exception& e) {
+      if (file_result || file_error != e.what() || *file_type != typeid(e))
+        std::abort();
+      throw;
+    }
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+  std::optional<FileReader> reader_;
+};
 
 }  // namespace feedline::fuzz

@@ -3,7 +3,8 @@
 // must lie inside the input. Where it lists members, replace_tar_members()
 // gives every other one (those a pax size record does not size) new data
 // of another length: the result must list the same names, with the new
-// data where it was replaced and the old data elsewhere.
+// data where it was replaced and the old data elsewhere. Both, read from a
+// file (FileReader), must give the same members, bytes or error.
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -28,8 +29,13 @@ bool same(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   feedline::fuzz::run(data, size, [size](const feedline::Buffer& b) {
     std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
-    const std::vector<feedline::TarMember> members =
-        feedline::list_tar(bytes, "fuzz");
+    // Read from a file, the archive lists and rewrites the same.
+    const feedline::fuzz::InputFile file(bytes);
+    const std::vector<feedline::TarMember> members = file.same(
+        [&](const std::string& name) {
+          return feedline::list_tar(bytes, name);
+        },
+        [&] { return feedline::list_tar(file.reader()); });
     for (const feedline::TarMember& m : members) {
       if (m.offset > size || m.size > size - m.offset) std::abort();
     }
@@ -41,8 +47,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           std::min<std::size_t>(size, members[i].size / 2 + 511);
       replace.push_back({i, bytes.first(n)});
     }
-    const std::vector<uint8_t> out =
-        feedline::replace_tar_members(bytes, "fuzz", replace);
+    const std::vector<uint8_t> out = file.same(
+        [&](const std::string& name) {
+          return feedline::replace_tar_members(bytes, name, replace);
+        },
+        [&] {
+          return feedline::fuzz::rewritten(
+              [](const feedline::FileReader& f, feedline::ByteSink sink) {
+                return feedline::rewrite_tar(f, std::move(sink));
+              },
+              file.reader(), replace);
+        });
     const std::vector<feedline::TarMember> after =
         feedline::list_tar(out, "fuzz");
     if (after.size() != members.size()) std::abort();

@@ -5,7 +5,9 @@
 // data of another length (or refuses with InvalidArgument: encrypted):
 // the result, zip64 fields and end records rewritten in place, must list
 // the same names, the new data stored with its CRC-32 where it was
-// replaced and the same raw bytes elsewhere.
+// replaced and the same raw bytes elsewhere. Each, read from a file
+// (FileReader), must give the same members, bytes or error.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -53,7 +55,8 @@ void check_result(std::span<const uint8_t> bytes,
 }
 
 void check_replacing(const feedline::Buffer& b,
-                     const std::vector<feedline::ZipEntry>& members) {
+                     const std::vector<feedline::ZipEntry>& members,
+                     const feedline::fuzz::InputFile& file) {
   std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
   std::vector<feedline::ArchiveReplacement> replace;
   for (std::size_t i = 0; i < members.size(); i += 2) {
@@ -64,7 +67,17 @@ void check_replacing(const feedline::Buffer& b,
   }
   std::vector<uint8_t> out;
   try {
-    out = feedline::replace_zip_members(bytes, "fuzz", replace);
+    out = file.same(
+        [&](const std::string& name) {
+          return feedline::replace_zip_members(bytes, name, replace);
+        },
+        [&] {
+          return feedline::fuzz::rewritten(
+              [](const feedline::FileReader& f, feedline::ByteSink sink) {
+                return feedline::rewrite_zip(f, std::move(sink));
+              },
+              file.reader(), replace);
+        });
   } catch (const feedline::InvalidArgument&) {
     return;
   }
@@ -82,17 +95,27 @@ void check_replacing(const feedline::Buffer& b,
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   feedline::fuzz::run(data, size, [](const feedline::Buffer& b) {
     std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
-    const std::vector<feedline::ZipEntry> members =
-        feedline::list_zip(bytes, "fuzz");
+    // Read from a file, the archive lists, reads and rewrites the same.
+    const feedline::fuzz::InputFile file(bytes);
+    const std::vector<feedline::ZipEntry> members = file.same(
+        [&](const std::string& name) {
+          return feedline::list_zip(bytes, name);
+        },
+        [&] { return feedline::list_zip(file.reader()); });
     for (const feedline::ZipEntry& e : members) {
       try {
-        feedline::Buffer member =
-            feedline::read_zip_entry(b, e, "fuzz", 1 << 20);
+        feedline::Buffer member = file.same(
+            [&](const std::string& name) {
+              return feedline::read_zip_entry(b, e, name, 1 << 20);
+            },
+            [&] {
+              return feedline::read_zip_entry(file.reader(), e, 1 << 20);
+            });
         feedline::load_npy(member, "fuzz member");
       } catch (const feedline::FormatError&) {
       }
     }
-    check_replacing(b, members);
+    check_replacing(b, members, file);
   });
   return 0;
 }

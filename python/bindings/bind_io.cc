@@ -260,19 +260,26 @@ Buffer replace_members(
   return Buffer::view(out, out->data(), DType::kUint8, {size});
 }
 
-// An ArchiveRewriter writing a file, holding the input it reads.
+// An ArchiveRewriter writing a file, holding the input it reads: bytes
+// (`data`) or a FileReader (`input`, a Python reference to it).
 class FileRewriter {
  public:
   using Make = std::unique_ptr<ArchiveRewriter> (*)(std::span<const uint8_t>,
                                                     std::string_view, ByteSink);
+  using MakeFromFile = std::unique_ptr<ArchiveRewriter> (*)(const FileReader&,
+                                                            ByteSink);
+
   FileRewriter(Make make, nb::handle data, const std::string& name,
                const std::string& path)
       : data_(bytes_from_python(data)) {
-    ReleaseGil release;
-    // Parsed first, so that a damaged archive leaves no file behind.
-    rewriter_ = make(data_.bytes(), name,
-                     [this](std::span<const uint8_t> b) { file_->write(b); });
-    file_ = std::make_unique<FileWriter>(path);
+    open(path, [&](ByteSink sink) {
+      return make(data_.bytes(), name, std::move(sink));
+    });
+  }
+  FileRewriter(MakeFromFile make, nb::handle input, const std::string& path)
+      : input_(nb::borrow(input)) {
+    const FileReader& file = nb::cast<const FileReader&>(input);
+    open(path, [&](ByteSink sink) { return make(file, std::move(sink)); });
   }
 
   const std::vector<std::size_t>& order() const { return rewriter_->order(); }
@@ -290,7 +297,16 @@ class FileRewriter {
   }
 
  private:
+  template <typename F>
+  void open(const std::string& path, F make) {
+    ReleaseGil release;
+    // Parsed first, so that a damaged archive leaves no file behind.
+    rewriter_ = make([this](std::span<const uint8_t> b) { file_->write(b); });
+    file_ = std::make_unique<FileWriter>(path);
+  }
+
   Buffer data_;
+  nb::object input_;
   std::unique_ptr<FileWriter> file_;
   std::unique_ptr<ArchiveRewriter> rewriter_;
 };
@@ -495,13 +511,41 @@ void bind_io(nb::module_& parent) {
       .def_ro("method", &ZipEntry::method, "0 stored, 8 deflate.")
       .def_ro("flags", &ZipEntry::flags,
               "General purpose bits (1: encrypted, 8: data descriptor).");
-  m.def("list_zip", on_bytes<const std::string&>(&list_zip), nb::arg("data"),
-        nb::arg("name"));
-  m.def(
-      "read_zip_entry",
-      on_bytes<const ZipEntry&, const std::string&, uint64_t>(&read_zip_entry),
-      nb::arg("archive"), nb::arg("entry"), nb::arg("name"),
-      nb::arg("max_size"));
+  // Archives in files, read a piece at a time; the overloads taking a
+  // FileReader come first, as the bytes ones take any object.
+  nb::class_<FileReader>(m, "FileReader",
+                         "A file read at any offset (pread), from any thread.")
+      .def(nb::init<const std::string&>(), nb::arg("path"),
+           nb::call_guard<ReleaseGil>())
+      .def_prop_ro("path", &FileReader::path)
+      .def_prop_ro("size", &FileReader::size)
+      .def(
+          "read",
+          [](const FileReader& f, uint64_t offset, uint64_t n) {
+            return f.read(offset, n);
+          },
+          nb::arg("offset"), nb::arg("n"), nb::call_guard<ReleaseGil>(),
+          "The n bytes at `offset` (a new uint8 Buffer).");
+  m.def("list_zip", nb::overload_cast<const FileReader&>(&list_zip),
+        nb::arg("file"), nb::call_guard<ReleaseGil>());
+  m.def("list_tar", nb::overload_cast<const FileReader&>(&list_tar),
+        nb::arg("file"), nb::call_guard<ReleaseGil>());
+  m.def("read_zip_entry",
+        nb::overload_cast<const FileReader&, const ZipEntry&, uint64_t>(
+            &read_zip_entry),
+        nb::arg("file"), nb::arg("entry"), nb::arg("max_size"),
+        nb::call_guard<ReleaseGil>());
+  m.def("list_zip",
+        on_bytes<const std::string&>(
+            nb::overload_cast<std::span<const uint8_t>, std::string_view>(
+                &list_zip)),
+        nb::arg("data"), nb::arg("name"));
+  m.def("read_zip_entry",
+        on_bytes<const ZipEntry&, const std::string&, uint64_t>(
+            nb::overload_cast<const Buffer&, const ZipEntry&, std::string_view,
+                              uint64_t>(&read_zip_entry)),
+        nb::arg("archive"), nb::arg("entry"), nb::arg("name"),
+        nb::arg("max_size"));
   m.def("load_wav",
         on_bytes<const std::string&, uint64_t, std::optional<uint64_t>>(
             &load_wav),
@@ -524,8 +568,11 @@ void bind_io(nb::module_& parent) {
       .def_ro("header", &TarMember::header, "Of the member's header block.")
       .def_ro("pax_size", &TarMember::pax_size,
               "Whether its size is a pax record's.");
-  m.def("list_tar", on_bytes<const std::string&>(&list_tar), nb::arg("data"),
-        nb::arg("name"));
+  m.def("list_tar",
+        on_bytes<const std::string&>(
+            nb::overload_cast<std::span<const uint8_t>, std::string_view>(
+                &list_tar)),
+        nb::arg("data"), nb::arg("name"));
   m.def("replace_tar_members", &replace_members<&replace_tar_members>,
         nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
         "The archive (uint8) with new data for the members at the given "
@@ -549,15 +596,37 @@ void bind_io(nb::module_& parent) {
            "Writes the rest of the archive and closes the file.");
   m.def(
       "rewrite_tar",
+      [](const FileReader& file, const std::string& path) {
+        return std::make_unique<FileRewriter>(
+            nb::overload_cast<const FileReader&, ByteSink>(&rewrite_tar),
+            nb::find(file), path);
+      },
+      nb::arg("file"), nb::arg("path"),
+      "An ArchiveRewriter from the tar archive in `file` (a FileReader, "
+      "kept alive) to the file `path`.");
+  m.def(
+      "rewrite_zip",
+      [](const FileReader& file, const std::string& path) {
+        return std::make_unique<FileRewriter>(
+            nb::overload_cast<const FileReader&, ByteSink>(&rewrite_zip),
+            nb::find(file), path);
+      },
+      nb::arg("file"), nb::arg("path"),
+      "An ArchiveRewriter from the ZIP archive in `file` (a FileReader, "
+      "kept alive) to the file `path`.");
+  m.def(
+      "rewrite_tar",
       [](nb::handle data, const std::string& name, const std::string& path) {
-        return std::make_unique<FileRewriter>(&rewrite_tar, data, name, path);
+        return std::make_unique<FileRewriter>(
+            static_cast<FileRewriter::Make>(&rewrite_tar), data, name, path);
       },
       nb::arg("data"), nb::arg("name"), nb::arg("path"),
       "An ArchiveRewriter from the tar archive `data` to the file `path`.");
   m.def(
       "rewrite_zip",
       [](nb::handle data, const std::string& name, const std::string& path) {
-        return std::make_unique<FileRewriter>(&rewrite_zip, data, name, path);
+        return std::make_unique<FileRewriter>(
+            static_cast<FileRewriter::Make>(&rewrite_zip), data, name, path);
       },
       nb::arg("data"), nb::arg("name"), nb::arg("path"),
       "An ArchiveRewriter from the ZIP archive `data` to the file `path`.");

@@ -6,10 +6,12 @@ same relative path under DST; so is every ``*.tar`` shard, with each of its
 ``*.jpg``/``*.jpeg`` members rewritten and every other byte of it (other
 members, directories, links, long-name and pax headers) kept, and every
 ``*.zip`` shard, its rewritten members stored and every other member's
-bytes, names, times and comments kept; a shard is written member by
-member as the pipeline rewrites it, so only the shard read in and the
-members in flight are in memory. SRC may also be one ``.tar`` or
-``.zip`` file, DST then the file to write. Other files are left alone. A JPEG that cannot be rewritten (a PNG named ``.jpg``, a damaged
+bytes, names, times and comments kept. A shard is read a piece at a time
+(its headers, the members being rewritten) and written member by member
+as the pipeline rewrites them, so a shard of any size needs only the
+members in flight in memory. SRC may also be one ``.tar`` or ``.zip``
+file, DST then the file to write. Other files are left alone. A JPEG that
+cannot be rewritten (a PNG named ``.jpg``, a damaged
 JPEG) is kept unchanged, so that DST holds every image SRC does, and named
 on stderr with the reason: the loader reports a damaged file when it reads
 it, as it would have from SRC. Files (and a shard's members) are read,
@@ -127,17 +129,17 @@ def _prepare_files(src: pathlib.Path, dst: pathlib.Path, threads: int, tally: _T
 
 
 class _Shard:
-    """The members of one tar or ZIP shard, read with the C++ parser of its
-    format."""
+    """The members of one tar or ZIP shard, read from its file a piece at a
+    time with the C++ parser of its format."""
 
-    def __init__(self, path: pathlib.Path, data: bytes) -> None:
+    def __init__(self, path: pathlib.Path) -> None:
         from feedline._feedline_ext import io as _io
 
-        self._io, self._path, self._data = _io, path, data
+        self._io = _io
+        self._file = _io.FileReader(str(path))
         self.zip = path.suffix.lower() == ".zip"
         # TarMember or ZipEntry records, by the format.
-        self.members: list[Any] = (_io.list_zip if self.zip else _io.list_tar)(data, str(path))
-        self._view = memoryview(data)
+        self.members: list[Any] = (_io.list_zip if self.zip else _io.list_tar)(self._file)
 
     def size(self, i: int) -> int:
         return self.members[i].size
@@ -150,24 +152,24 @@ class _Shard:
         if not self.zip:
             if m.pax_size:
                 return f"{name}: its size is given by a pax record, which is kept as it is"
-            return self._view[m.offset : m.offset + m.size]
+            return self._file.read(m.offset, m.size)
         if m.flags & 0x41:
             return f"{name}: the member is encrypted"
         try:  # inflated if need be, its CRC-32 checked
-            return self._io.read_zip_entry(self._data, m, name, 1 << 32)
+            return self._io.read_zip_entry(self._file, m, 1 << 32)
         except feedline.FormatError as e:
-            return str(e)
+            return str(e)  # names the shard and the member
 
     def rewriter(self, path: pathlib.Path) -> Any:
         """A C++ ArchiveRewriter from this shard to the file `path`."""
         fn = self._io.rewrite_zip if self.zip else self._io.rewrite_tar
-        return fn(self._data, str(self._path), str(path))
+        return fn(self._file, str(path))
 
 
 def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _Tally) -> None:
     """Rewrites the JPEG members of one tar or ZIP shard into `out`, member
     by member as the pipeline gives them back in the shard's order (so only
-    the shard and the members in flight are in memory); a shard that cannot
+    the members in flight are in memory); a shard that cannot
     be read, parsed, rewritten or written is reported and counted, and
     nothing of it is left (the JPEGs of one that cannot be written count as
     failed)."""
@@ -177,8 +179,8 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
 
     tally.shards += 1
     try:
-        shard = _Shard(path, path.read_bytes())
-    except (OSError, feedline.FormatError) as e:
+        shard = _Shard(path)
+    except (OSError, feedline.FormatError, feedline.IoError) as e:
         tally.shards_failed += 1
         print(f"failed: {e}", file=sys.stderr)
         return
@@ -212,7 +214,9 @@ def _prepare_shard(path: pathlib.Path, out: pathlib.Path, threads: int, tally: _
         if tmp.is_file():
             tmp.unlink()  # a full disk leaves no part of a shard behind
         tally.shards_failed += 1
-        written = isinstance(e, (OSError, feedline.IoError))
+        # An IoError names the file it was about: the shard, read as it is
+        # copied, or the file being written.
+        written = isinstance(e, OSError) or (isinstance(e, feedline.IoError) and str(e).startswith(str(tmp)))
         print(f"failed: {path}: cannot write {out}: {e}" if written else f"failed: {e}", file=sys.stderr)
         return
     tally.rewritten += done.rewritten

@@ -88,6 +88,46 @@ Buffer map_file(const std::string& path) {
                       /*writable=*/false);
 }
 
+FileReader::FileReader(const std::string& path) : path_(path) {
+  struct stat st {};
+  fd_ = open_regular(path, &st);
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+FileReader::~FileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileReader::read(uint64_t offset, std::span<uint8_t> out) const {
+  if (offset > size_ || out.size() > size_ - offset) {
+    throw InvalidArgument(path_ + ": " + std::to_string(out.size()) +
+                          " bytes at offset " + std::to_string(offset) +
+                          " lie past its end (" + std::to_string(size_) +
+                          " bytes)");
+  }
+  while (!out.empty()) {
+    const ssize_t n =
+        ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path_, "read failed", errno);
+    }
+    if (n == 0) {
+      throw IoError(path_ + ": the file ends at byte " +
+                    std::to_string(offset) + ", shorter than the " +
+                    std::to_string(size_) + " bytes it had when opened");
+    }
+    offset += static_cast<uint64_t>(n);
+    out = out.subspan(static_cast<std::size_t>(n));
+  }
+}
+
+Buffer FileReader::read(uint64_t offset, uint64_t n) const {
+  Buffer out = Buffer::allocate(DType::kUint8, {static_cast<int64_t>(n)});
+  read(offset, std::span(out.data_as<uint8_t>(), static_cast<std::size_t>(n)));
+  return out;
+}
+
 FileWriter::FileWriter(const std::string& path) : path_(path) {
   if (path.find('\0') != std::string::npos) {
     throw InvalidArgument("path " + io::quoted(path) + " contains a NUL byte");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "feedline/io/formats.h"
+#include "io/reader.h"
 
 namespace feedline::io {
 
@@ -41,8 +42,10 @@ class RewriterBase : public ArchiveRewriter {
   std::size_t close();
 
   void emit(std::span<const uint8_t> bytes);
-  void emit(std::span<const uint8_t> input, uint64_t begin, uint64_t end) {
-    emit(input.subspan(begin, end - begin));
+  // Copies the input's bytes [begin, end).
+  void emit(const Reader& input, uint64_t begin, uint64_t end) {
+    input.copy(begin, end,
+               [this](std::span<const uint8_t> piece) { emit(piece); });
   }
   uint64_t written() const { return written_; }
   const std::string& name() const { return name_; }

@@ -89,6 +89,9 @@ int64_t number(std::span<const uint8_t> b, std::size_t at, std::size_t len,
 
 // Sizes below this fit ustar's 11 octal digits.
 constexpr uint64_t kMaxOctalSize = uint64_t{1} << 33;
+// The most bytes a long name or a pax header may hold: their data is read
+// into memory (a real one holds a few hundred).
+constexpr uint64_t kMaxMetaSize = uint64_t{16} << 20;
 
 uint64_t padded_size(uint64_t size) {
   return (size + kBlock - 1) / kBlock * kBlock;
@@ -185,12 +188,9 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r,
   }
 }
 
-}  // namespace
-
-std::vector<TarMember> list_tar(std::span<const uint8_t> data,
-                                std::string_view name) {
-  io::Reader r(data, name);
-  if (data.empty()) r.fail(0, "empty input: not a tar archive");
+// The members of the tar archive `r` reads, one header at a time.
+std::vector<TarMember> list_members(const io::Reader& r) {
+  if (r.size() == 0) r.fail(0, "empty input: not a tar archive");
   std::vector<TarMember> members;
   Pending next;
   uint64_t at = 0;
@@ -220,7 +220,15 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                        " bytes at byte " + std::to_string(body) +
                        ", the input has " + std::to_string(r.size()) + ")");
     }
-    std::span<const uint8_t> content = r.bytes(body, size);
+    // Only a long name's and a pax header's data are read (not a member's).
+    const bool read = type == 'L' || pax;
+    if (read && size > kMaxMetaSize) {
+      r.fail(at, std::string(pax ? "pax" : "long-name") + " header of " +
+                     std::to_string(size) + " bytes (over the limit of " +
+                     std::to_string(kMaxMetaSize) + ")");
+    }
+    std::span<const uint8_t> content =
+        read ? r.bytes(body, size) : std::span<const uint8_t>();
     if (type == 'L') {
       next.name = field(content, 0, content.size());
       next.header = at;
@@ -264,6 +272,7 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                  std::to_string(r.size()) + ")");
     }
     at = body + padded;
+    r.forget();
   }
   if (next.any) {
     r.fail(next.header,
@@ -273,14 +282,25 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
   return members;
 }
 
+}  // namespace
+
+std::vector<TarMember> list_tar(std::span<const uint8_t> data,
+                                std::string_view name) {
+  return list_members(io::Reader(data, name));
+}
+
+std::vector<TarMember> list_tar(const FileReader& file) {
+  return list_members(io::Reader(file, file.path()));
+}
+
 namespace {
 
 class TarRewriter : public io::RewriterBase {
  public:
-  TarRewriter(std::span<const uint8_t> data, std::string_view name,
-              ByteSink sink, std::vector<TarMember> members)
+  TarRewriter(const io::Reader& input, std::string_view name, ByteSink sink,
+              std::vector<TarMember> members)
       : RewriterBase(name, std::move(sink), identity(members.size())),
-        data_(data),
+        r_(input, this->name()),
         members_(std::move(members)) {}
 
   void replace(std::size_t index, std::span<const uint8_t> data) override {
@@ -298,9 +318,10 @@ class TarRewriter : public io::RewriterBase {
       }
     }
     const TarMember& m = members_[take(index).rank];
-    emit(data_, pos_, m.header);
+    emit(r_, pos_, m.header);
     uint8_t h[kBlock];
-    std::memcpy(h, data_.data() + m.header, kBlock);
+    std::memcpy(h, r_.bytes(m.header, kBlock).data(), kBlock);
+    r_.forget();
     write_octal(h + 124, 12, data.size());
     std::memset(h + 148, ' ', 8);
     uint64_t sum = 0;
@@ -315,7 +336,7 @@ class TarRewriter : public io::RewriterBase {
 
   void finish() override {
     close();
-    emit(data_, pos_, data_.size());
+    emit(r_, pos_, r_.size());
   }
 
  private:
@@ -325,7 +346,7 @@ class TarRewriter : public io::RewriterBase {
     return v;
   }
 
-  std::span<const uint8_t> data_;
+  io::Reader r_;
   std::vector<TarMember> members_;
   uint64_t pos_ = 0;  // the input copied so far
 };
@@ -335,16 +356,25 @@ class TarRewriter : public io::RewriterBase {
 std::unique_ptr<ArchiveRewriter> rewrite_tar(std::span<const uint8_t> data,
                                              std::string_view name,
                                              ByteSink sink) {
-  std::vector<TarMember> members = list_tar(data, name);
-  return std::make_unique<TarRewriter>(data, name, std::move(sink),
-                                       std::move(members));
+  const io::Reader r(data, name);
+  return std::make_unique<TarRewriter>(r, name, std::move(sink),
+                                       list_members(r));
+}
+
+std::unique_ptr<ArchiveRewriter> rewrite_tar(const FileReader& file,
+                                             ByteSink sink) {
+  const io::Reader r(file, file.path());
+  return std::make_unique<TarRewriter>(r, file.path(), std::move(sink),
+                                       list_members(r));
 }
 
 std::vector<uint8_t> replace_tar_members(
     std::span<const uint8_t> data, std::string_view name,
     std::vector<ArchiveReplacement> replacements) {
-  return io::rewrite_to_vector(rewrite_tar, data, name,
-                               std::move(replacements));
+  return io::rewrite_to_vector(
+      static_cast<std::unique_ptr<ArchiveRewriter> (*)(
+          std::span<const uint8_t>, std::string_view, ByteSink)>(rewrite_tar),
+      data, name, std::move(replacements));
 }
 
 }  // namespace feedline

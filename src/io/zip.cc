@@ -50,6 +50,7 @@ Directory find_directory(const io::Reader& r) {
   // candidate whose comment ends the archive, else (bytes appended after
   // the comment) the last candidate.
   uint64_t lowest = r.size() > 22 + 65535 ? r.size() - 22 - 65535 : 0;
+  r.pin(lowest, r.size() - lowest);
   uint64_t found = r.size();
   for (uint64_t at = r.size() - 22 + 1; at-- > lowest;) {
     if (r.u32(at) != kEocd) continue;
@@ -186,6 +187,7 @@ std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
   // the end record's count, which old writers wrap at 65536 and which a
   // damaged archive may understate: members are not left out silently.
   const uint64_t dir_end = dir.offset + dir.size;
+  r.pin(dir.offset, r.size() - dir.offset);  // and the end records
   uint64_t at = dir.offset;
   while (at < dir_end) {
     if (r.u32(at) != kCentral) r.fail(at, "bad central directory record");
@@ -224,6 +226,7 @@ std::vector<ZipEntry> parse_directory(const io::Reader& r, const Directory& dir,
     if (places != nullptr) places->push_back({at, local});
     entries.push_back(std::move(e));
     at += 46 + name_len + extra_len + comment_len;
+    r.forget();  // the local header's bytes
   }
   if (at != dir_end) {
     r.fail(at, "the last central directory record overruns the directory");
@@ -329,21 +332,27 @@ std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
   return parse_directory(r, find_directory(r), nullptr, nullptr);
 }
 
+std::vector<ZipEntry> list_zip(const FileReader& file) {
+  io::Reader r(file, file.path());
+  return parse_directory(r, find_directory(r), nullptr, nullptr);
+}
+
 namespace {
 
 class ZipRewriter : public io::RewriterBase {
  public:
-  ZipRewriter(std::span<const uint8_t> data, std::string_view name,
-              ByteSink sink, Directory dir, std::vector<ZipEntry> entries,
+  ZipRewriter(const io::Reader& input, std::string_view name, ByteSink sink,
+              Directory dir, std::vector<ZipEntry> entries,
               std::vector<Place> places, std::vector<std::size_t> order)
       : RewriterBase(name, std::move(sink), std::move(order)),
-        data_(data),
-        r_(data, this->name()),
+        r_(input, this->name()),
         dir_(dir),
         entries_(std::move(entries)),
         places_(std::move(places)),
         moved_to_(entries_.size()),
-        new_(entries_.size()) {}
+        new_(entries_.size()) {
+    r_.pin(dir_.offset, r_.size() - dir_.offset);  // the directory's tail
+  }
 
   void replace(std::size_t index, std::span<const uint8_t> data) override {
     if (index < entries_.size() && (entries_[index].flags & 0x41) != 0) {
@@ -379,12 +388,13 @@ class ZipRewriter : public io::RewriterBase {
     // The local header with the new data's method, CRC-32 and sizes (in
     // its zip64 field where it has one); a data descriptor after the data
     // is dropped (the header has its values now).
-    std::vector<uint8_t> h(
-        data_.begin() + static_cast<std::ptrdiff_t>(local),
-        data_.begin() + static_cast<std::ptrdiff_t>(e.data_offset));
-    set16(h.data() + 6,
-          r_.u16(local + 6) & ~0x000Eu);  // no deflate options, no descriptor
-    set16(h.data() + 8, 0);               // stored
+    const std::span<const uint8_t> header =
+        r_.bytes(local, e.data_offset - local);
+    std::vector<uint8_t> h(header.begin(), header.end());
+    r_.forget();
+    // No deflate options, no descriptor.
+    set16(h.data() + 6, static_cast<uint32_t>(h[6] | (h[7] << 8)) & ~0x000Eu);
+    set16(h.data() + 8, 0);  // stored
     const uint32_t crc = libdeflate_crc32(0, data.data(), data.size());
     set32(h.data() + 14, crc);
     put_value(h, 18, slot_in(slots.compressed, local), data.size(), who,
@@ -401,8 +411,9 @@ class ZipRewriter : public io::RewriterBase {
     const uint64_t new_dir = written();
     // The directory and end records, with the offsets that moved and the
     // replaced members' values.
-    std::vector<uint8_t> tail(
-        data_.begin() + static_cast<std::ptrdiff_t>(dir_.offset), data_.end());
+    const std::span<const uint8_t> input_tail =
+        r_.bytes(dir_.offset, r_.size() - dir_.offset);
+    std::vector<uint8_t> tail(input_tail.begin(), input_tail.end());
     const uint64_t base = dir_.offset;
     for (std::size_t i = 0; i < entries_.size(); ++i) {
       const uint64_t c = places_[i].central - base;
@@ -454,11 +465,10 @@ class ZipRewriter : public io::RewriterBase {
     }
     const uint64_t until =
         to < order().size() ? places_[order()[to]].local : dir_.offset;
-    emit(data_, pos_, until);
+    emit(r_, pos_, until);
     pos_ = until;
   }
 
-  std::span<const uint8_t> data_;
   io::Reader r_;
   Directory dir_;
   std::vector<ZipEntry> entries_;
@@ -468,34 +478,52 @@ class ZipRewriter : public io::RewriterBase {
   uint64_t pos_ = 0;  // the input copied so far
 };
 
+std::unique_ptr<ArchiveRewriter> make_zip_rewriter(const io::Reader& input,
+                                                   std::string_view name,
+                                                   ByteSink sink) {
+  std::vector<Place> places;
+  std::vector<std::size_t> order;
+  std::vector<ZipEntry> entries;
+  Directory dir;
+  {
+    const io::Reader r(input, name);  // its windows go once parsed
+    dir = find_directory(r);
+    entries = parse_directory(r, dir, &places, &order);
+  }
+  return std::make_unique<ZipRewriter>(input, name, std::move(sink), dir,
+                                       std::move(entries), std::move(places),
+                                       std::move(order));
+}
+
 }  // namespace
 
 std::unique_ptr<ArchiveRewriter> rewrite_zip(std::span<const uint8_t> data,
                                              std::string_view name,
                                              ByteSink sink) {
-  io::Reader r(data, name);
-  const Directory dir = find_directory(r);
-  std::vector<Place> places;
-  std::vector<std::size_t> order;
-  std::vector<ZipEntry> entries = parse_directory(r, dir, &places, &order);
-  return std::make_unique<ZipRewriter>(data, name, std::move(sink), dir,
-                                       std::move(entries), std::move(places),
-                                       std::move(order));
+  return make_zip_rewriter(io::Reader(data, name), name, std::move(sink));
+}
+
+std::unique_ptr<ArchiveRewriter> rewrite_zip(const FileReader& file,
+                                             ByteSink sink) {
+  return make_zip_rewriter(io::Reader(file, file.path()), file.path(),
+                           std::move(sink));
 }
 
 std::vector<uint8_t> replace_zip_members(
     std::span<const uint8_t> data, std::string_view name,
     std::vector<ArchiveReplacement> replacements) {
-  return io::rewrite_to_vector(rewrite_zip, data, name,
-                               std::move(replacements));
+  return io::rewrite_to_vector(
+      static_cast<std::unique_ptr<ArchiveRewriter> (*)(
+          std::span<const uint8_t>, std::string_view, ByteSink)>(rewrite_zip),
+      data, name, std::move(replacements));
 }
 
-Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
-                      std::string_view name, uint64_t max_size) {
-  io::Reader r(std::span<const uint8_t>(archive.data_as<const uint8_t>(),
-                                        archive.nbytes()),
-               name);
-  std::span<const uint8_t> src = r.bytes(e.data_offset, e.compressed_size);
+namespace {
+
+// Member `e` from its (compressed) bytes `src`, which `holder` holds: a
+// view of them when it is stored, else inflated; `r` names the input.
+Buffer entry_from(const io::Reader& r, const ZipEntry& e, const Buffer& holder,
+                  std::span<const uint8_t> src, uint64_t max_size) {
   const std::string who = "member " + io::quoted(e.name);
   if ((e.flags & 0x41) != 0) {  // bit 0: encrypted; bit 6: strong encryption
     r.fail(e.data_offset, who + " is encrypted (not supported)");
@@ -504,9 +532,9 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
     if (e.size != e.compressed_size)
       r.fail(e.data_offset, who + ": stored sizes disagree");
     check_crc(r, e, who, src);
-    return Buffer::view(archive.owner(), const_cast<uint8_t*>(src.data()),
+    return Buffer::view(holder.owner(), const_cast<uint8_t*>(src.data()),
                         DType::kUint8, {static_cast<int64_t>(src.size())}, {},
-                        archive.writable());
+                        holder.writable());
   }
   if (e.method != 8) {
     r.fail(e.data_offset, who + ": compression method " +
@@ -539,6 +567,35 @@ Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
     r.fail(e.data_offset, who + " inflates to fewer bytes than declared");
   check_crc(r, e, who, {dst, static_cast<std::size_t>(e.size)});
   return out;
+}
+
+}  // namespace
+
+Buffer read_zip_entry(const Buffer& archive, const ZipEntry& e,
+                      std::string_view name, uint64_t max_size) {
+  io::Reader r(std::span<const uint8_t>(archive.data_as<const uint8_t>(),
+                                        archive.nbytes()),
+               name);
+  return entry_from(r, e, archive, r.bytes(e.data_offset, e.compressed_size),
+                    max_size);
+}
+
+Buffer read_zip_entry(const FileReader& file, const ZipEntry& e,
+                      uint64_t max_size) {
+  io::Reader r(file, file.path());
+  if (!r.has(e.data_offset, e.compressed_size)) {
+    r.fail(e.data_offset,
+           "member " + io::quoted(e.name) + " overruns the archive");
+  }
+  // Stored or not, no more than the limit is read into memory.
+  if (e.compressed_size > max_size) {
+    r.fail(e.data_offset, "member " + io::quoted(e.name) + " holds " +
+                              std::to_string(e.compressed_size) +
+                              " bytes, over the limit of " +
+                              std::to_string(max_size));
+  }
+  const Buffer raw = file.read(e.data_offset, e.compressed_size);
+  return entry_from(r, e, raw, raw.bytes(), max_size);
 }
 
 }  // namespace feedline

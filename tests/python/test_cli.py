@@ -1,6 +1,7 @@
 """``python -m feedline info`` and ``python -m feedline demo``, run as a user
 runs them: in a subprocess, from a directory outside the repository."""
 
+import io
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import feedline
@@ -400,6 +402,60 @@ def test_prepare_jpegs_leaves_nothing_of_a_shard_whose_write_fails_half_way(tmp_
     assert re.search(r"^0 shards written, 1 failed, of 1$", done.stdout, re.M), done.stdout
     assert re.search(r"big\.tar: cannot write .*big\.tar.*: write failed: File too large", done.stderr), done.stderr
     assert not list((tmp_path / "dst").rglob("*.tar*"))
+
+
+class _Zeros(io.RawIOBase):
+    """n zero bytes, read as a file."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def readable(self):
+        return True
+
+    def readinto(self, buf):
+        k = min(len(buf), self.n)
+        buf[:k] = bytes(k)
+        self.n -= k
+        return k
+
+
+def test_prepare_jpegs_reads_a_shard_a_piece_at_a_time(tmp_path):
+    """A shard much larger than what it rewrites is neither read whole nor
+    held: peak memory stays far below its size (it was the shard and more)."""
+    pytest.importorskip("PIL.Image")
+    skdata = pytest.importorskip("skimage.data")
+    import tarfile
+
+    photo = _jpeg(skdata.chelsea())
+    big = 256 << 20
+    (tmp_path / "src").mkdir()
+    with tarfile.open(tmp_path / "src" / "s.tar", "w") as tar:
+        for name, size, data in (("a.jpg", len(photo), photo), ("big.bin", big, None), ("c.jpg", len(photo), photo)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(data) if data else io.BufferedReader(_Zeros(size)))
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['feedline', 'prepare-jpegs', 'src/s.tar', 'dst/s.tar', '--threads', '2']\n"
+        "try:\n"
+        "    runpy.run_module('feedline', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    print('exit', e.code)\n"
+        # This process's own peak (ru_maxrss would count the parent's: Linux
+        # keeps it across exec).
+        "print('peak', open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "exit 0" in done.stdout, done.stdout + done.stderr
+    assert re.search(r"^2 rewritten, 0 copied unchanged, 0 failed, of 2 JPEGs", done.stdout, re.M), done.stdout
+    peak = int(re.search(r"^peak (\d+)$", done.stdout, re.M).group(1)) << 10
+    assert peak < 192 << 20, f"peak RSS {peak >> 20} MiB for a {big >> 20} MiB shard"
+    with tarfile.open(tmp_path / "dst" / "s.tar") as tar:
+        members = tar.getmembers()
+        assert [(m.name, m.size) for m in members][1] == ("big.bin", big)
+        assert tar.extractfile(members[1]).read(1 << 20) == bytes(1 << 20)
+        assert np.array_equal(feedline.io.load_image(tar.extractfile(members[2]).read()), feedline.io.load_image(photo))
 
 
 def test_the_archive_rewriter_writes_what_replace_members_gives(tmp_path):

@@ -31,6 +31,35 @@ Buffer read_file(const std::string& path);
 // path.
 Buffer map_file(const std::string& path);
 
+// A file read a piece at a time, at any offset and from any thread at once
+// (pread): for inputs too large to hold in memory, such as a dataset shard
+// of many gigabytes. Its size is the one it had when opened; a read past
+// the end of a file that has shrunk since is an error, not a fault.
+// Throws: InvalidArgument for a path with a NUL byte; IoError naming the
+// path and the reason (missing, a directory, unreadable).
+class FileReader {
+ public:
+  explicit FileReader(const std::string& path);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+
+  // Fills `out` with the bytes at `offset`.
+  // Throws: InvalidArgument when they lie past size(); IoError naming the
+  // path when the read fails or the file ends before them (it shrank).
+  void read(uint64_t offset, std::span<uint8_t> out) const;
+  // The n bytes at `offset` as a new 1-D uint8 Buffer. Throws as read().
+  Buffer read(uint64_t offset, uint64_t n) const;
+
+ private:
+  std::string path_;
+  uint64_t size_ = 0;
+  int fd_ = -1;
+};
+
 // Writes a file from its start, a piece at a time: created (mode 0666 less
 // the umask) or truncated when opened, closed by close() or, with errors
 // ignored, the destructor. For output too large to assemble in memory (a

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "feedline/base/buffer.h"
+#include "feedline/io/file.h"
 
 namespace feedline {
 
@@ -43,7 +44,9 @@ using ByteSink = std::function<void(std::span<const uint8_t>)>;
 // is parsed and checked when the rewriter is made; each replace() writes
 // the archive up to the end of that member, finish() the rest. Nothing but
 // the input and the member at hand is held, so an archive of any size is
-// rewritten in the memory of its input.
+// rewritten in the memory of its input; one read from a FileReader is
+// rewritten without holding it (its headers are read as they are needed,
+// the bytes between replaced members copied a MiB at a time).
 //
 // Members are given in the order their data lies in the archive, order():
 // for tar the order of list_tar(), for ZIP that of ZipEntry::data_offset
@@ -93,6 +96,8 @@ struct ZipEntry {
   uint16_t method = 0;  // 0 stored, 8 deflate
   uint16_t flags = 0;   // general purpose bits (1: encrypted)
   uint32_t crc32 = 0;   // of the uncompressed bytes (ZIP's CRC-32)
+
+  bool operator==(const ZipEntry&) const = default;
 };
 
 // Lists the members of a ZIP archive (zip64 included) from its central
@@ -102,6 +107,10 @@ struct ZipEntry {
 // zip bomb's trick) or run into the directory.
 std::vector<ZipEntry> list_zip(std::span<const uint8_t> data,
                                std::string_view name);
+// The same from a file, named by its path, reading only the end records,
+// the directory and each member's local header. Throws as above, and
+// IoError as FileReader::read.
+std::vector<ZipEntry> list_zip(const FileReader& file);
 
 // The default limit on one inflated member (a zip bomb guard): 4 GiB.
 inline constexpr uint64_t kDefaultMaxMemberSize = uint64_t{1} << 32;
@@ -114,6 +123,10 @@ inline constexpr uint64_t kDefaultMaxMemberSize = uint64_t{1} << 32;
 // member larger than `max_size`.
 Buffer read_zip_entry(const Buffer& archive, const ZipEntry& entry,
                       std::string_view name,
+                      uint64_t max_size = kDefaultMaxMemberSize);
+// The same from a file (list_zip(file)'s entry), always a copy; stored
+// data over `max_size` is refused too.
+Buffer read_zip_entry(const FileReader& file, const ZipEntry& entry,
                       uint64_t max_size = kDefaultMaxMemberSize);
 
 // A copy of the ZIP archive `data` in which each replaced member holds its
@@ -140,6 +153,9 @@ std::vector<uint8_t> replace_zip_members(
 // finish() (InvalidArgument) that needs it.
 std::unique_ptr<ArchiveRewriter> rewrite_zip(std::span<const uint8_t> data,
                                              std::string_view name,
+                                             ByteSink sink);
+// The same from a file, which must outlive the rewriter.
+std::unique_ptr<ArchiveRewriter> rewrite_zip(const FileReader& file,
                                              ByteSink sink);
 
 // --- WAV -------------------------------------------------------------------
@@ -174,12 +190,19 @@ struct TarMember {
   uint64_t size = 0;
   uint64_t header = 0;    // of the member's own header block
   bool pax_size = false;  // its size is a pax "size" record's
+
+  bool operator==(const TarMember&) const = default;
 };
 
 // Lists the regular files of a tar archive (ustar, GNU long names, pax
-// path/size records); directories, links and other types are skipped.
+// path/size records); directories, links and other types are skipped. A
+// long name or pax header of over 16 MiB is a FormatError.
 std::vector<TarMember> list_tar(std::span<const uint8_t> data,
                                 std::string_view name);
+// The same from a file, named by its path, reading only the headers (and
+// the data of long-name and pax headers, 16 MiB at most each, as above).
+// Throws as above, and IoError as FileReader::read.
+std::vector<TarMember> list_tar(const FileReader& file);
 
 // A copy of the tar archive `data` in which each replaced member has its
 // new data: its header's size field and checksum are rewritten, its data
@@ -197,6 +220,9 @@ std::vector<uint8_t> replace_tar_members(
 // must outlive it. Throws as list_tar for a damaged archive.
 std::unique_ptr<ArchiveRewriter> rewrite_tar(std::span<const uint8_t> data,
                                              std::string_view name,
+                                             ByteSink sink);
+// The same from a file, which must outlive the rewriter.
+std::unique_ptr<ArchiveRewriter> rewrite_tar(const FileReader& file,
                                              ByteSink sink);
 
 }  // namespace feedline

@@ -235,8 +235,36 @@ class ZipEntry:
     def flags(self) -> int:
         """General purpose bits (1: encrypted, 8: data descriptor)."""
 
+class FileReader:
+    """A file read at any offset (pread), from any thread."""
+
+    def __init__(self, path: str) -> None: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self, offset: int, n: int) -> Buffer:
+        """The n bytes at `offset` (a new uint8 Buffer)."""
+
+@overload
+def list_zip(file: FileReader) -> list[ZipEntry]: ...
+
+@overload
 def list_zip(data: object, name: str) -> list[ZipEntry]: ...
 
+@overload
+def list_tar(file: FileReader) -> list[TarMember]: ...
+
+@overload
+def list_tar(data: object, name: str) -> list[TarMember]: ...
+
+@overload
+def read_zip_entry(file: FileReader, entry: ZipEntry, max_size: int) -> Buffer: ...
+
+@overload
 def read_zip_entry(archive: object, entry: ZipEntry, name: str, max_size: int) -> Buffer: ...
 
 def load_wav(data: object, name: str, start_frame: int, num_frames: int | None) -> Buffer: ...
@@ -288,8 +316,6 @@ class TarMember:
     def pax_size(self) -> bool:
         """Whether its size is a pax record's."""
 
-def list_tar(data: object, name: str) -> list[TarMember]: ...
-
 def replace_tar_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> Buffer:
     """
     The archive (uint8) with new data for the members at the given indices of list_tar().
@@ -316,9 +342,23 @@ class ArchiveRewriter:
     def finish(self) -> None:
         """Writes the rest of the archive and closes the file."""
 
+@overload
+def rewrite_tar(file: FileReader, path: str) -> ArchiveRewriter:
+    """
+    An ArchiveRewriter from the tar archive in `file` (a FileReader, kept alive) to the file `path`.
+    """
+
+@overload
 def rewrite_tar(data: object, name: str, path: str) -> ArchiveRewriter:
     """An ArchiveRewriter from the tar archive `data` to the file `path`."""
 
+@overload
+def rewrite_zip(file: FileReader, path: str) -> ArchiveRewriter:
+    """
+    An ArchiveRewriter from the ZIP archive in `file` (a FileReader, kept alive) to the file `path`.
+    """
+
+@overload
 def rewrite_zip(data: object, name: str, path: str) -> ArchiveRewriter:
     """An ArchiveRewriter from the ZIP archive `data` to the file `path`."""
 

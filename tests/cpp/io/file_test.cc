@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // read_file and map_file: what a path may hold, and what a read copy
-// guarantees once the file changes. FileWriter: what it writes and how it
+// guarantees once the file changes. FileReader: reads at any offset, and
+// a file that shrinks is an error. FileWriter: what it writes and how it
 // fails.
 
 #include "feedline/io/file.h"
@@ -23,6 +24,13 @@ using testing::bytes_of;
 using testing::error_of;
 using testing::TempDir;
 using testing::write_file;
+
+// n bytes that differ from their neighbours.
+Bytes patterned(std::size_t n) {
+  Bytes data(n);
+  for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(i * 7);
+  return data;
+}
 
 // A NUL cuts a C string: "a.bin\0.txt" would open "a.bin". Both entry
 // points refuse such a path, even when the file before the NUL exists, and
@@ -53,9 +61,7 @@ TEST(FileTest, OtherBytesOfAPathAreEscapedInTheMessage) {
 TEST(FileTest, ReadCopyOutlivesTruncation) {
   TempDir dir("truncate");
   const std::string path = dir / "a.bin";
-  Bytes data(3 * 4096 + 17);
-  for (std::size_t i = 0; i < data.size(); ++i)
-    data[i] = static_cast<uint8_t>(i * 7);
+  const Bytes data = patterned(3 * 4096 + 17);
   write_file(path, data);
   Buffer b = read_file(path);
   ASSERT_EQ(::truncate(path.c_str(), 0), 0);
@@ -75,6 +81,37 @@ TEST(FileTest, MissingFileAndDirectoryNameThePath) {
               }).find("not a regular file"),
               std::string::npos);
   }
+}
+
+TEST(FileTest, TheReaderReadsAnyRangeAndAShrunkFileIsAnError) {
+  TempDir dir("reader");
+  const std::string path = dir / "a.bin";
+  const Bytes data = patterned(3 * 4096 + 17);
+  write_file(path, data);
+  const FileReader f(path);
+  EXPECT_EQ(f.size(), data.size());
+  EXPECT_EQ(f.path(), path);
+  EXPECT_EQ(bytes_of(f.read(4095, 3)), Bytes(&data[4095], &data[4098]));
+  EXPECT_EQ(bytes_of(f.read(0, data.size())), data);
+  EXPECT_EQ(f.read(data.size(), 0).nbytes(), 0u);
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              f.read(data.size() - 2, 3);
+            }).find("lie past its end"),
+            std::string::npos);
+  // Shrunk after it was opened: the read names the file and what is left.
+  ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+  EXPECT_EQ(bytes_of(f.read(90, 10)), Bytes(&data[90], &data[100]));
+  const std::string message = error_of<IoError>([&] { f.read(90, 20); });
+  EXPECT_NE(message.find(path + ": the file ends at byte 100, shorter than "
+                                "the 12305 bytes it had when opened"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(error_of<IoError>([&] { FileReader(dir / "nope"); }).find("nope"),
+            std::string::npos);
+  EXPECT_NE(error_of<IoError>([&] {
+              FileReader(dir / "");
+            }).find("not a regular file"),
+            std::string::npos);
 }
 
 TEST(FileTest, TheWriterTruncatesAppendsAndNamesWhatFails) {

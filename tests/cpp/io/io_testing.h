@@ -5,17 +5,23 @@
 
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include <unistd.h>
 
 #include "feedline/base/buffer.h"
+#include "feedline/io/file.h"
+#include "feedline/io/formats.h"
 
 namespace feedline::io::testing {
 
@@ -58,6 +64,31 @@ inline void write_file(const std::filesystem::path& p, const Bytes& bytes) {
             static_cast<std::streamsize>(bytes.size()));
 }
 
+// The bytes this process has read with read() and pread() so far
+// (/proc/self/io's rchar).
+inline uint64_t bytes_read() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "rchar:") return value;
+  }
+  ADD_FAILURE() << "no rchar in /proc/self/io";
+  return 0;
+}
+
+// A sink that counts the bytes it gets and keeps the largest piece.
+struct PieceSink {
+  Bytes bytes;
+  std::size_t largest = 0;
+  ByteSink sink() {
+    return [this](std::span<const uint8_t> b) {
+      largest = std::max(largest, b.size());
+      bytes.insert(bytes.end(), b.begin(), b.end());
+    };
+  }
+};
+
 // A directory removed at the end of the test.
 class TempDir {
  public:
@@ -74,5 +105,63 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// What `in_memory()` gives, checked to be what `from_file(file)` gives for
+// the same bytes read from a file (a FileReader of `bytes` written to
+// `name` in a temporary directory): the same result, or an exception of
+// the same type whose message, with the file's path read as `name`, is
+// the same. Rethrows in_memory()'s exception.
+template <typename Memory, typename File>
+auto same_from_file(const Bytes& bytes, const std::string& name,
+                    Memory in_memory, File from_file) {
+  TempDir dir("from_file");
+  const std::string path = dir / name;
+  write_file(path, bytes);
+  const FileReader file(path);
+  std::optional<decltype(in_memory())> file_result;
+  std::string file_error;
+  const std::type_info* file_type = nullptr;
+  try {
+    file_result.emplace(from_file(file));
+  } catch (const std::exception& e) {
+    file_error = e.what();
+    file_type = &typeid(e);
+    for (std::size_t at; (at = file_error.find(path)) != std::string::npos;)
+      file_error.replace(at, path.size(), name);
+  }
+  try {
+    auto result = in_memory();
+    EXPECT_TRUE(file_result.has_value()) << "from the file: " << file_error;
+    if (file_result) EXPECT_TRUE(*file_result == result) << "from the file";
+    return result;
+  } catch (const std::exception& e) {
+    EXPECT_FALSE(file_result.has_value()) << "only in memory: " << e.what();
+    EXPECT_EQ(file_error, e.what());
+    EXPECT_TRUE(file_type != nullptr && *file_type == typeid(e));
+    throw;
+  }
+}
+
+// What the rewriter `rewrite(file, sink)` writes with `replacements`
+// given in order().
+template <typename Rewrite>
+Bytes rewrite_file(Rewrite rewrite, const FileReader& file,
+                   std::vector<ArchiveReplacement> replacements) {
+  Bytes out;
+  auto w = rewrite(file, [&out](std::span<const uint8_t> b) {
+    out.insert(out.end(), b.begin(), b.end());
+  });
+  std::vector<std::size_t> rank(w->order().size());
+  for (std::size_t k = 0; k < rank.size(); ++k) rank[w->order()[k]] = k;
+  std::stable_sort(
+      replacements.begin(), replacements.end(),
+      [&](const ArchiveReplacement& a, const ArchiveReplacement& b) {
+        return (a.index < rank.size() ? rank[a.index] : a.index) <
+               (b.index < rank.size() ? rank[b.index] : b.index);
+      });
+  for (const ArchiveReplacement& r : replacements) w->replace(r.index, r.data);
+  w->finish();
+  return out;
+}
 
 }  // namespace feedline::io::testing

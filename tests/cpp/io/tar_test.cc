@@ -19,7 +19,13 @@ namespace {
 
 using testing::Bytes;
 using testing::bytes_of;
+using testing::bytes_read;
 using testing::error_of;
+using testing::PieceSink;
+using testing::rewrite_file;
+using testing::same_from_file;
+using testing::TempDir;
+using testing::write_file;
 
 constexpr std::size_t kBlock = 512;
 
@@ -88,7 +94,12 @@ class Tar {
   Bytes out_;
 };
 
-std::vector<TarMember> list(const Bytes& b) { return list_tar(b, "t.tar"); }
+// list_tar of `b`, in memory and from a file (the same members or error).
+std::vector<TarMember> list(const Bytes& b) {
+  return same_from_file(
+      b, "t.tar", [&] { return list_tar(b, "t.tar"); },
+      [](const FileReader& f) { return list_tar(f); });
+}
 
 std::string names(const std::vector<TarMember>& members) {
   std::string out;
@@ -339,8 +350,17 @@ Bytes archive(const std::vector<std::string>& contents) {
   return t.bytes();
 }
 
+// replace_tar_members, checked against the rewriter reading a file.
 Bytes replaced(const Bytes& in, std::vector<ArchiveReplacement> r) {
-  return replace_tar_members(in, "t.tar", std::move(r));
+  return same_from_file(
+      in, "t.tar", [&] { return replace_tar_members(in, "t.tar", r); },
+      [&](const FileReader& f) {
+        return rewrite_file(
+            [](const FileReader& file, ByteSink sink) {
+              return rewrite_tar(file, std::move(sink));
+            },
+            f, r);
+      });
 }
 
 TEST(TarTest, ReplacedMembersGetNewDataAndTheRestIsKept) {
@@ -418,6 +438,55 @@ TEST(TarTest, TheRewriterWritesEachMemberAsItIsReplaced) {
             std::string::npos);
   EXPECT_NE(error_of<InvalidArgument>([&] { w->finish(); }).find("twice"),
             std::string::npos);
+}
+
+// From a file, listing reads the headers and not the members' data, and
+// the rewriter copies what it keeps a MiB at a time instead of holding it.
+TEST(TarTest, FromAFileOnlyHeadersAreReadAndDataIsCopiedInPieces) {
+  constexpr std::size_t kBig = std::size_t{16} << 20;
+  Tar t;
+  t.add("a.jpg", "AAAA");
+  const std::size_t big = t.add("big.bin", "");
+  octal(t.bytes(), big + 124, 12, kBig);
+  seal(t.bytes(), big);
+  t.bytes().resize(t.bytes().size() + kBig, 0x5A);
+  t.add("c.jpg", "CCCCCC");
+  const Bytes in = t.end().bytes();
+  TempDir dir("tar_pieces");
+  write_file(dir / "t.tar", in);
+  const FileReader f(dir / "t.tar");
+
+  const uint64_t before = bytes_read();
+  const std::vector<TarMember> m = list_tar(f);
+  EXPECT_LT(bytes_read() - before, 64u << 10);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].size, kBig);
+
+  PieceSink out;
+  std::unique_ptr<ArchiveRewriter> w = rewrite_tar(f, out.sink());
+  w->replace(0, bytes_of("new a"));
+  w->replace(2, bytes_of("cc"));
+  w->finish();
+  EXPECT_LE(out.largest, std::size_t{1} << 20);
+  EXPECT_EQ(out.bytes,
+            replace_tar_members(in, "t.tar",
+                                {{0, bytes_of("new a")}, {2, bytes_of("cc")}}));
+}
+
+// A long name or pax header is read into memory: one over 16 MiB is
+// refused, not allocated.
+TEST(TarTest, AnOversizedPaxOrLongNameHeaderIsAnError) {
+  for (char type : {'x', 'L'}) {
+    Tar t;
+    t.add("././@LongLink", std::string((std::size_t{16} << 20) + 1, 'n'), type);
+    t.add("a", "1");
+    const std::string message =
+        error_of<FormatError>([&] { list(t.end().bytes()); });
+    EXPECT_NE(message.find(" header of 16777217 bytes (over the limit of "
+                           "16777216)"),
+              std::string::npos)
+        << message;
+  }
 }
 
 }  // namespace

@@ -20,7 +20,13 @@ namespace {
 using testing::buffer_of;
 using testing::Bytes;
 using testing::bytes_of;
+using testing::bytes_read;
 using testing::error_of;
+using testing::PieceSink;
+using testing::rewrite_file;
+using testing::same_from_file;
+using testing::TempDir;
+using testing::write_file;
 
 void put16(Bytes& b, uint32_t v) {
   b.push_back(static_cast<uint8_t>(v));
@@ -157,10 +163,25 @@ Bytes zip(const std::vector<Member>& members, const std::string& prefix = "",
   return out;
 }
 
+// list_zip of `b`, in memory and from a file (the same entries or error).
+std::vector<ZipEntry> list(const Bytes& b) {
+  return same_from_file(
+      b, "a.zip", [&] { return list_zip(b, "a.zip"); },
+      [](const FileReader& f) { return list_zip(f); });
+}
+
+// Member i, in memory and from a file (the same bytes or error).
 std::string read(const Bytes& archive, std::size_t i) {
   Buffer b = buffer_of(archive);
-  std::vector<ZipEntry> e = list_zip(bytes_of(b), "a.zip");
-  Bytes out = bytes_of(read_zip_entry(b, e.at(i), "a.zip"));
+  Bytes out = same_from_file(
+      archive, "a.zip",
+      [&] {
+        return bytes_of(
+            read_zip_entry(b, list_zip(bytes_of(b), "a.zip").at(i), "a.zip"));
+      },
+      [&](const FileReader& f) {
+        return bytes_of(read_zip_entry(f, list_zip(f).at(i)));
+      });
   return std::string(out.begin(), out.end());
 }
 
@@ -251,8 +272,17 @@ TEST(ZipTest, SizeMismatchIsAnError) {
             std::string::npos);
 }
 
+// replace_zip_members, checked against the rewriter reading a file.
 Bytes replaced(const Bytes& in, std::vector<ArchiveReplacement> r) {
-  return replace_zip_members(in, "a.zip", std::move(r));
+  return same_from_file(
+      in, "a.zip", [&] { return replace_zip_members(in, "a.zip", r); },
+      [&](const FileReader& f) {
+        return rewrite_file(
+            [](const FileReader& file, ByteSink sink) {
+              return rewrite_zip(file, std::move(sink));
+            },
+            f, r);
+      });
 }
 
 TEST(ZipTest, ReplacedMembersAreStoredAndTheRestIsKept) {
@@ -291,7 +321,7 @@ TEST(ZipTest, Zip64ArchivesAndMembersAreReplacedInTheirOwnForm) {
       {"d.jpg", "plain"},
       {"e.txt", kText, true, true, 0, true}};
   const Bytes in = zip(members, "stub", "", true);
-  ASSERT_EQ(list_zip(in, "a.zip").size(), 5u);
+  ASSERT_EQ(list(in).size(), 5u);
   EXPECT_EQ(read(in, 2), "streamed");
   EXPECT_EQ(replaced(in, {}), in);
   const std::string grown(5000, 'G');
@@ -348,7 +378,7 @@ TEST(ZipTest, TheRewriterWritesMembersInTheOrderTheirDataLies) {
       {"a", "aaa"}, {"b", kText, true}, {"c", "streamed", false, true}};
   // The directory lists c, b, a; their data lies a, b, c.
   const Bytes in = reversed_directory(zip(members));
-  ASSERT_EQ(list_zip(in, "a.zip").at(0).name, "c");
+  ASSERT_EQ(list(in).at(0).name, "c");
   Bytes out;
   std::vector<std::size_t> sizes;  // of `out` after each step
   std::unique_ptr<ArchiveRewriter> w =
@@ -401,20 +431,56 @@ TEST(ZipTest, ReplacingRefusesWhatItCannotDo) {
   put32(fields, 0x06064b50);
   put64(fields, locator + 4);
   std::copy(fields.begin(), fields.end(), z64.begin() + locator + 4);
-  EXPECT_NE(error_of<FormatError>([&] {
-              list_zip(z64, "a.zip");
-            }).find("runs into its locator"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<FormatError>([&] { list(z64); }).find("runs into its locator"),
+      std::string::npos);
   // A damaged archive is the parser's error, with nothing written.
   const Bytes cut(in.begin(), in.end() - 30);
   EXPECT_THROW(replaced(cut, {{0, data}}), FormatError);
   // A descriptor that does not give the directory's CRC-32 and sizes.
   Bytes streamed = zip({{"s", "streamed", false, true}, {"t", "t"}});
-  const ZipEntry e = list_zip(streamed, "a.zip").at(0);
+  const ZipEntry e = list(streamed).at(0);
   streamed[e.data_offset + e.compressed_size + 4] ^= 1;  // its CRC-32
   EXPECT_NE(error_of<FormatError>([&] {
               replaced(streamed, {{0, data}});
             }).find("data descriptor of 's'"),
+            std::string::npos);
+}
+
+// From a file, listing reads the end records, the directory and the local
+// headers, not the members' data; the rewriter copies what it keeps a MiB
+// at a time.
+TEST(ZipTest, FromAFileOnlyRecordsAreReadAndDataIsCopiedInPieces) {
+  const std::string big((std::size_t{16} << 20) + 3, 'Z');
+  const Bytes in = zip({{"a.jpg", "hello"},
+                        {"big.bin", big},
+                        {"c.jpg", kText, true, true},
+                        {"d.txt", kText, true}},
+                       "", "a comment");
+  TempDir dir("zip_pieces");
+  write_file(dir / "a.zip", in);
+  const FileReader f(dir / "a.zip");
+
+  const uint64_t before = bytes_read();
+  const std::vector<ZipEntry> e = list_zip(f);
+  EXPECT_LT(bytes_read() - before, 128u << 10);
+  ASSERT_EQ(e.size(), 4u);
+  EXPECT_EQ(e[1].size, big.size());
+  EXPECT_EQ(bytes_of(read_zip_entry(f, e[2])), bytes_of(kText));
+
+  PieceSink out;
+  std::unique_ptr<ArchiveRewriter> w = rewrite_zip(f, out.sink());
+  w->replace(0, bytes_of("new a"));
+  w->replace(2, bytes_of("cc"));
+  w->finish();
+  EXPECT_LE(out.largest, std::size_t{1} << 20);
+  EXPECT_EQ(out.bytes,
+            replace_zip_members(in, "a.zip",
+                                {{0, bytes_of("new a")}, {2, bytes_of("cc")}}));
+  // A stored member over the limit is not read into memory.
+  EXPECT_NE(error_of<FormatError>([&] {
+              read_zip_entry(f, e[1], 1000);
+            }).find("over the limit of 1000"),
             std::string::npos);
 }
 
