@@ -4,6 +4,7 @@ lifetime; bad input; native ops."""
 
 import gc
 import io
+import os
 import struct
 import tarfile
 import wave
@@ -222,6 +223,41 @@ def test_tar_round_trip(tmp_path, fmt):
     assert [n for n, _ in fio.iter_tarfile(path)] == list(members)
     with open(path, "rb") as f:
         assert [(n, d) for n, d in fio.iter_tarfile(f)] == list(members.items())
+
+
+def _bytes_read():
+    """Bytes this process has read with read() and pread() (rchar)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_iter_tarfile_reads_a_path_a_member_at_a_time(tmp_path):
+    """Headers first, then each member as it is yielded: a 64 MiB member is
+    not read before the caller gets to it (the path used to be read whole),
+    and a file that shrinks meanwhile is an IoError, not a crash."""
+    big = 64 << 20
+    path = tmp_path / "s.tar"
+    with tarfile.open(path, "w") as tf:
+        for name, data in (("a.txt", b"alpha"), ("big.bin", None), ("c.txt", b"gamma")):
+            ti = tarfile.TarInfo(name)
+            ti.size = big if data is None else len(data)
+            tf.addfile(ti, io.BytesIO(data if data is not None else bytes(big)))
+    it = fio.iter_tarfile(path)
+    before = _bytes_read()
+    assert [(n, bytes(d)) for n, d in [next(it)]] == [("a.txt", b"alpha")]
+    assert _bytes_read() - before < 1 << 20
+    name, data = next(it)
+    assert (name, len(data), data[0], data[-1]) == ("big.bin", big, 0, 0)
+    assert _bytes_read() - before >= big
+    held = next(it)
+    del it
+    assert (held[0], bytes(held[1])) == ("c.txt", b"gamma")  # outlives the iterator
+    # Listed whole, then cut below the big member's end.
+    it = fio.iter_tarfile(path)
+    next(it)
+    os.truncate(path, 4096)
+    with pytest.raises(feedline.IoError, match="s.tar: the file ends at byte 4096"):
+        next(it)
 
 
 @pytest.mark.parametrize(

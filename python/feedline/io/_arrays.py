@@ -247,6 +247,28 @@ def parse_wav(data, *, mmap_mode: str | None = None) -> WAVHeader:
     )
 
 
+# Members of a tar read from a path are read this many bytes at a time
+# (or one member, when larger): one read for many small members.
+_TAR_CHUNK = 4 << 20
+
+
+def _iter_tar_path(path: str) -> Iterator[tuple[str, memoryview]]:
+    """iter_tarfile() of a path: the headers, then the members' data read a
+    chunk of consecutive members at a time, each yielded as a view of its
+    chunk (which a held view keeps alive)."""
+    file = _io.FileReader(path)
+    members = [(m.name, m.offset, m.offset + m.size) for m in _io.list_tar(file)]
+    k = 0
+    while k < len(members):
+        start, end, j = members[k][1], members[k][2], k + 1
+        while j < len(members) and members[j][2] - start <= _TAR_CHUNK:
+            end, j = members[j][2], j + 1
+        chunk = np.asarray(file.read(start, end - start)).data.cast("B")
+        for name, begin, stop in members[k:j]:
+            yield name.decode("utf-8", "surrogateescape"), chunk[begin - start : stop - start]
+        k = j
+
+
 def iter_tarfile(src, *, mmap_mode: str | None = None) -> Iterator[tuple[str, memoryview | bytes]]:
     """Yields ``(name, data)`` for each regular file of a tar archive.
 
@@ -266,9 +288,16 @@ def iter_tarfile(src, *, mmap_mode: str | None = None) -> Iterator[tuple[str, me
     where ``tarfile`` would often stop early without an error. The archive
     ends at a zero block, or where the input ends right after a member.
 
-    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
-    :func:`load_npy`.
+    A path is read a piece at a time: its headers are read and checked
+    first, then the members' data as they are yielded, 4 MiB of consecutive
+    members (or one larger member) per read, each a memoryview of that
+    piece, so a tar of any size needs only the pieces the caller holds; a
+    file that shrinks meanwhile raises :class:`feedline.IoError` naming it.
+    With ``mmap_mode="r"`` it is mapped instead (see :func:`load_npy`).
     """
+    if isinstance(src, (str, os.PathLike)) and mmap_mode is None:
+        yield from _iter_tar_path(os.fspath(src))
+        return
     from_file = hasattr(src, "read") and not isinstance(src, (bytes, bytearray, memoryview))
     if from_file:
         data, name = src.read(), getattr(src, "name", "<tar stream>")
