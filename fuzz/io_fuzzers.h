@@ -6,7 +6,6 @@
 
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +14,6 @@
 #include <span>
 #include <string>
 #include <typeinfo>
-#include <vector>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,7 +21,6 @@
 #include "feedline/base/buffer.h"
 #include "feedline/base/error.h"
 #include "feedline/io/file.h"
-#include "feedline/io/formats.h"
 
 namespace feedline::fuzz {
 
@@ -51,26 +48,6 @@ bool equal(const T& a, const T& b) {
 inline bool equal(const Buffer& a, const Buffer& b) {
   return a.nbytes() == b.nbytes() &&
          (a.nbytes() == 0 || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
-}
-
-// What the rewriter `make(file, sink)` writes with `replace` (given in
-// its order()).
-template <typename Make>
-std::vector<uint8_t> rewritten(Make make, const FileReader& file,
-                               std::vector<ArchiveReplacement> replace) {
-  std::vector<uint8_t> out;
-  auto w = make(file, [&](std::span<const uint8_t> b) {
-    out.insert(out.end(), b.begin(), b.end());
-  });
-  std::vector<std::size_t> rank(w->order().size());
-  for (std::size_t k = 0; k < rank.size(); ++k) rank[w->order()[k]] = k;
-  std::stable_sort(replace.begin(), replace.end(),
-                   [&](const auto& x, const auto& y) {
-                     return rank[x.index] < rank[y.index];
-                   });
-  for (const ArchiveReplacement& r : replace) w->replace(r.index, r.data);
-  w->finish();
-  return out;
 }
 
 // The input as a file (a memfd), for the parsers' forms that read a

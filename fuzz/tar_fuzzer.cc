@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "feedline/io/formats.h"
+#include "io/rewriter.h"
 #include "io_fuzzers.h"
 
 namespace {
@@ -52,11 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           return feedline::replace_tar_members(bytes, name, replace);
         },
         [&] {
-          return feedline::fuzz::rewritten(
-              [](const feedline::FileReader& f, feedline::ByteSink sink) {
-                return feedline::rewrite_tar(f, std::move(sink));
+          return feedline::io::rewrite_to_vector(
+              [&](feedline::ByteSink sink) {
+                return feedline::rewrite_tar(file.reader(), std::move(sink));
               },
-              file.reader(), replace);
+              file.reader().size(), replace);
         });
     const std::vector<feedline::TarMember> after =
         feedline::list_tar(out, "fuzz");

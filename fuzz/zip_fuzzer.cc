@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "feedline/io/formats.h"
+#include "io/rewriter.h"
 #include "io_fuzzers.h"
 
 namespace {
@@ -72,11 +73,11 @@ void check_replacing(const feedline::Buffer& b,
           return feedline::replace_zip_members(bytes, name, replace);
         },
         [&] {
-          return feedline::fuzz::rewritten(
-              [](const feedline::FileReader& f, feedline::ByteSink sink) {
-                return feedline::rewrite_zip(f, std::move(sink));
+          return feedline::io::rewrite_to_vector(
+              [&](feedline::ByteSink sink) {
+                return feedline::rewrite_zip(file.reader(), std::move(sink));
               },
-              file.reader(), replace);
+              file.reader().size(), replace);
         });
   } catch (const feedline::InvalidArgument&) {
     return;

@@ -37,12 +37,15 @@ class Reader {
       : data_(data), size_(data.size()), name_(name) {}
   Reader(const FileReader& file, std::string_view name)
       : file_(&file), size_(file.size()), name_(name) {}
-  // Reads what `source` reads, naming it `name`; no window is shared.
-  Reader(const Reader& source, std::string_view name)
+  // Reads what `source` reads, naming it `name`, with the windows it has
+  // read (so a rewriter keeps what its parse pinned).
+  Reader(Reader&& source, std::string_view name)
       : data_(source.data_),
         file_(source.file_),
         size_(source.size_),
-        name_(name) {}
+        name_(name),
+        windows_(std::move(source.windows_)),
+        retired_(std::move(source.retired_)) {}
 
   uint64_t size() const { return size_; }
   bool has(uint64_t offset, uint64_t n) const {

@@ -61,18 +61,18 @@ class RewriterBase : public ArchiveRewriter {
   uint64_t written_ = 0;
 };
 
-// The archive `make(data, name, sink)` rewrites, with `replacements` given
-// in any order, collected into a vector of `size_hint` bytes reserved.
+// What the rewriter `make(sink)` writes of an archive of `input_size`
+// bytes, with `replacements` given in any order, collected into a vector.
 template <typename Make>
 std::vector<uint8_t> rewrite_to_vector(
-    Make make, std::span<const uint8_t> data, std::string_view name,
+    Make make, uint64_t input_size,
     std::vector<ArchiveReplacement> replacements) {
-  uint64_t size_hint = data.size();
+  uint64_t size_hint = input_size;
   for (const ArchiveReplacement& r : replacements) size_hint += r.data.size();
   std::vector<uint8_t> out;
   out.reserve(size_hint);
   std::unique_ptr<ArchiveRewriter> w =
-      make(data, name, [&out](std::span<const uint8_t> bytes) {
+      make([&out](std::span<const uint8_t> bytes) {
         out.insert(out.end(), bytes.begin(), bytes.end());
       });
   // Out-of-range indices keep their place at the end, so that the

@@ -297,10 +297,10 @@ namespace {
 
 class TarRewriter : public io::RewriterBase {
  public:
-  TarRewriter(const io::Reader& input, std::string_view name, ByteSink sink,
+  TarRewriter(io::Reader&& input, std::string_view name, ByteSink sink,
               std::vector<TarMember> members)
       : RewriterBase(name, std::move(sink), identity(members.size())),
-        r_(input, this->name()),
+        r_(std::move(input), this->name()),
         members_(std::move(members)) {}
 
   void replace(std::size_t index, std::span<const uint8_t> data) override {
@@ -356,25 +356,26 @@ class TarRewriter : public io::RewriterBase {
 std::unique_ptr<ArchiveRewriter> rewrite_tar(std::span<const uint8_t> data,
                                              std::string_view name,
                                              ByteSink sink) {
-  const io::Reader r(data, name);
-  return std::make_unique<TarRewriter>(r, name, std::move(sink),
-                                       list_members(r));
+  io::Reader r(data, name);
+  std::vector<TarMember> members = list_members(r);
+  return std::make_unique<TarRewriter>(std::move(r), name, std::move(sink),
+                                       std::move(members));
 }
 
 std::unique_ptr<ArchiveRewriter> rewrite_tar(const FileReader& file,
                                              ByteSink sink) {
-  const io::Reader r(file, file.path());
-  return std::make_unique<TarRewriter>(r, file.path(), std::move(sink),
-                                       list_members(r));
+  io::Reader r(file, file.path());
+  std::vector<TarMember> members = list_members(r);
+  return std::make_unique<TarRewriter>(std::move(r), file.path(),
+                                       std::move(sink), std::move(members));
 }
 
 std::vector<uint8_t> replace_tar_members(
     std::span<const uint8_t> data, std::string_view name,
     std::vector<ArchiveReplacement> replacements) {
   return io::rewrite_to_vector(
-      static_cast<std::unique_ptr<ArchiveRewriter> (*)(
-          std::span<const uint8_t>, std::string_view, ByteSink)>(rewrite_tar),
-      data, name, std::move(replacements));
+      [&](ByteSink sink) { return rewrite_tar(data, name, std::move(sink)); },
+      data.size(), std::move(replacements));
 }
 
 }  // namespace feedline

@@ -341,18 +341,18 @@ namespace {
 
 class ZipRewriter : public io::RewriterBase {
  public:
-  ZipRewriter(const io::Reader& input, std::string_view name, ByteSink sink,
+  // `input`: the Reader that parsed the archive, with the directory and
+  // end records pinned.
+  ZipRewriter(io::Reader&& input, std::string_view name, ByteSink sink,
               Directory dir, std::vector<ZipEntry> entries,
               std::vector<Place> places, std::vector<std::size_t> order)
       : RewriterBase(name, std::move(sink), std::move(order)),
-        r_(input, this->name()),
+        r_(std::move(input), this->name()),
         dir_(dir),
         entries_(std::move(entries)),
         places_(std::move(places)),
         moved_to_(entries_.size()),
-        new_(entries_.size()) {
-    r_.pin(dir_.offset, r_.size() - dir_.offset);  // the directory's tail
-  }
+        new_(entries_.size()) {}
 
   void replace(std::size_t index, std::span<const uint8_t> data) override {
     if (index < entries_.size() && (entries_[index].flags & 0x41) != 0) {
@@ -478,21 +478,16 @@ class ZipRewriter : public io::RewriterBase {
   uint64_t pos_ = 0;  // the input copied so far
 };
 
-std::unique_ptr<ArchiveRewriter> make_zip_rewriter(const io::Reader& input,
+std::unique_ptr<ArchiveRewriter> make_zip_rewriter(io::Reader input,
                                                    std::string_view name,
                                                    ByteSink sink) {
   std::vector<Place> places;
   std::vector<std::size_t> order;
-  std::vector<ZipEntry> entries;
-  Directory dir;
-  {
-    const io::Reader r(input, name);  // its windows go once parsed
-    dir = find_directory(r);
-    entries = parse_directory(r, dir, &places, &order);
-  }
-  return std::make_unique<ZipRewriter>(input, name, std::move(sink), dir,
-                                       std::move(entries), std::move(places),
-                                       std::move(order));
+  const Directory dir = find_directory(input);
+  std::vector<ZipEntry> entries = parse_directory(input, dir, &places, &order);
+  return std::make_unique<ZipRewriter>(std::move(input), name, std::move(sink),
+                                       dir, std::move(entries),
+                                       std::move(places), std::move(order));
 }
 
 }  // namespace
@@ -513,9 +508,8 @@ std::vector<uint8_t> replace_zip_members(
     std::span<const uint8_t> data, std::string_view name,
     std::vector<ArchiveReplacement> replacements) {
   return io::rewrite_to_vector(
-      static_cast<std::unique_ptr<ArchiveRewriter> (*)(
-          std::span<const uint8_t>, std::string_view, ByteSink)>(rewrite_zip),
-      data, name, std::move(replacements));
+      [&](ByteSink sink) { return rewrite_zip(data, name, std::move(sink)); },
+      data.size(), std::move(replacements));
 }
 
 namespace {

@@ -142,26 +142,4 @@ auto same_from_file(const Bytes& bytes, const std::string& name,
   }
 }
 
-// What the rewriter `rewrite(file, sink)` writes with `replacements`
-// given in order().
-template <typename Rewrite>
-Bytes rewrite_file(Rewrite rewrite, const FileReader& file,
-                   std::vector<ArchiveReplacement> replacements) {
-  Bytes out;
-  auto w = rewrite(file, [&out](std::span<const uint8_t> b) {
-    out.insert(out.end(), b.begin(), b.end());
-  });
-  std::vector<std::size_t> rank(w->order().size());
-  for (std::size_t k = 0; k < rank.size(); ++k) rank[w->order()[k]] = k;
-  std::stable_sort(
-      replacements.begin(), replacements.end(),
-      [&](const ArchiveReplacement& a, const ArchiveReplacement& b) {
-        return (a.index < rank.size() ? rank[a.index] : a.index) <
-               (b.index < rank.size() ? rank[b.index] : b.index);
-      });
-  for (const ArchiveReplacement& r : replacements) w->replace(r.index, r.data);
-  w->finish();
-  return out;
-}
-
 }  // namespace feedline::io::testing

@@ -13,6 +13,7 @@
 #include "feedline/base/error.h"
 #include "feedline/io/formats.h"
 #include "io/io_testing.h"
+#include "io/rewriter.h"
 
 namespace feedline::io {
 namespace {
@@ -22,7 +23,6 @@ using testing::bytes_of;
 using testing::bytes_read;
 using testing::error_of;
 using testing::PieceSink;
-using testing::rewrite_file;
 using testing::same_from_file;
 using testing::TempDir;
 using testing::write_file;
@@ -355,11 +355,9 @@ Bytes replaced(const Bytes& in, std::vector<ArchiveReplacement> r) {
   return same_from_file(
       in, "t.tar", [&] { return replace_tar_members(in, "t.tar", r); },
       [&](const FileReader& f) {
-        return rewrite_file(
-            [](const FileReader& file, ByteSink sink) {
-              return rewrite_tar(file, std::move(sink));
-            },
-            f, r);
+        return rewrite_to_vector(
+            [&](ByteSink sink) { return rewrite_tar(f, std::move(sink)); },
+            f.size(), r);
       });
 }
 

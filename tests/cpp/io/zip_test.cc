@@ -13,6 +13,7 @@
 #include "feedline/base/error.h"
 #include "feedline/io/formats.h"
 #include "io/io_testing.h"
+#include "io/rewriter.h"
 
 namespace feedline::io {
 namespace {
@@ -23,7 +24,6 @@ using testing::bytes_of;
 using testing::bytes_read;
 using testing::error_of;
 using testing::PieceSink;
-using testing::rewrite_file;
 using testing::same_from_file;
 using testing::TempDir;
 using testing::write_file;
@@ -277,11 +277,9 @@ Bytes replaced(const Bytes& in, std::vector<ArchiveReplacement> r) {
   return same_from_file(
       in, "a.zip", [&] { return replace_zip_members(in, "a.zip", r); },
       [&](const FileReader& f) {
-        return rewrite_file(
-            [](const FileReader& file, ByteSink sink) {
-              return rewrite_zip(file, std::move(sink));
-            },
-            f, r);
+        return rewrite_to_vector(
+            [&](ByteSink sink) { return rewrite_zip(f, std::move(sink)); },
+            f.size(), r);
       });
 }
 
