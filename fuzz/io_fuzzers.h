@@ -70,6 +70,8 @@ class InputFile {
   InputFile& operator=(const InputFile&) = delete;
 
   const FileReader& reader() const { return *reader_; }
+  // The name in_memory() is given in same().
+  const std::string& name() const { return path_; }
 
   // Runs `in_memory(name)` with the file's path as the input's name, and
   // `from_file()`: both must return equal results, or throw exceptions of

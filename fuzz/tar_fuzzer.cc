@@ -4,9 +4,13 @@
 // gives every other one (those a pax size record does not size) new data
 // of another length: the result must list the same names, with the new
 // data where it was replaced and the old data elsewhere. Both, read from a
-// file (FileReader), must give the same members, bytes or error.
+// file (FileReader), must give the same members, bytes or error; so must
+// a TarStream over the input, read a few bytes at a time.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "feedline/io/formats.h"
@@ -25,6 +29,31 @@ bool same(std::span<const uint8_t> a, std::span<const uint8_t> b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
+// The members of `bytes` read as a TarStream named `name`, at most `piece`
+// bytes per read; the data of each must be the input's at its offset.
+std::vector<feedline::TarMember> stream_members(std::span<const uint8_t> bytes,
+                                                const std::string& name,
+                                                std::size_t piece) {
+  std::size_t at = 0;
+  feedline::TarStream stream(
+      [&](uint8_t* dst, std::size_t n) {
+        const std::size_t k = std::min({n, piece, bytes.size() - at});
+        if (k > 0) std::memcpy(dst, bytes.data() + at, k);
+        at += k;
+        return k;
+      },
+      name);
+  std::vector<feedline::TarMember> members;
+  std::vector<uint8_t> data;
+  while (std::optional<feedline::TarMember> m = stream.next()) {
+    data.resize(m->size);
+    stream.read_data(data);
+    if (!same(data, data_of(bytes, *m))) std::abort();
+    members.push_back(std::move(*m));
+  }
+  return members;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -32,11 +61,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::span<const uint8_t> bytes(b.data_as<const uint8_t>(), b.nbytes());
     // Read from a file, the archive lists and rewrites the same.
     const feedline::fuzz::InputFile file(bytes);
-    const std::vector<feedline::TarMember> members = file.same(
-        [&](const std::string& name) {
-          return feedline::list_tar(bytes, name);
-        },
-        [&] { return feedline::list_tar(file.reader()); });
+    auto in_memory = [&](const std::string& name) {
+      return feedline::list_tar(bytes, name);
+    };
+    // As a stream, the same members or error; a damaged input is checked
+    // in every form before its error ends the run.
+    auto as_stream = [&] {
+      const std::size_t piece = 1 + (size > 0 ? bytes[size - 1] : 0) * 7u;
+      file.same(in_memory,
+                [&] { return stream_members(bytes, file.name(), piece); });
+    };
+    std::vector<feedline::TarMember> members;
+    try {
+      members = file.same(in_memory,
+                          [&] { return feedline::list_tar(file.reader()); });
+    } catch (const feedline::FormatError&) {
+      as_stream();
+      throw;
+    }
+    as_stream();
     for (const feedline::TarMember& m : members) {
       if (m.offset > size || m.size > size - m.offset) std::abort();
     }

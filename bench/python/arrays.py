@@ -41,6 +41,12 @@ produce the same arrays: same dtype, shape and values):
   feedline and SPDL yield memoryviews into ``data``; tarfile copies each
   member into new bytes (and ``tarfile.open``'s default mode first probes
   for gzip/bz2/xz, as users get it). Rates are members/s (and shards/s).
+- TAR from a file object (the same shards, each wrapped in ``io.BytesIO``
+  as a stream stands for a pipe, a socket or a response body): every
+  contender reads it front to back and yields ``(name, bytes)``:
+  ``feedline.io.iter_tarfile(f)`` | ``tarfile.open(fileobj=f, mode="r|")``
+  (tarfile's stream mode) + ``extractfile(m).read()`` |
+  ``spdl.io.iter_tarfile(f)``.
 
 How it is measured (see the project's design notes on benchmarking): each
 contender runs in its own process (this script with ``--worker GROUP:NAME``,
@@ -55,7 +61,10 @@ the modes so that drift in machine load hits all of them; the median is
 reported. Every timed run also checks the count of items and payload bytes.
 CPU is user+sys of the worker (all threads) per file, from
 ``resource.getrusage``; peak RSS is the worker's ``ru_maxrss``, which
-includes the in-memory inputs (the part above them is shown in brackets).
+includes the in-memory inputs (the part above them is shown in brackets);
+with 2 threads it also counts finished results waiting for the consumer,
+which a loader that keeps the GIL while it runs (tarfile, feedline's
+stream) piles up more of, as the consumer waits for the GIL.
 A contender with wrong output is flagged and the script exits 1. Data is
 generated once and cached under ``build/bench-data/arrays/``.
 
@@ -168,6 +177,20 @@ GROUPS = [
         item_unit="member",
         file_unit="shard",
     ),
+    Group(
+        "tar-stream",
+        "TAR from a file object",
+        1 / 40,
+        "tarfile",
+        None,
+        (
+            ("feedline", "feedline.io.iter_tarfile(f)"),
+            ("tarfile", "tarfile.open(mode='r|')"),
+            ("spdl", "spdl.io.iter_tarfile(f)"),
+        ),
+        item_unit="member",
+        file_unit="shard",
+    ),
 ]
 GROUP_BY_NAME = {g.name: g for g in GROUPS}
 
@@ -193,7 +216,7 @@ def members_digest(members):
 
 
 def digest(group, out):
-    if group == "tar":
+    if group.startswith("tar"):
         return members_digest(out)
     if group.startswith("npz"):
         return dict_digest(out)
@@ -202,7 +225,7 @@ def digest(group, out):
 
 def summarize(group, out):
     """(items, payload bytes) of one result: the consumer's cheap touch."""
-    if group == "tar":
+    if group.startswith("tar"):
         return len(out), sum(len(data) for _, data in out)
     if group.startswith("npz"):
         return 1, sum(a.nbytes for a in out.values())
@@ -291,6 +314,7 @@ MAKERS = {
     "npz-compressed": lambda i: _npz_file(i, compressed=True),
     "wav": _wav_file,
     "tar": _tar_file,
+    "tar-stream": _tar_file,
 }
 
 
@@ -409,13 +433,22 @@ def _make_wav_loader(name):
     return _wave_read
 
 
-def _make_tar_loader(name):
+def _tarfile_stream_members(data):
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r|") as tf:
+        return [(m.name, tf.extractfile(m).read()) for m in tf if m.isfile()]
+
+
+def _make_tar_loader(name, stream=False):
     if name == "tarfile":
-        return _tarfile_members
+        return _tarfile_stream_members if stream else _tarfile_members
     if name == "feedline":
         import feedline.io as module
     else:
         import spdl.io as module
+    if stream:
+        return lambda data: list(module.iter_tarfile(io.BytesIO(data)))
     return lambda data: list(module.iter_tarfile(data))
 
 
@@ -427,7 +460,7 @@ def make_loader(group, name):
         return _make_npz_loader(name)
     if group == "wav":
         return _make_wav_loader(name)
-    return _make_tar_loader(name)
+    return _make_tar_loader(name, stream=group == "tar-stream")
 
 
 # -- worker side: one contender in its own process ------------------------------

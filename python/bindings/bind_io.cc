@@ -7,6 +7,7 @@
 // place (a bytes object is kept alive by the Buffer that views it); other
 // buffer-protocol objects are copied once.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -107,6 +108,121 @@ std::optional<std::string> path_from(nb::handle obj) {
 
 namespace {
 nb::bytes raw(const std::string& s) { return nb::bytes(s.data(), s.size()); }
+
+// --- Tar streams from Python file objects ----------------------------------
+
+// Up to n bytes of the file object `file` into dst: readinto() when it has
+// one (no copy), else read(n). Returns what the object gave, which may be
+// more than n (TarStream refuses that; only n are copied).
+std::size_t read_from(nb::handle file, bool readinto, const std::string& name,
+                      uint8_t* dst, std::size_t n) {
+  auto no_data = [&] {
+    return IoError(display_name(name) +
+                   ": the stream had no data ready (a non-blocking stream "
+                   "cannot be read as a tar archive)");
+  };
+  if (readinto) {
+    nb::object view = nb::steal(PyMemoryView_FromMemory(
+        reinterpret_cast<char*>(dst), static_cast<Py_ssize_t>(n), PyBUF_WRITE));
+    if (!view.is_valid()) throw nb::python_error();
+    // The view is released whatever happens, so that nothing the object
+    // kept (or a traceback) can reach `dst` later.
+    nb::object got;
+    try {
+      got = file.attr("readinto")(view);
+    } catch (...) {
+      view.attr("release")();
+      throw;
+    }
+    view.attr("release")();
+    if (got.is_none()) throw no_data();
+    return nb::cast<std::size_t>(got);
+  }
+  nb::object got = file.attr("read")(n);
+  if (got.is_none()) throw no_data();
+  Py_buffer view;
+  if (PyObject_GetBuffer(got.ptr(), &view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    throw InvalidArgument(display_name(name) + ": read() returned " +
+                          nb::type_name(got.type()).c_str() + ", not bytes");
+  }
+  const auto k = static_cast<std::size_t>(view.len);
+  std::memcpy(dst, view.buf, std::min(k, n));
+  PyBuffer_Release(&view);
+  return k;
+}
+
+// A TarStream over a Python file object, iterated as (name, data): the
+// name a str, the data a bytes object read straight into. The garbage
+// collector sees the file object it holds (tar_stream_traverse), so a cycle
+// through it (a file object whose class's module holds the iterator) is
+// collected, not leaked.
+struct PyTarStream {
+  PyTarStream(nb::object f, const std::string& name)
+      : file(std::move(f)),
+        readinto(nb::hasattr(file, "readinto")),
+        stream(
+            [this](uint8_t* dst, std::size_t n) {
+              if (!file.is_valid())
+                throw InvalidArgument(display_name(stream.name()) +
+                                      ": the stream is gone");
+              return read_from(file, readinto, stream.name(), dst, n);
+            },
+            name) {}
+
+  nb::tuple next() {
+    // read() may let the GIL go (a file's readinto does, around the system
+    // call): a second thread must not step the same stream meanwhile.
+    if (busy) {
+      throw InvalidArgument(display_name(stream.name()) +
+                            ": already being read by another thread");
+    }
+    busy = true;
+    struct Done {
+      bool& busy;
+      ~Done() { busy = false; }
+    } done{busy};
+    std::optional<TarMember> m = stream.next();
+    if (!m) throw nb::stop_iteration();
+    if (m->size > static_cast<uint64_t>(PY_SSIZE_T_MAX))
+      throw InvalidArgument(display_name(stream.name()) + ": member " +
+                            display_name(m->name) + " is too large");
+    nb::object data = nb::steal(
+        PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(m->size)));
+    if (!data.is_valid()) throw nb::python_error();
+    stream.read_data({reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(data.ptr())),
+                      static_cast<std::size_t>(m->size)});
+    // The name decoded as tarfile decodes it (bytes that are not UTF-8 kept
+    // as lone surrogates).
+    nb::object name = nb::steal(PyUnicode_DecodeUTF8(
+        m->name.data(), static_cast<Py_ssize_t>(m->name.size()),
+        "surrogateescape"));
+    if (!name.is_valid()) throw nb::python_error();
+    return nb::make_tuple(name, data);
+  }
+
+  nb::object file;  // null once the garbage collector cleared it
+  bool readinto;
+  TarStream stream;
+  bool busy = false;  // under the GIL
+};
+
+int tar_stream_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  Py_VISIT(nb::inst_ptr<PyTarStream>(self)->file.ptr());
+  return 0;
+}
+
+int tar_stream_clear(PyObject* self) {
+  if (nb::inst_ready(self)) nb::inst_ptr<PyTarStream>(self)->file.reset();
+  return 0;
+}
+
+PyType_Slot tar_stream_slots[] = {
+    {Py_tp_traverse, reinterpret_cast<void*>(tar_stream_traverse)},
+    {Py_tp_clear, reinterpret_cast<void*>(tar_stream_clear)},
+    {0, nullptr}};
 
 // --- Buffer in Python --------------------------------------------------------
 
@@ -573,6 +689,18 @@ void bind_io(nb::module_& parent) {
             nb::overload_cast<std::span<const uint8_t>, std::string_view>(
                 &list_tar)),
         nb::arg("data"), nb::arg("name"));
+  nb::class_<PyTarStream>(
+      m, "TarStream", nb::type_slots(tar_stream_slots),
+      "A tar archive read front to back from a file object (readinto() or "
+      "read(n)), one member at a time; iterates (name, data bytes). A "
+      "damaged header or a cut raises FormatError when reached.")
+      .def(nb::init<nb::object, const std::string&>(), nb::arg("file"),
+           nb::arg("name"))
+      .def(
+          "__iter__", [](nb::handle self) { return nb::borrow(self); },
+          nb::sig("def __iter__(self) -> TarStream"))
+      .def("__next__", &PyTarStream::next,
+           nb::sig("def __next__(self) -> tuple[str, bytes]"));
   m.def("replace_tar_members", &replace_members<&replace_tar_members>,
         nb::arg("data"), nb::arg("name"), nb::arg("replacements"),
         "The archive (uint8) with new data for the members at the given "

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@ namespace {
 constexpr uint64_t kBlock = 512;
 
 std::string field(std::span<const uint8_t> b, std::size_t at, std::size_t len) {
+  if (len == 0) return {};  // `b` may be empty, its data() null
   std::size_t n = 0;
   while (n < len && b[at + n] != 0) ++n;
   return std::string(reinterpret_cast<const char*>(&b[at]), n);
@@ -116,12 +118,17 @@ bool all_zero(std::span<const uint8_t> b) {
 uint64_t check_header(std::span<const uint8_t> h, const io::Reader& r,
                       uint64_t at) {
   const int64_t stored = number(h, 148, 8, "checksum", r, at);
-  int64_t sum = 0;
-  int64_t signed_sum = 0;
+  // The sum of the bytes with the checksum field read as spaces; in two
+  // plain loops, which the compiler vectorises.
+  int32_t sum = 0;
+  int32_t signed_sum = 0;
   for (std::size_t i = 0; i < kBlock; ++i) {
-    const uint8_t c = (i >= 148 && i < 156) ? ' ' : h[i];
-    sum += c;
-    signed_sum += static_cast<int8_t>(c);
+    sum += h[i];
+    signed_sum += static_cast<int8_t>(h[i]);
+  }
+  for (std::size_t i = 148; i < 156; ++i) {
+    sum += ' ' - h[i];
+    signed_sum += ' ' - static_cast<int8_t>(h[i]);
   }
   if (stored != sum && stored != signed_sum) {
     r.fail(at, "bad tar header checksum (the header says " +
@@ -188,97 +195,150 @@ void read_pax(std::span<const uint8_t> data, const io::Reader& r,
   }
 }
 
-// The members of the tar archive `r` reads, one header at a time.
-std::vector<TarMember> list_members(const io::Reader& r) {
-  if (r.size() == 0) r.fail(0, "empty input: not a tar archive");
-  std::vector<TarMember> members;
-  Pending next;
-  uint64_t at = 0;
-  while (at < r.size()) {
-    if (!r.has(at, kBlock)) {
-      // A partial block of zeros after the last member loses nothing.
-      if (at > 0 && all_zero(r.bytes(at, r.size() - at))) break;
-      r.fail(at, "truncated tar header: " + std::to_string(r.size() - at) +
-                     " of its 512 bytes");
-    }
-    std::span<const uint8_t> h = r.bytes(at, kBlock);
-    if (all_zero(h)) break;
-    uint64_t size = check_header(h, r, at);
-    char type = static_cast<char>(h[156]);
+// What follows a header block.
+struct Step {
+  enum Kind { kEnd, kMeta, kMember, kSkip };
+  Kind kind = kEnd;
+  uint64_t size = 0;  // bytes of data after the header, padding not counted
+  TarMember member;   // for kMember
+};
+
+// The headers of one archive, parsed in order; shared by every way of
+// reading one (bytes, a file, a stream). header() takes each header block,
+// meta() the data of a long-name or pax header (kMeta), finish() the end of
+// the archive. `r` names the archive in errors.
+class HeaderParser {
+ public:
+  explicit HeaderParser(const io::Reader& r) : r_(r) {}
+
+  Step header(std::span<const uint8_t> h, uint64_t at) {
+    if (all_zero(h)) return {};
+    uint64_t size = check_header(h, r_, at);
+    const char type = static_cast<char>(h[156]);
     // 'X': Solaris' name for a pax header. A pending pax size is that of
     // the next member, not of a header between them (pax, global pax, GNU
     // long name or link), whose own size field holds.
     const bool pax = type == 'x' || type == 'X';
     const bool meta = pax || type == 'g' || type == 'L' || type == 'K';
-    if (next.has_size && !meta) size = next.size;
+    if (next_.has_size && !meta) size = next_.size;
     // Links, devices, directories and FIFOs have no data, whatever their
     // size field says (POSIX; tarfile reads the next header right after).
     if (type >= '1' && type <= '6') size = 0;
-    const uint64_t body = at + kBlock;
-    if (!r.has(body, size)) {
-      r.fail(body, "member data overruns the archive (" + std::to_string(size) +
-                       " bytes at byte " + std::to_string(body) +
-                       ", the input has " + std::to_string(r.size()) + ")");
+    if (type == 'L' || pax) {
+      // Only a long name's and a pax header's data are read (not a
+      // member's).
+      if (size > kMaxMetaSize) {
+        r_.fail(at, std::string(pax ? "pax" : "long-name") + " header of " +
+                        std::to_string(size) + " bytes (over the limit of " +
+                        std::to_string(kMaxMetaSize) + ")");
+      }
+      meta_pax_ = pax;
+      meta_body_ = at + kBlock;
+      next_.header = at;
+      next_.any = true;
+      return {Step::kMeta, size, {}};
     }
-    // Only a long name's and a pax header's data are read (not a member's).
-    const bool read = type == 'L' || pax;
-    if (read && size > kMaxMetaSize) {
-      r.fail(at, std::string(pax ? "pax" : "long-name") + " header of " +
-                     std::to_string(size) + " bytes (over the limit of " +
-                     std::to_string(kMaxMetaSize) + ")");
-    }
-    std::span<const uint8_t> content =
-        read ? r.bytes(body, size) : std::span<const uint8_t>();
-    if (type == 'L') {
-      next.name = field(content, 0, content.size());
-      next.header = at;
-      next.any = true;
-    } else if (pax) {
-      read_pax(content, r, body, &next);
-      next.header = at;
-      next.any = true;
-    } else if (type == 'K') {
+    if (type == 'K') {
       // A GNU long link name: it belongs to the next (link) header.
-      next.header = at;
-      next.any = true;
-    } else if (type == 'g') {
-      // Global pax records: nothing feedline uses.
+      next_.header = at;
+      next_.any = true;
+      return {Step::kSkip, size, {}};
+    }
+    if (type == 'g') return {Step::kSkip, size, {}};  // nothing used
+    std::string member = next_.name;
+    if (member.empty()) {
+      member = field(h, 0, 100);
+      if (std::string(reinterpret_cast<const char*>(&h[257]), 5) == "ustar") {
+        std::string prefix = field(h, 345, 155);
+        if (!prefix.empty()) member = prefix.append("/").append(member);
+      }
+    }
+    // A V7 directory is a regular-file header whose name ends in '/'.
+    const bool v7_dir = type == '\0' && !member.empty() && member.back() == '/';
+    if (type == 'S' || ((type == '0' || type == '\0') && next_.sparse)) {
+      r_.fail(at, "sparse member (" + std::to_string(size) +
+                      " bytes): sparse files are not supported");
+    }
+    const bool has_size = next_.has_size;
+    next_ = Pending{};
+    if ((type == '0' || type == '\0' || type == '7') && !v7_dir) {
+      return {Step::kMember, size,
+              TarMember{std::move(member), at + kBlock, size, at, has_size}};
+    }
+    return {Step::kSkip, size, {}};
+  }
+
+  // The data of the kMeta header header() last returned.
+  void meta(std::span<const uint8_t> content) {
+    if (meta_pax_) {
+      read_pax(content, r_, meta_body_, &next_);
     } else {
-      std::string member = next.name;
-      if (member.empty()) {
-        member = field(h, 0, 100);
-        if (std::string(reinterpret_cast<const char*>(&h[257]), 5) == "ustar") {
-          std::string prefix = field(h, 345, 155);
-          if (!prefix.empty()) member = prefix.append("/").append(member);
-        }
-      }
-      // A V7 directory is a regular-file header whose name ends in '/'.
-      const bool v7_dir =
-          type == '\0' && !member.empty() && member.back() == '/';
-      if (type == 'S' || ((type == '0' || type == '\0') && next.sparse)) {
-        r.fail(at, "sparse member (" + std::to_string(size) +
-                       " bytes): sparse files are not supported");
-      }
-      if ((type == '0' || type == '\0' || type == '7') && !v7_dir)
-        members.push_back({std::move(member), body, size, at, next.has_size});
-      next = Pending{};
+      next_.name = field(content, 0, content.size());
     }
-    const uint64_t padded = padded_size(size);
-    if (padded < size) r.fail(body, "member size overflows");
-    if (!r.has(body, padded)) {
-      r.fail(body + size,
-             "truncated: the member's padding to 512 bytes is "
-             "cut short (the input ends at byte " +
-                 std::to_string(r.size()) + ")");
+  }
+
+  // The archive ends: a long-name or pax header must not be the last.
+  void finish() const {
+    if (next_.any) {
+      r_.fail(next_.header,
+              "a long-name or pax header with no member after it (the "
+              "archive is cut short)");
     }
+  }
+
+ private:
+  const io::Reader& r_;
+  Pending next_;
+  bool meta_pax_ = false;
+  uint64_t meta_body_ = 0;
+};
+
+// The errors of an archive that ends inside a header, a member's data or
+// its padding; `end` is where the input ends.
+[[noreturn]] void fail_header_cut(const io::Reader& r, uint64_t at,
+                                  uint64_t end) {
+  r.fail(at, "truncated tar header: " + std::to_string(end - at) +
+                 " of its 512 bytes");
+}
+[[noreturn]] void fail_data_cut(const io::Reader& r, uint64_t body,
+                                uint64_t size, uint64_t end) {
+  r.fail(body, "member data overruns the archive (" + std::to_string(size) +
+                   " bytes at byte " + std::to_string(body) +
+                   ", the input has " + std::to_string(end) + ")");
+}
+[[noreturn]] void fail_padding_cut(const io::Reader& r, uint64_t body,
+                                   uint64_t size, uint64_t end) {
+  r.fail(body + size,
+         "truncated: the member's padding to 512 bytes is cut short (the "
+         "input ends at byte " +
+             std::to_string(end) + ")");
+}
+
+// The members of the tar archive `r` reads, one header at a time.
+std::vector<TarMember> list_members(const io::Reader& r) {
+  if (r.size() == 0) r.fail(0, "empty input: not a tar archive");
+  std::vector<TarMember> members;
+  HeaderParser parser(r);
+  uint64_t at = 0;
+  while (at < r.size()) {
+    if (!r.has(at, kBlock)) {
+      // A partial block of zeros after the last member loses nothing.
+      if (at > 0 && all_zero(r.bytes(at, r.size() - at))) break;
+      fail_header_cut(r, at, r.size());
+    }
+    Step step = parser.header(r.bytes(at, kBlock), at);
+    if (step.kind == Step::kEnd) break;
+    const uint64_t body = at + kBlock;
+    if (!r.has(body, step.size)) fail_data_cut(r, body, step.size, r.size());
+    if (step.kind == Step::kMeta) parser.meta(r.bytes(body, step.size));
+    if (step.kind == Step::kMember) members.push_back(std::move(step.member));
+    const uint64_t padded = padded_size(step.size);
+    if (padded < step.size) r.fail(body, "member size overflows");
+    if (!r.has(body, padded)) fail_padding_cut(r, body, step.size, r.size());
     at = body + padded;
     r.forget();
   }
-  if (next.any) {
-    r.fail(next.header,
-           "a long-name or pax header with no member after it (the archive "
-           "is cut short)");
-  }
+  parser.finish();
   return members;
 }
 
@@ -291,6 +351,156 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
 
 std::vector<TarMember> list_tar(const FileReader& file) {
   return list_members(io::Reader(file, file.path()));
+}
+
+// --- TarStream -------------------------------------------------------------
+
+struct TarStream::State {
+  explicit State(std::string_view name) : names({}, name), parser(names) {}
+
+  io::Reader names;  // holds no bytes: names the stream in errors
+  HeaderParser parser;
+  std::vector<uint8_t> buffer = std::vector<uint8_t>(kBuffer);
+  std::size_t begin = 0;  // buffer[begin, end) is the stream at `pos`
+  std::size_t end = 0;
+  uint64_t pos = 0;
+  bool ended = false;                // read() gave 0
+  bool done = false;                 // the archive's end was reached
+  std::optional<TarMember> current;  // next() gave it, its data is unread
+
+  // Small: data beyond it is read straight into the caller's memory (one
+  // copy), while headers and small members still come several to a read.
+  // 4 KiB read a file object's shards (members of 1-50 KiB) 10% faster
+  // than 64 KiB did, which copied nearly every byte twice.
+  static constexpr std::size_t kBuffer = 4 << 10;
+};
+
+TarStream::TarStream(ReadFn read, std::string name)
+    : read_(std::move(read)),
+      name_(std::move(name)),
+      state_(std::make_unique<State>(name_)) {}
+
+TarStream::~TarStream() = default;
+
+std::size_t TarStream::take(uint8_t* dst, std::size_t n) {
+  State& s = *state_;
+  // One read of the stream into `to` (at most `n` bytes); 0 at its end.
+  auto read = [&](uint8_t* to, std::size_t cap) -> std::size_t {
+    if (s.ended) return 0;
+    const std::size_t k = read_(to, cap);
+    if (k > cap) {
+      throw IoError(display_name(name_) + ": a read of " + std::to_string(cap) +
+                    " bytes returned " + std::to_string(k));
+    }
+    if (k == 0) s.ended = true;
+    return k;
+  };
+  std::size_t got = std::min(n, s.end - s.begin);
+  if (dst != nullptr) std::memcpy(dst, s.buffer.data() + s.begin, got);
+  s.begin += got;
+  while (got < n) {
+    std::size_t k = 0;
+    if (dst != nullptr && n - got >= State::kBuffer) {
+      // A large piece goes straight to `dst`, not through the buffer.
+      k = read(dst + got, n - got);
+    } else {
+      s.begin = 0;
+      s.end = read(s.buffer.data(), State::kBuffer);
+      k = std::min(n - got, s.end);
+      if (dst != nullptr) std::memcpy(dst + got, s.buffer.data(), k);
+      s.begin = k;
+    }
+    if (k == 0) break;
+    got += k;
+  }
+  s.pos += got;
+  return got;
+}
+
+uint64_t TarStream::skip(uint64_t n) {
+  uint64_t skipped = 0;
+  while (skipped < n) {
+    const std::size_t piece = static_cast<std::size_t>(
+        std::min<uint64_t>(n - skipped, uint64_t{1} << 30));
+    const std::size_t k = take(nullptr, piece);
+    skipped += k;
+    if (k < piece) break;
+  }
+  return skipped;
+}
+
+std::optional<TarMember> TarStream::next() {
+  State& s = *state_;
+  if (s.current) {
+    // The member's data was not read: skip it (and check it is there).
+    const TarMember m = *s.current;
+    s.current.reset();
+    const uint64_t k = skip(m.size);
+    if (k < m.size) fail_data_cut(s.names, m.offset, m.size, m.offset + k);
+    const uint64_t pad = padded_size(m.size) - m.size;
+    const uint64_t p = skip(pad);
+    if (p < pad) fail_padding_cut(s.names, m.offset, m.size, s.pos);
+  }
+  while (!s.done) {
+    const uint64_t at = s.pos;
+    uint8_t h[kBlock];
+    const std::size_t got = take(h, kBlock);
+    if (got < kBlock) {
+      if (at == 0 && got == 0)
+        s.names.fail(0, "empty input: not a tar archive");
+      // A partial block of zeros after the last member loses nothing.
+      if (at == 0 || !all_zero(std::span(h, got)))
+        fail_header_cut(s.names, at, at + got);
+      s.done = true;
+      break;
+    }
+    Step step = s.parser.header(h, at);
+    if (step.kind == Step::kEnd) {
+      s.done = true;
+      break;
+    }
+    const uint64_t body = at + kBlock;
+    const uint64_t padded = padded_size(step.size);
+    if (padded < step.size) s.names.fail(body, "member size overflows");
+    if (step.kind == Step::kMember) {
+      s.current = std::move(step.member);
+      return s.current;
+    }
+    if (step.kind == Step::kMeta) {
+      // At most kMaxMetaSize: header() checked.
+      std::vector<uint8_t> content(static_cast<std::size_t>(step.size));
+      const std::size_t k = take(content.data(), content.size());
+      if (k < content.size()) fail_data_cut(s.names, body, step.size, body + k);
+      s.parser.meta(content);
+    } else {
+      const uint64_t k = skip(step.size);
+      if (k < step.size) fail_data_cut(s.names, body, step.size, body + k);
+    }
+    const uint64_t pad = padded - step.size;
+    if (skip(pad) < pad) fail_padding_cut(s.names, body, step.size, s.pos);
+  }
+  s.parser.finish();
+  return std::nullopt;
+}
+
+void TarStream::read_data(std::span<uint8_t> dst) {
+  State& s = *state_;
+  if (!s.current) {
+    throw InvalidArgument(display_name(name_) +
+                          ": read_data() without a member from next()");
+  }
+  const TarMember m = *s.current;
+  if (dst.size() != m.size) {
+    throw InvalidArgument(display_name(name_) + ": read_data() into " +
+                          std::to_string(dst.size()) + " bytes; member " +
+                          io::quoted(m.name) + " holds " +
+                          std::to_string(m.size));
+  }
+  s.current.reset();
+  const std::size_t k = take(dst.data(), dst.size());
+  if (k < m.size) fail_data_cut(s.names, m.offset, m.size, m.offset + k);
+  const uint64_t pad = padded_size(m.size) - m.size;
+  if (skip(pad) < pad) fail_padding_cut(s.names, m.offset, m.size, s.pos);
 }
 
 namespace {

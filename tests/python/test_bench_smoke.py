@@ -60,6 +60,7 @@ def test_arrays_benchmark_runs():
     # numpy, wave and tarfile are always there; SPDL and soundfile are optional.
     out = run_bench("arrays.py", "--quick")
     assert "feedline.io.iter_tarfile" in out
+    assert "feedline.io.iter_tarfile(f)" in out
 
 
 def test_video_benchmark_runs():

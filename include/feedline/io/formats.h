@@ -204,6 +204,49 @@ std::vector<TarMember> list_tar(std::span<const uint8_t> data,
 // Throws as above, and IoError as FileReader::read.
 std::vector<TarMember> list_tar(const FileReader& file);
 
+// A tar archive read front to back from a stream that cannot seek (a pipe, a
+// socket, a decompressor, a Python file object), one member at a time, in
+// the memory of one member and a 4 KiB buffer. It makes list_tar's checks,
+// but as it goes: a damaged header, or a stream that ends inside a header, a
+// member or its padding, throws FormatError when it is reached, after the
+// members before it. A TarMember's offsets count from the stream's start.
+//
+// Not thread-safe: one thread at a time.
+class TarStream {
+ public:
+  // Reads up to n bytes into dst and returns how many; 0 means the stream
+  // has ended. It may throw; the exception passes through.
+  using ReadFn = std::function<std::size_t(uint8_t* dst, std::size_t n)>;
+
+  TarStream(ReadFn read, std::string name);
+  ~TarStream();
+  TarStream(const TarStream&) = delete;
+  TarStream& operator=(const TarStream&) = delete;
+
+  // The next regular file, or nullopt at the end of the archive. The data
+  // of the member before, if read_data() was not called, is skipped.
+  std::optional<TarMember> next();
+
+  // Reads the data (and padding) of the member next() returned into `dst`,
+  // which holds exactly its size. Throws FormatError if the stream ends
+  // first, InvalidArgument if `dst` is of another size or there is no
+  // member to read.
+  void read_data(std::span<uint8_t> dst);
+
+  const std::string& name() const { return name_; }
+
+ private:
+  struct State;
+  // Bytes of the stream: the buffer first, then `read`. Returns how many
+  // it gave (fewer than n only at the end).
+  std::size_t take(uint8_t* dst, std::size_t n);
+  uint64_t skip(uint64_t n);
+
+  ReadFn read_;
+  std::string name_;
+  std::unique_ptr<State> state_;
+};
+
 // A copy of the tar archive `data` in which each replaced member has its
 // new data: its header's size field and checksum are rewritten, its data
 // padded to 512 bytes; every other byte (other members, long-name and pax

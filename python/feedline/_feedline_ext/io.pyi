@@ -316,6 +316,17 @@ class TarMember:
     def pax_size(self) -> bool:
         """Whether its size is a pax record's."""
 
+class TarStream:
+    """
+    A tar archive read front to back from a file object (readinto() or read(n)), one member at a time; iterates (name, data bytes). A damaged header or a cut raises FormatError when reached.
+    """
+
+    def __init__(self, file: object, name: str) -> None: ...
+
+    def __iter__(self) -> TarStream: ...
+
+    def __next__(self) -> tuple[str, bytes]: ...
+
 def replace_tar_members(data: object, name: str, replacements: Sequence[tuple[int, object]]) -> Buffer:
     """
     The archive (uint8) with new data for the members at the given indices of list_tar().

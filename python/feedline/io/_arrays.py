@@ -274,19 +274,23 @@ def iter_tarfile(src, *, mmap_mode: str | None = None) -> Iterator[tuple[str, me
 
     ``src`` is bytes-like or a path (data: zero-copy memoryviews of the
     archive, or of the file read into memory), or a file-like object with
-    ``read()`` (read whole once; data: bytes). ustar, GNU long names and pax
-    path/size records are handled; directories and links are skipped. Names
-    are decoded as ``tarfile`` decodes them: UTF-8, with bytes that are not
-    UTF-8 (a Latin-1 name, say) kept as lone surrogates
+    ``readinto()`` or ``read(n)``: a pipe, a socket, a decompressor, a
+    response body (read front to back as a stream, in the memory of one
+    member; data: bytes). ustar, GNU long names and pax path/size records
+    are handled; directories and links are skipped. Names are decoded as
+    ``tarfile`` decodes them: UTF-8, with bytes that are not UTF-8 (a
+    Latin-1 name, say) kept as lone surrogates
     (``errors="surrogateescape"``; ``os.fsencode(name)`` gives the bytes
     back).
 
-    The whole archive is checked before the first member is yielded: a
-    damaged archive (a bad checksum, a numeric field that is not a number, a
-    header, member or padding cut short) raises
+    A damaged archive (a bad checksum, a numeric field that is not a
+    number, a header, member or padding cut short) raises
     :class:`feedline.FormatError` naming the archive and the byte offset,
-    where ``tarfile`` would often stop early without an error. The archive
-    ends at a zero block, or where the input ends right after a member.
+    where ``tarfile`` would often stop early without an error. The whole
+    archive is checked before the first member is yielded, except from a
+    file object, which is checked as it is read: the members before the
+    damage come out first. The archive ends at a zero block, or where the
+    input ends right after a member.
 
     A path is read a piece at a time: its headers are read and checked
     first, then the members' data as they are yielded, 4 MiB of consecutive
@@ -298,16 +302,13 @@ def iter_tarfile(src, *, mmap_mode: str | None = None) -> Iterator[tuple[str, me
     if isinstance(src, (str, os.PathLike)) and mmap_mode is None:
         yield from _iter_tar_path(os.fspath(src))
         return
-    from_file = hasattr(src, "read") and not isinstance(src, (bytes, bytearray, memoryview))
-    if from_file:
-        data, name = src.read(), getattr(src, "name", "<tar stream>")
-        if not isinstance(name, str):
-            name = "<tar stream>"
-    else:
-        data, name = _source(src, "tar", mmap_mode)
+    if hasattr(src, "read") and not isinstance(src, (bytes, bytearray, memoryview)):
+        name = getattr(src, "name", "<tar stream>")
+        yield from _io.TarStream(src, name if isinstance(name, str) else "<tar stream>")
+        return
+    data, name = _source(src, "tar", mmap_mode)
     members = _io.list_tar(data, name)
     array = np.asarray(data) if isinstance(data, _io.Buffer) else np.frombuffer(data, np.uint8)
     view = array.data.cast("B")
     for member in members:
-        chunk = view[member.offset : member.offset + member.size]
-        yield member.name.decode("utf-8", "surrogateescape"), (bytes(chunk) if from_file else chunk)
+        yield member.name.decode("utf-8", "surrogateescape"), view[member.offset : member.offset + member.size]

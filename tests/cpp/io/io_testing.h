@@ -132,7 +132,9 @@ auto same_from_file(const Bytes& bytes, const std::string& name,
   try {
     auto result = in_memory();
     EXPECT_TRUE(file_result.has_value()) << "from the file: " << file_error;
-    if (file_result) EXPECT_TRUE(*file_result == result) << "from the file";
+    if (file_result) {
+      EXPECT_TRUE(*file_result == result) << "from the file";
+    }
     return result;
   } catch (const std::exception& e) {
     EXPECT_FALSE(file_result.has_value()) << "only in memory: " << e.what();

@@ -3,8 +3,12 @@
 // list_tar on archives built here block by block: where the archive may
 // end, what a damaged header raises, and names kept as bytes.
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,11 +98,55 @@ class Tar {
   Bytes out_;
 };
 
-// list_tar of `b`, in memory and from a file (the same members or error).
+// The members of `b` read as a stream (a TarStream) at most `piece` bytes
+// per read, the data of every other one read (and checked against `b`),
+// that of the others skipped.
+std::vector<TarMember> list_stream(const Bytes& b, std::size_t piece) {
+  std::size_t at = 0;
+  TarStream stream(
+      [&](uint8_t* dst, std::size_t n) {
+        const std::size_t k = std::min({n, piece, b.size() - at});
+        if (k > 0) std::memcpy(dst, b.data() + at, k);
+        at += k;
+        return k;
+      },
+      "t.tar");
+  std::vector<TarMember> members;
+  while (std::optional<TarMember> m = stream.next()) {
+    if (members.size() % 2 == 0) {
+      Bytes data(m->size);
+      stream.read_data(data);
+      EXPECT_TRUE(std::equal(data.begin(), data.end(),
+                             b.begin() + static_cast<long>(m->offset)))
+          << m->name;
+    }
+    members.push_back(*m);
+  }
+  return members;
+}
+
+// list_tar of `b`, in memory and from a file (the same members or error),
+// checked to be what a TarStream gives, a byte, 700 bytes or all there is
+// per read: the same members, or the same error when it reaches it.
 std::vector<TarMember> list(const Bytes& b) {
-  return same_from_file(
-      b, "t.tar", [&] { return list_tar(b, "t.tar"); },
-      [](const FileReader& f) { return list_tar(f); });
+  constexpr std::size_t kPieces[] = {1, 700, SIZE_MAX};
+  std::vector<TarMember> members;
+  try {
+    members = same_from_file(
+        b, "t.tar", [&] { return list_tar(b, "t.tar"); },
+        [](const FileReader& f) { return list_tar(f); });
+  } catch (const FormatError& e) {
+    for (std::size_t piece : kPieces) {
+      EXPECT_EQ(error_of<FormatError>([&] { list_stream(b, piece); }), e.what())
+          << "as a stream read " << piece << " bytes at a time";
+    }
+    throw;
+  }
+  for (std::size_t piece : kPieces) {
+    EXPECT_TRUE(list_stream(b, piece) == members)
+        << "as a stream read " << piece << " bytes at a time";
+  }
+  return members;
 }
 
 std::string names(const std::vector<TarMember>& members) {
@@ -278,6 +326,15 @@ TEST(TarTest, LongLinkAndLongNameBeforeALink) {
   t.add("././@LongLink", name + std::string(1, '\0'), 'L');
   t.add("short", "1");
   EXPECT_EQ(names(list(t.end().bytes())), name + ";");
+}
+
+// An empty long name (no data at all) leaves the member its own name; a
+// stream reads the empty name from no bytes (which once read a null span).
+TEST(TarTest, AnEmptyLongNameKeepsTheMembersOwnName) {
+  Tar t;
+  t.add("././@LongLink", "", 'L');
+  t.add("own", "1");
+  EXPECT_EQ(names(list(t.end().bytes())), "own;");
 }
 
 TEST(TarTest, PaxSizeOverridesTheNextHeader) {
@@ -485,6 +542,57 @@ TEST(TarTest, AnOversizedPaxOrLongNameHeaderIsAnError) {
               std::string::npos)
         << message;
   }
+}
+
+// A stream is checked as it is read: the members before a damaged header
+// come out, then the error. Misuse of the stream, and a read() that gives
+// more than asked, are errors too; a read() that throws is passed through.
+TEST(TarTest, AStreamGivesMembersUntilTheDamageThenTheError) {
+  Tar t;
+  t.add("a", "first");
+  const std::size_t second = t.add("b", "second");
+  t.add("c", "third");
+  Bytes b = t.end().bytes();
+  b[second + 10] ^= 0x01;  // the checksum no longer matches
+  std::size_t at = 0;
+  auto from_b = [&](uint8_t* dst, std::size_t n) {
+    const std::size_t k = std::min(n, b.size() - at);
+    std::memcpy(dst, b.data() + at, k);
+    at += k;
+    return k;
+  };
+  TarStream stream(from_b, "s.tar");
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              Bytes none;
+              stream.read_data(none);
+            }).find("without a member"),
+            std::string::npos);
+  std::optional<TarMember> m = stream.next();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->name, "a");
+  Bytes wrong(4);
+  EXPECT_NE(error_of<InvalidArgument>([&] {
+              stream.read_data(wrong);
+            }).find("member 'a' holds 5"),
+            std::string::npos);
+  const std::string message = error_of<FormatError>([&] { stream.next(); });
+  EXPECT_NE(message.find("s.tar: bad tar header checksum"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(at byte " + std::to_string(second) + ")"),
+            std::string::npos)
+      << message;
+
+  TarStream greedy([](uint8_t*, std::size_t n) { return n + 1; }, "g.tar");
+  EXPECT_NE(error_of<IoError>([&] {
+              greedy.next();
+            }).find("g.tar: a read of 4096 bytes returned 4097"),
+            std::string::npos);
+  TarStream failing(
+      [](uint8_t*, std::size_t) -> std::size_t {
+        throw std::runtime_error("the socket closed");
+      },
+      "f.tar");
+  EXPECT_THROW(failing.next(), std::runtime_error);
 }
 
 }  // namespace
