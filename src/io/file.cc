@@ -2,6 +2,7 @@
 
 #include "feedline/io/file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -113,9 +114,15 @@ void FileReader::read(uint64_t offset, std::span<uint8_t> out) const {
       fail(path_, "read failed", errno);
     }
     if (n == 0) {
-      throw IoError(path_ + ": the file ends at byte " +
-                    std::to_string(offset) + ", shorter than the " +
-                    std::to_string(size_) + " bytes it had when opened");
+      // Where it ends now (it may have been cut well before this read).
+      struct stat st;
+      const uint64_t now =
+          ::fstat(fd_, &st) == 0
+              ? std::min(static_cast<uint64_t>(st.st_size), offset)
+              : offset;
+      throw IoError(path_ + ": the file ends at byte " + std::to_string(now) +
+                    ", shorter than the " + std::to_string(size_) +
+                    " bytes it had when opened");
     }
     offset += static_cast<uint64_t>(n);
     out = out.subspan(static_cast<std::size_t>(n));

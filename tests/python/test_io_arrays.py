@@ -375,6 +375,39 @@ def _bytes_read():
         return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
 
 
+def test_a_zip_path_is_read_a_member_at_a_time(tmp_path):
+    """open_zip and load_npz on a path read the directory, then only the
+    members asked for (they used to read the whole archive first); close()
+    or a with block lets the file go, and reading after it is an error."""
+    big = np.zeros(64 << 20, np.uint8)
+    path = tmp_path / "a.npz"
+    np.savez(path, big=big, small=np.arange(5))
+    open_fds = len(os.listdir("/proc/self/fd"))
+    before = _bytes_read()
+    with fio.load_npz(path) as z:
+        np.testing.assert_array_equal(z["small"], np.arange(5))
+        assert _bytes_read() - before < 1 << 20
+        assert len(os.listdir("/proc/self/fd")) == open_fds + 1
+    assert len(os.listdir("/proc/self/fd")) == open_fds
+    with pytest.raises(ValueError, match="a.npz: the archive is closed"):
+        z["small"]
+    zpath = tmp_path / "a.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        zf.writestr("big.bin", bytes(big))
+        zf.writestr("a.txt", b"alpha", compress_type=zipfile.ZIP_DEFLATED)
+    before = _bytes_read()
+    archive = fio.open_zip(zpath)
+    assert bytes(archive["a.txt"]) == b"alpha"
+    assert _bytes_read() - before < 1 << 20
+    assert len(archive["big.bin"]) == big.size
+    # Rewritten in place after it was opened: the CRC-32 check tells.
+    data = bytearray(zpath.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside big.bin
+    zpath.write_bytes(data)
+    with pytest.raises(feedline.FormatError, match="a.zip: .*CRC-32 mismatch"):
+        archive["big.bin"]
+
+
 def test_iter_tarfile_reads_a_path_a_member_at_a_time(tmp_path):
     """Headers first, then each member as it is yielded: a 64 MiB member is
     not read before the caller gets to it (the path used to be read whole),

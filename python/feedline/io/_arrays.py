@@ -1,10 +1,11 @@
 """NPY/NPZ, WAV, TAR and ZIP without FFmpeg: zero-copy views of the bytes.
 
 The parsing runs in C++ with the GIL released; results are NumPy arrays that
-view the input bytes and keep them alive. A path is read into memory, or,
-with ``mmap_mode="r"``, memory-mapped. Beyond that, a copy happens only when
-it must: a deflated member is inflated, big-endian data is swapped, 24-bit
-audio is widened to int32.
+view the input bytes and keep them alive. A path is read into memory (NPY,
+WAV) or a piece at a time (the members of a tar or ZIP archive, as they are
+asked for), or, with ``mmap_mode="r"``, memory-mapped. Beyond that, a copy
+happens only when it must: a deflated member is inflated, big-endian data
+is swapped, 24-bit audio is widened to int32.
 """
 
 from __future__ import annotations
@@ -65,6 +66,52 @@ def _zip_name(raw: bytes) -> str:
         return raw.decode("cp437")
 
 
+def _open_zip(src, what, mmap_mode):
+    """(archive, entries, name) of a ZIP archive in ``src``. A path is opened
+    (a FileReader), its directory read, and each member read when asked
+    for, as ``numpy.load`` and ``zipfile`` read them; with ``mmap_mode="r"``
+    it is mapped. Bytes-like data is read in place."""
+    if mmap_mode is None and isinstance(src, (str, os.PathLike)):
+        file = _io.FileReader(os.fspath(src))
+        return file, _io.list_zip(file), file.path
+    data, name = _source(src, what, mmap_mode)
+    return data, _io.list_zip(data, name), name
+
+
+class _ZipMembers:
+    """What NpzFile and ZipArchive share: the members by name, each read
+    (from the bytes, or from the file) when asked for, and close()."""
+
+    def __init__(self, archive, entries, name, max_size):
+        self._archive = archive
+        self._entries = _by_name(entries, name)
+        self._name = name
+        self._max_size = max_size
+
+    def _read(self, entry):
+        """The member's bytes (a Buffer): CRC-32 and size checked."""
+        if self._archive is None:
+            raise ValueError(f"{self._name}: the archive is closed")
+        if isinstance(self._archive, _io.FileReader):
+            return _io.read_zip_entry(self._archive, entry, self._max_size)
+        return _io.read_zip_entry(self._archive, entry, f"{self._name}:{_zip_name(entry.name)}", self._max_size)
+
+    def __len__(self):
+        return len(self._entries)
+
+    def close(self) -> None:
+        """Lets the archive go (a path's file is closed once no member read
+        is in progress); members read before stay valid. Reading after it
+        raises ValueError."""
+        self._archive = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def _by_name(entries, archive: str) -> dict:
     """The members of a ZIP archive by name. Two members of one name would
     make one of them unreachable (a mapping keeps one value per key), so
@@ -78,19 +125,17 @@ def _by_name(entries, archive: str) -> dict:
     return out
 
 
-class NpzFile(Mapping):
+class NpzFile(_ZipMembers, Mapping):
     """A lazy, read-only mapping of the arrays in an NPZ archive.
 
     Keys work with or without ``.npy``; ``files`` lists them without it.
     Each access parses (and, for compressed archives, inflates) that one
-    member; stored members are zero-copy views of the archive.
+    member; stored members of bytes in memory are zero-copy views of them.
+    ``close()``, or a ``with`` block, lets a path's file go.
     """
 
     def __init__(self, archive, entries, name, max_size):
-        self._archive = archive
-        self._entries = _by_name(entries, name)
-        self._name = name
-        self._max_size = max_size
+        super().__init__(archive, entries, name, max_size)
         self.files = [k[:-4] if k.endswith(".npy") else k for k in self._entries]
 
     def _entry(self, key):
@@ -101,18 +146,13 @@ class NpzFile(Mapping):
 
     def __getitem__(self, key) -> np.ndarray:
         entry = self._entry(key)
-        member = f"{self._name}:{_zip_name(entry.name)}"
-        raw = _io.read_zip_entry(self._archive, entry, member, self._max_size)
-        return np.asarray(_io.load_npy(raw, member))
+        return np.asarray(_io.load_npy(self._read(entry), f"{self._name}:{_zip_name(entry.name)}"))
 
     def __contains__(self, key):
         return key in self._entries or key + ".npy" in self._entries
 
     def __iter__(self):
         return iter(self.files)
-
-    def __len__(self):
-        return len(self._entries)
 
     def __repr__(self):
         return f"NpzFile object with {len(self)} entries."
@@ -124,33 +164,28 @@ def load_npz(data, *, max_member_size: int = 1 << 32, mmap_mode: str | None = No
     may inflate to (a zip-bomb guard). Each member is checked against its
     CRC-32 when read: a damaged one raises :class:`feedline.FormatError`.
 
-    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
-    :func:`load_npy`.
+    A path is opened and only its directory read; each array is read from
+    the file when asked for (as ``numpy.load`` does), so an archive of any
+    size costs the arrays taken. A file that shrinks after it was opened
+    raises :class:`feedline.IoError` naming it; one rewritten in place, a
+    CRC-32 mismatch. With ``mmap_mode="r"`` it is mapped instead (see
+    :func:`load_npy`).
     """
-    src, name = _source(data, "npz", mmap_mode)
-    return NpzFile(src, _io.list_zip(src, name), name, max_member_size)
+    archive, entries, name = _open_zip(data, "npz", mmap_mode)
+    return NpzFile(archive, entries, name, max_member_size)
 
 
-class ZipArchive(Mapping):
+class ZipArchive(_ZipMembers, Mapping):
     """A read-only mapping from member names to their bytes (memoryviews of
-    the archive for stored members, inflated copies for deflated ones)."""
-
-    def __init__(self, archive, entries, name, max_size):
-        self._archive = archive
-        self._entries = _by_name(entries, name)
-        self._name = name
-        self._max_size = max_size
+    the archive for stored members of bytes in memory; copies for deflated
+    ones and for a path's members). ``close()``, or a ``with`` block, lets a
+    path's file go."""
 
     def __getitem__(self, key) -> memoryview:
-        entry = self._entries[key]
-        buf = _io.read_zip_entry(self._archive, entry, f"{self._name}:{key}", self._max_size)
-        return np.asarray(buf).data
+        return np.asarray(self._read(self._entries[key])).data
 
     def __iter__(self):
         return iter(self._entries)
-
-    def __len__(self):
-        return len(self._entries)
 
     def sizes(self):
         """{name: uncompressed size}."""
@@ -162,11 +197,14 @@ def open_zip(data, *, max_member_size: int = 1 << 32, mmap_mode: str | None = No
     against their CRC-32 and size when read; names are decoded as UTF-8, or
     CP437 when they are not UTF-8.
 
-    A path is read into memory, or with ``mmap_mode="r"`` mapped; see
-    :func:`load_npy`.
+    A path is opened and only its directory read; each member is read from
+    the file when asked for, so a ZIP of any size costs the members taken.
+    A file that shrinks after it was opened raises :class:`feedline.IoError`
+    naming it; one rewritten in place, a CRC-32 mismatch. With
+    ``mmap_mode="r"`` it is mapped instead (see :func:`load_npy`).
     """
-    src, name = _source(data, "zip", mmap_mode)
-    return ZipArchive(src, _io.list_zip(src, name), name, max_member_size)
+    archive, entries, name = _open_zip(data, "zip", mmap_mode)
+    return ZipArchive(archive, entries, name, max_member_size)
 
 
 def _frames_in(what: str, seconds: float, rate: int) -> int:

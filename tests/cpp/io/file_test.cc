@@ -106,6 +106,11 @@ TEST(FileTest, TheReaderReadsAnyRangeAndAShrunkFileIsAnError) {
                                 "the 12305 bytes it had when opened"),
             std::string::npos)
       << message;
+  // A read starting past where it now ends names where it ends, not where
+  // the read started.
+  const std::string past = error_of<IoError>([&] { f.read(4096, 10); });
+  EXPECT_NE(past.find(": the file ends at byte 100,"), std::string::npos)
+      << past;
   EXPECT_NE(error_of<IoError>([&] { FileReader(dir / "nope"); }).find("nope"),
             std::string::npos);
   EXPECT_NE(error_of<IoError>([&] {
