@@ -3,9 +3,11 @@ zipfile over a matrix of dtypes, shapes and header variants; zero-copy and
 lifetime; bad input; native ops."""
 
 import gc
+import gzip
 import io
 import os
 import struct
+import subprocess
 import tarfile
 import threading
 import wave
@@ -291,6 +293,20 @@ def test_iter_tarfile_streams_a_file_object(readinto, piece):
             stream.kept[0]
 
 
+def test_iter_tarfile_reads_a_pipe_and_a_gzip_stream(tmp_path):
+    """The streams a .tar or .tar.gz shard comes as: a pipe (a process's
+    output) and gzip.open's decompressor, neither of which can seek."""
+    members = {f"{i:06d}.jpg": os.urandom(5000 + i) for i in range(20)}
+    path = tmp_path / "s.tar"
+    path.write_bytes(_tar_of(members))
+    with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as cat:
+        assert dict(fio.iter_tarfile(cat.stdout)) == members
+    gz = tmp_path / "s.tar.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    with gzip.open(gz, "rb") as f:
+        assert dict(fio.iter_tarfile(f)) == members
+
+
 def test_iter_tarfile_stream_errors_come_when_reached():
     """A file object is checked as it is read: the members before a damaged
     header come out, then a FormatError naming the stream and the byte; a
@@ -326,6 +342,24 @@ def test_iter_tarfile_stream_errors_come_when_reached():
         list(fio.iter_tarfile(Odd(lambda n: "text")))
     with pytest.raises(ConnectionResetError, match="peer"):
         list(fio.iter_tarfile(Odd(ConnectionResetError("peer went away"))))
+
+    class FailingInto:
+        """readinto() that keeps its buffer, then raises."""
+
+        kept = None
+
+        def read(self, n=-1):
+            raise AssertionError("readinto() is preferred")
+
+        def readinto(self, b):
+            self.kept = b
+            raise ConnectionResetError("peer went away")
+
+    failing = FailingInto()
+    with pytest.raises(ConnectionResetError, match="peer"):
+        list(fio.iter_tarfile(failing))
+    with pytest.raises(ValueError, match="released"):
+        failing.kept[0]  # the buffer is released even when readinto() raises
 
 
 def test_iter_tarfile_stream_in_a_reference_cycle_is_collected():
