@@ -790,6 +790,12 @@ void bind_io(nb::module_& parent) {
   m.def("tar_members_op", [] {
     return NativeOp{ops::tar_members(), "tar_members"};
   });
+  m.def("read_tar_members_op", [] {
+    return NativeOp{ops::read_tar_members(), "read_tar_members"};
+  });
+  m.def("read_zip_members_op", [] {
+    return NativeOp{ops::read_zip_members(), "read_zip_members"};
+  });
   m.def("read_file_op", [] { return NativeOp{ops::read_file(), "read_file"}; });
   m.def("decode_image_op", [](const ImageOptions& options) {
     return NativeOp{ops::decode_image(options), "decode_image"};

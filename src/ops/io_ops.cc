@@ -152,31 +152,35 @@ class DecodeBatchOp final : public BatchOp<EncodedFile> {
   const media::ImageOptions options_;
 };
 
-// An archive -> one EncodedFile per member, in order.
-template <typename Member>
+// An archive -> one EncodedFile per member, in order. `Input` is what the
+// op takes (bytes, or a path), `Archive` what the format's functions read
+// (with a `name` and `named`).
+template <typename Input, typename Archive, typename Member>
 class ArchiveMembersOp final : public GeneratorOp {
  public:
-  using List = std::vector<Member> (*)(const EncodedFile& archive);
-  using Read = Buffer (*)(const EncodedFile& archive, const Member& member);
-  ArchiveMembersOp(List list, Read read) : list_(list), read_(read) {}
+  struct Format {
+    Archive (*open)(Input input);
+    std::vector<Member> (*list)(const Archive& archive);
+    Buffer (*read)(const Archive& archive, const Member& member);
+  };
+  explicit ArchiveMembersOp(Format format) : format_(format) {}
 
-  const std::type_info* input_type() const override {
-    return &typeid(EncodedFile);
-  }
+  const std::type_info* input_type() const override { return &typeid(Input); }
   const std::type_info* output_type() const override {
     return &typeid(EncodedFile);
   }
   std::unique_ptr<ItemGenerator> start(Item input) override {
-    EncodedFile archive = input.take_as<EncodedFile>();
-    std::vector<Member> members = list_(archive);
+    Archive archive = format_.open(input.take_as<Input>());
+    std::vector<Member> members = format_.list(archive);
     return std::make_unique<Generator>(std::move(archive), std::move(members),
-                                       read_);
+                                       format_.read);
   }
 
  private:
   class Generator final : public ItemGenerator {
    public:
-    Generator(EncodedFile archive, std::vector<Member> members, Read read)
+    using Read = Buffer (*)(const Archive& archive, const Member& member);
+    Generator(Archive archive, std::vector<Member> members, Read read)
         : archive_(std::move(archive)),
           members_(std::move(members)),
           read_(read) {}
@@ -200,15 +204,16 @@ class ArchiveMembersOp final : public GeneratorOp {
     }
 
    private:
-    EncodedFile archive_;
+    Archive archive_;
     std::vector<Member> members_;
     Read read_;
     std::size_t next_ = 0;
   };
 
-  const List list_;
-  const Read read_;
+  const Format format_;
 };
+
+EncodedFile as_is(EncodedFile archive) { return archive; }
 
 std::vector<TarMember> list_tar_members(const EncodedFile& archive) {
   return list_tar(archive.span(), archive.name);
@@ -220,16 +225,47 @@ Buffer view_tar_member(const EncodedFile& archive, const TarMember& m) {
                       archive.bytes.writable());
 }
 
-std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
-  std::vector<ZipEntry> entries = list_zip(archive.span(), archive.name);
+// A ZIP's directories are not members.
+std::vector<ZipEntry> files_only(std::vector<ZipEntry> entries) {
   std::erase_if(entries, [](const ZipEntry& e) {
     return !e.name.empty() && e.name.back() == '/';
   });
   return entries;
 }
+
+std::vector<ZipEntry> list_zip_files(const EncodedFile& archive) {
+  return files_only(list_zip(archive.span(), archive.name));
+}
 Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
   return read_zip_entry(archive.bytes, e,
                         archive.name + ":" + display_name(e.name));
+}
+
+// An archive at a path, opened: its headers or directory are read when the
+// op starts on it, each member when the op gives it.
+struct ArchiveFile {
+  std::string name;  // the path
+  std::shared_ptr<const FileReader> file;
+  bool named = true;
+};
+
+ArchiveFile open_archive(std::string path) {
+  auto file = std::make_shared<const FileReader>(path);
+  return {std::move(path), std::move(file)};
+}
+
+std::vector<TarMember> list_tar_file(const ArchiveFile& archive) {
+  return list_tar(*archive.file);
+}
+Buffer read_tar_member(const ArchiveFile& archive, const TarMember& m) {
+  return archive.file->read(m.offset, m.size);
+}
+
+std::vector<ZipEntry> list_zip_file(const ArchiveFile& archive) {
+  return files_only(list_zip(*archive.file));
+}
+Buffer read_zip_file_member(const ArchiveFile& archive, const ZipEntry& e) {
+  return read_zip_entry(*archive.file, e);
 }
 
 }  // namespace
@@ -273,13 +309,27 @@ OpPtr load_wav() {
 }
 
 OpPtr tar_members() {
-  return std::make_shared<ArchiveMembersOp<TarMember>>(&list_tar_members,
-                                                       &view_tar_member);
+  using Op = ArchiveMembersOp<EncodedFile, EncodedFile, TarMember>;
+  return std::make_shared<Op>(
+      Op::Format{&as_is, &list_tar_members, &view_tar_member});
 }
 
 OpPtr zip_members() {
-  return std::make_shared<ArchiveMembersOp<ZipEntry>>(&list_zip_files,
-                                                      &read_zip_member);
+  using Op = ArchiveMembersOp<EncodedFile, EncodedFile, ZipEntry>;
+  return std::make_shared<Op>(
+      Op::Format{&as_is, &list_zip_files, &read_zip_member});
+}
+
+OpPtr read_tar_members() {
+  using Op = ArchiveMembersOp<std::string, ArchiveFile, TarMember>;
+  return std::make_shared<Op>(
+      Op::Format{&open_archive, &list_tar_file, &read_tar_member});
+}
+
+OpPtr read_zip_members() {
+  using Op = ArchiveMembersOp<std::string, ArchiveFile, ZipEntry>;
+  return std::make_shared<Op>(
+      Op::Format{&open_archive, &list_zip_file, &read_zip_file_member});
 }
 
 Buffer decode_files(const std::vector<EncodedFile>& files,

@@ -547,6 +547,43 @@ def test_native_ops_read_a_tar_shard_of_npy_files(tmp_path):
     assert sorted(g.sum() for g in got) == sorted(a.sum() for a in arrays)
 
 
+def test_native_ops_read_archive_members_from_a_path(tmp_path):
+    """read_tar_members / read_zip_members take the path itself (str or
+    PathLike) and give what read_file -> tar_members / zip_members give,
+    reading the file a member at a time; they pickle as their factory
+    call; a path that is missing is a counted failure naming it."""
+    import pickle
+
+    arrays = [sample("f4", (2, 3), seed=i) for i in range(5)]
+    tar_path = tmp_path / "shard.tar"
+    with tarfile.open(tar_path, "w") as tf:
+        for i, a in enumerate(arrays):
+            data = npy_bytes(a)
+            ti = tarfile.TarInfo(f"{i}.npy")
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    zip_path = tmp_path / "shard.npz"
+    np.savez_compressed(zip_path, **{str(i): a for i, a in enumerate(arrays)})
+
+    def run(source, *stages):
+        b = PipelineBuilder().add_source(source)
+        for stage in stages:
+            b = b.pipe(stage)
+        p = b.add_sink(8).build(num_threads=2, max_failures=1)
+        with p.auto_stop():
+            return [np.asarray(x) for x in p], p
+
+    want = sorted(a.sum() for a in arrays)
+    for read_members, path in ((ops.read_tar_members, tar_path), (ops.read_zip_members, zip_path)):
+        op = pickle.loads(pickle.dumps(read_members()))
+        got, _ = run([path], op, ops.load_npy())
+        assert sorted(g.sum() for g in got) == want
+        got, p = run([str(path), str(tmp_path / "missing")], read_members(), ops.load_npy())
+        assert sorted(g.sum() for g in got) == want
+        stage = next(s for s in p.stats().stages if "members" in s.name)
+        assert stage.failures == 1
+
+
 def test_regressions_found_by_the_fuzzers():
     # A zero-size array whose other dimension overflows the strides.
     header = "{'descr': '<c16', 'fortran_order': False, 'shape': (0, 5290767529898624985), }"

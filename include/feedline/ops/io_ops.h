@@ -66,6 +66,18 @@ OpPtr tar_members();
 // for deflated ones (a generator op).
 OpPtr zip_members();
 
+// A path (std::string) of a tar archive -> its regular files, as
+// tar_members(), read from the file a member at a time (a copy each): the
+// headers when the op starts on the path, each member's data when it is
+// given, so a shard of any size costs the members in flight. Throws
+// IoError naming the path when it cannot be opened or shrinks meanwhile.
+OpPtr read_tar_members();
+
+// A path of a ZIP archive -> its members, as zip_members(), read from the
+// file a member at a time (the directory first). Throws as
+// read_tar_members().
+OpPtr read_zip_members();
+
 // The work of decode_batch() without a pipeline: decodes `files` into one
 // batch Buffer, leaving out (and appending to `*failures`, by index) each
 // one that fails. `sample_indices` (one per file, or none: from the names)

@@ -72,6 +72,8 @@ __all__ = [
     "load_npy",
     "load_wav",
     "read_file",
+    "read_tar_members",
+    "read_zip_members",
     "stack",
     "tar_members",
     "zip_members",
@@ -142,6 +144,24 @@ def zip_members(*, field: Field | None = 0):
     ``read_file() -> zip_members() -> load_npy()`` reads every array of a set
     of NPZ files without the GIL."""
     return _on(_io.zip_members_op(), field)
+
+
+def read_tar_members(*, field: Field | None = 0):
+    """Path of a tar archive (str or os.PathLike) -> each regular file's
+    bytes, as :func:`tar_members`, read from the file a member at a time:
+    its headers when the op starts on it, each member as it is given. So
+    ``read_tar_members() -> decode_image()`` takes shards of any size in the
+    memory of the members in flight, where ``read_file() -> tar_members()``
+    holds each shard whole. A path that cannot be opened, or a shard that
+    shrinks meanwhile, fails with :class:`feedline.IoError` naming it."""
+    return _on(_io.read_tar_members_op(), field)
+
+
+def read_zip_members(*, field: Field | None = 0):
+    """Path of a ZIP archive -> its members, as :func:`zip_members`, read
+    from the file a member at a time (the directory first); see
+    :func:`read_tar_members`."""
+    return _on(_io.read_zip_members_op(), field)
 
 
 def load_audio(*, sample_rate: int | None = None, num_channels: int | None = None, field: Field | None = 0):
@@ -346,7 +366,8 @@ def encode_audio(
 # (run_pipeline_in_subprocess with the spawn or forkserver start method).
 
 _FACTORIES = (
-    "read_file decode_image decode_batch stack load_npy load_wav tar_members zip_members load_audio "
+    "read_file decode_image decode_batch stack load_npy load_wav tar_members zip_members read_tar_members "
+    "read_zip_members load_audio "
     "load_video load_video_clips demux_video demux_audio demux_image decode_packets convert_frames "
     "encode_image encode_video encode_audio"
 ).split()

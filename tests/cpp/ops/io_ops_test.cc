@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <typeinfo>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "feedline/base/error.h"
 #include "feedline/pipeline/builder.h"
@@ -100,6 +102,8 @@ TEST(IoOpsTest, EveryOpDeclaresItsTypes) {
       {load_wav(), typeid(EncodedFile), typeid(Buffer)},
       {tar_members(), typeid(EncodedFile), typeid(EncodedFile)},
       {zip_members(), typeid(EncodedFile), typeid(EncodedFile)},
+      {read_tar_members(), typeid(std::string), typeid(EncodedFile)},
+      {read_zip_members(), typeid(std::string), typeid(EncodedFile)},
   };
   for (const Case& c : cases) {
     ASSERT_NE(c.op->input_type(), nullptr);
@@ -327,6 +331,35 @@ TEST_F(ArchiveTest, ZipMembersSkipsDirectoriesAndInflates) {
   EXPECT_NE(error_of([&] {
               pull(zip_members(), Item(encoded("junk.zip", junk)));
             }).find("junk.zip"),
+            std::string::npos);
+}
+
+// From a path: the same members, named by the path, read from the file a
+// member at a time; a member that is damaged costs itself, a path that
+// cannot be opened is an IoError naming it.
+TEST_F(ArchiveTest, ReadMembersTakesAPathAndReadsAMemberAtATime) {
+  testing::run("cd " + dir_ / "src" + " && tar -cf ../a.tar a.txt sub");
+  testing::run("cd " + dir_ / "src" + " && zip -q -r ../a.zip a.txt sub");
+  expect_members(pull(read_tar_members(), Item(dir_ / "a.tar")),
+                 dir_ / "a.tar");
+  expect_members(pull(read_zip_members(), Item(dir_ / "a.zip")),
+                 dir_ / "a.zip");
+  for (OpPtr op : {read_tar_members(), read_zip_members()}) {
+    EXPECT_NE(error_of([&] { pull(op, Item(dir_ / "nope")); }).find("nope"),
+              std::string::npos);
+  }
+  // A shard cut after its headers were read: the member that lies past the
+  // cut is the generator's failure, not a crash.
+  OpPtr op = read_tar_members();
+  std::unique_ptr<ItemGenerator> g =
+      static_cast<GeneratorOp&>(*op).start(Item(dir_ / "a.tar"));
+  ASSERT_EQ(::truncate((dir_ / "a.tar").c_str(), 1024), 0);
+  Item first;
+  ASSERT_TRUE(g->next(&first));  // a.txt lies before the cut
+  EXPECT_EQ(testing::bytes_of(first.as<EncodedFile>().bytes),
+            (std::vector<uint8_t>{'h', 'i'}));
+  Item second;
+  EXPECT_NE(error_of([&] { g->next(&second); }).find("the file ends at byte"),
             std::string::npos);
 }
 
