@@ -527,12 +527,7 @@ def test_tar_with_a_bad_checksum_or_overrun():
 def test_native_ops_read_a_tar_shard_of_npy_files(tmp_path):
     arrays = [sample("f4", (2, 3), seed=i) for i in range(5)]
     path = tmp_path / "shard.tar"
-    with tarfile.open(path, "w") as tf:
-        for i, a in enumerate(arrays):
-            data = npy_bytes(a)
-            ti = tarfile.TarInfo(f"{i}.npy")
-            ti.size = len(data)
-            tf.addfile(ti, io.BytesIO(data))
+    path.write_bytes(_tar_of({f"{i}.npy": npy_bytes(a) for i, a in enumerate(arrays)}))
     p = (
         PipelineBuilder()
         .add_source([str(path)])
@@ -556,12 +551,7 @@ def test_native_ops_read_archive_members_from_a_path(tmp_path):
 
     arrays = [sample("f4", (2, 3), seed=i) for i in range(5)]
     tar_path = tmp_path / "shard.tar"
-    with tarfile.open(tar_path, "w") as tf:
-        for i, a in enumerate(arrays):
-            data = npy_bytes(a)
-            ti = tarfile.TarInfo(f"{i}.npy")
-            ti.size = len(data)
-            tf.addfile(ti, io.BytesIO(data))
+    tar_path.write_bytes(_tar_of({f"{i}.npy": npy_bytes(a) for i, a in enumerate(arrays)}))
     zip_path = tmp_path / "shard.npz"
     np.savez_compressed(zip_path, **{str(i): a for i, a in enumerate(arrays)})
 
