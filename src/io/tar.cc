@@ -366,6 +366,7 @@ struct TarStream::State {
   uint64_t pos = 0;
   bool ended = false;                // read() gave 0
   bool done = false;                 // the archive's end was reached
+  bool failed = false;               // a step threw: the stream is unusable
   std::optional<TarMember> current;  // next() gave it, its data is unread
 
   // Small: data beyond it is read straight into the caller's memory (one
@@ -429,7 +430,26 @@ uint64_t TarStream::skip(uint64_t n) {
   return skipped;
 }
 
+void TarStream::check_usable() const {
+  if (state_->failed) {
+    throw InvalidArgument(display_name(name_) +
+                          ": the stream stopped at an earlier error");
+  }
+}
+
 std::optional<TarMember> TarStream::next() {
+  check_usable();
+  try {
+    return next_step();
+  } catch (...) {
+    // Part of what the step needed may have been read: no later call can
+    // know where the stream is.
+    state_->failed = true;
+    throw;
+  }
+}
+
+std::optional<TarMember> TarStream::next_step() {
   State& s = *state_;
   if (s.current) {
     // The member's data was not read: skip it (and check it is there).
@@ -484,6 +504,7 @@ std::optional<TarMember> TarStream::next() {
 }
 
 void TarStream::read_data(std::span<uint8_t> dst) {
+  check_usable();
   State& s = *state_;
   if (!s.current) {
     throw InvalidArgument(display_name(name_) +
@@ -497,6 +518,16 @@ void TarStream::read_data(std::span<uint8_t> dst) {
                           std::to_string(m.size));
   }
   s.current.reset();
+  try {
+    read_step(dst, m);
+  } catch (...) {
+    s.failed = true;
+    throw;
+  }
+}
+
+void TarStream::read_step(std::span<uint8_t> dst, const TarMember& m) {
+  State& s = *state_;
   const std::size_t k = take(dst.data(), dst.size());
   if (k < m.size) fail_data_cut(s.names, m.offset, m.size, m.offset + k);
   const uint64_t pad = padded_size(m.size) - m.size;

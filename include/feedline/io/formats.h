@@ -230,13 +230,18 @@ class TarStream {
   // Reads the data (and padding) of the member next() returned into `dst`,
   // which holds exactly its size. Throws FormatError if the stream ends
   // first, InvalidArgument if `dst` is of another size or there is no
-  // member to read.
+  // member to read. After any other exception (of the read function, a
+  // damaged header) the stream is unusable: every later call throws
+  // InvalidArgument.
   void read_data(std::span<uint8_t> dst);
 
   const std::string& name() const { return name_; }
 
  private:
   struct State;
+  void check_usable() const;
+  std::optional<TarMember> next_step();
+  void read_step(std::span<uint8_t> dst, const TarMember& member);
   // Bytes of the stream: the buffer first, then `read`. Returns how many
   // it gave (fewer than n only at the end).
   std::size_t take(uint8_t* dst, std::size_t n);

@@ -593,6 +593,13 @@ TEST(TarTest, AStreamGivesMembersUntilTheDamageThenTheError) {
       },
       "f.tar");
   EXPECT_THROW(failing.next(), std::runtime_error);
+  // After an error the stream cannot know where it is: it says so.
+  for (TarStream* broken : {&stream, &failing}) {
+    EXPECT_NE(error_of<InvalidArgument>([&] {
+                broken->next();
+              }).find("stopped at an earlier error"),
+              std::string::npos);
+  }
 }
 
 }  // namespace
