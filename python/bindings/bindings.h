@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <typeinfo>
 
@@ -53,6 +54,29 @@ std::optional<std::string> path_from(nanobind::handle obj);
 // A bytes-like Python object as a 1-D uint8 Buffer, read in place where it
 // can be (see bind_io.cc). Requires the GIL.
 Buffer bytes_from_python(nanobind::handle obj);
+
+// f(data, args...) as a Python function: `data` is any bytes-like object,
+// read in place and given to f as a Buffer or a span; f runs with the GIL
+// released.
+template <typename... Args, typename F>
+auto on_bytes(F f) {
+  return [f](nanobind::handle data, Args... args) {
+    Buffer bytes = bytes_from_python(data);
+    // Copies: an options object held by Python could be changed by another
+    // thread while f reads it.
+    std::tuple<std::decay_t<Args>...> held(args...);
+    ReleaseGil release;
+    return std::apply(
+        [&](const auto&... a) {
+          if constexpr (std::is_invocable_v<F, const Buffer&, Args...>) {
+            return f(bytes, a...);
+          } else {
+            return f(bytes.bytes(), a...);
+          }
+        },
+        held);
+  };
+}
 
 // Packets and Frames are shared with Python: while a call works on one with
 // the GIL released, another thread may read it, consume it or extend it.
@@ -122,6 +146,9 @@ void bind_spec(nanobind::module_& m);
 // Adds the submodule `io`: Buffer, image, array and archive functions and
 // their native ops; bind_av() adds the FFmpeg objects to it.
 void bind_io(nanobind::module_& m);
+// Adds the archives to feedline.io: tar and ZIP listing and reading, tar
+// streams and the shard rewriters.
+void bind_archive(nanobind::module_& io);
 void bind_av(nanobind::module_& io);
 // Adds feedline.io's encoding: Muxer, Encoder, encode configs, frames from
 // arrays, encode_image.

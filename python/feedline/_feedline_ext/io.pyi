@@ -267,34 +267,6 @@ def read_zip_entry(file: FileReader, entry: ZipEntry, max_size: int) -> Buffer: 
 @overload
 def read_zip_entry(archive: object, entry: ZipEntry, name: str, max_size: int) -> Buffer: ...
 
-def load_wav(data: object, name: str, start_frame: int, num_frames: int | None) -> Buffer: ...
-
-class WavInfo:
-    """A WAV file's format and data chunk."""
-
-    @property
-    def audio_format(self) -> int: ...
-
-    @property
-    def num_channels(self) -> int: ...
-
-    @property
-    def sample_rate(self) -> int: ...
-
-    @property
-    def bits_per_sample(self) -> int: ...
-
-    @property
-    def block_align(self) -> int: ...
-
-    @property
-    def num_frames(self) -> int: ...
-
-    @property
-    def data_offset(self) -> int: ...
-
-def parse_wav(data: object, name: str) -> WavInfo: ...
-
 class TarMember:
     """One regular file of a tar archive."""
 
@@ -372,6 +344,34 @@ def rewrite_zip(file: FileReader, path: str) -> ArchiveRewriter:
 @overload
 def rewrite_zip(data: object, name: str, path: str) -> ArchiveRewriter:
     """An ArchiveRewriter from the ZIP archive `data` to the file `path`."""
+
+def load_wav(data: object, name: str, start_frame: int, num_frames: int | None) -> Buffer: ...
+
+class WavInfo:
+    """A WAV file's format and data chunk."""
+
+    @property
+    def audio_format(self) -> int: ...
+
+    @property
+    def num_channels(self) -> int: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def bits_per_sample(self) -> int: ...
+
+    @property
+    def block_align(self) -> int: ...
+
+    @property
+    def num_frames(self) -> int: ...
+
+    @property
+    def data_offset(self) -> int: ...
+
+def parse_wav(data: object, name: str) -> WavInfo: ...
 
 def read_file(path: str) -> Buffer: ...
 
