@@ -418,16 +418,16 @@ std::size_t TarStream::take(uint8_t* dst, std::size_t n) {
   return got;
 }
 
-uint64_t TarStream::skip(uint64_t n) {
-  uint64_t skipped = 0;
-  while (skipped < n) {
-    const std::size_t piece = static_cast<std::size_t>(
-        std::min<uint64_t>(n - skipped, uint64_t{1} << 30));
-    const std::size_t k = take(nullptr, piece);
-    skipped += k;
-    if (k < piece) break;
-  }
-  return skipped;
+void TarStream::read_body(uint64_t body, uint64_t size, uint8_t* dst) {
+  static_assert(sizeof(std::size_t) >= sizeof(uint64_t));
+  const std::size_t k = take(dst, size);
+  if (k < size) fail_data_cut(state_->names, body, size, body + k);
+}
+
+void TarStream::skip_padding(uint64_t body, uint64_t size) {
+  const std::size_t pad = padded_size(size) - size;
+  if (take(nullptr, pad) < pad)
+    fail_padding_cut(state_->names, body, size, state_->pos);
 }
 
 void TarStream::check_usable() const {
@@ -455,11 +455,8 @@ std::optional<TarMember> TarStream::next_step() {
     // The member's data was not read: skip it (and check it is there).
     const TarMember m = *s.current;
     s.current.reset();
-    const uint64_t k = skip(m.size);
-    if (k < m.size) fail_data_cut(s.names, m.offset, m.size, m.offset + k);
-    const uint64_t pad = padded_size(m.size) - m.size;
-    const uint64_t p = skip(pad);
-    if (p < pad) fail_padding_cut(s.names, m.offset, m.size, s.pos);
+    read_body(m.offset, m.size, nullptr);
+    skip_padding(m.offset, m.size);
   }
   while (!s.done) {
     const uint64_t at = s.pos;
@@ -480,8 +477,8 @@ std::optional<TarMember> TarStream::next_step() {
       break;
     }
     const uint64_t body = at + kBlock;
-    const uint64_t padded = padded_size(step.size);
-    if (padded < step.size) s.names.fail(body, "member size overflows");
+    if (padded_size(step.size) < step.size)
+      s.names.fail(body, "member size overflows");
     if (step.kind == Step::kMember) {
       s.current = std::move(step.member);
       return s.current;
@@ -489,15 +486,12 @@ std::optional<TarMember> TarStream::next_step() {
     if (step.kind == Step::kMeta) {
       // At most kMaxMetaSize: header() checked.
       std::vector<uint8_t> content(static_cast<std::size_t>(step.size));
-      const std::size_t k = take(content.data(), content.size());
-      if (k < content.size()) fail_data_cut(s.names, body, step.size, body + k);
-      s.parser.meta(content);
+      read_body(body, step.size, content.data());
+      s.parser.meta(content);  // before the padding is read, as list_tar
     } else {
-      const uint64_t k = skip(step.size);
-      if (k < step.size) fail_data_cut(s.names, body, step.size, body + k);
+      read_body(body, step.size, nullptr);
     }
-    const uint64_t pad = padded - step.size;
-    if (skip(pad) < pad) fail_padding_cut(s.names, body, step.size, s.pos);
+    skip_padding(body, step.size);
   }
   s.parser.finish();
   return std::nullopt;
@@ -519,19 +513,12 @@ void TarStream::read_data(std::span<uint8_t> dst) {
   }
   s.current.reset();
   try {
-    read_step(dst, m);
+    read_body(m.offset, m.size, dst.data());
+    skip_padding(m.offset, m.size);
   } catch (...) {
     s.failed = true;
     throw;
   }
-}
-
-void TarStream::read_step(std::span<uint8_t> dst, const TarMember& m) {
-  State& s = *state_;
-  const std::size_t k = take(dst.data(), dst.size());
-  if (k < m.size) fail_data_cut(s.names, m.offset, m.size, m.offset + k);
-  const uint64_t pad = padded_size(m.size) - m.size;
-  if (skip(pad) < pad) fail_padding_cut(s.names, m.offset, m.size, s.pos);
 }
 
 namespace {

@@ -245,12 +245,12 @@ Buffer read_zip_member(const EncodedFile& archive, const ZipEntry& e) {
 // op starts on it, each member when the op gives it.
 struct ArchiveFile {
   std::string name;  // the path
-  std::shared_ptr<const FileReader> file;
+  std::unique_ptr<const FileReader> file;
   bool named = true;
 };
 
 ArchiveFile open_archive(std::string path) {
-  auto file = std::make_shared<const FileReader>(path);
+  auto file = std::make_unique<const FileReader>(path);
   return {std::move(path), std::move(file)};
 }
 

@@ -241,11 +241,14 @@ class TarStream {
   struct State;
   void check_usable() const;
   std::optional<TarMember> next_step();
-  void read_step(std::span<uint8_t> dst, const TarMember& member);
-  // Bytes of the stream: the buffer first, then `read`. Returns how many
-  // it gave (fewer than n only at the end).
+  // Bytes of the stream: the buffer first, then `read`, into `dst` (null:
+  // dropped). Returns how many it gave (fewer than n only at the end).
   std::size_t take(uint8_t* dst, std::size_t n);
-  uint64_t skip(uint64_t n);
+  // The `size` bytes of data at stream offset `body` into `dst` (null:
+  // skipped); then, with skip_padding(), their padding to 512 bytes. Each
+  // throws FormatError if the stream ends first.
+  void read_body(uint64_t body, uint64_t size, uint8_t* dst);
+  void skip_padding(uint64_t body, uint64_t size);
 
   ReadFn read_;
   std::string name_;

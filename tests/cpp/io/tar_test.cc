@@ -328,6 +328,17 @@ TEST(TarTest, LongLinkAndLongNameBeforeALink) {
   EXPECT_EQ(names(list(t.end().bytes())), name + ";");
 }
 
+// A damaged pax header whose padding is cut: the pax error comes first in
+// every form (a stream once read the padding before the records).
+TEST(TarTest, ADamagedPaxHeaderIsReportedBeforeItsCutPadding) {
+  Tar t;
+  t.add("././@PaxHeader", "9 x\n", 'x');
+  Bytes b = t.bytes();
+  b.resize(kBlock + 10);
+  const std::string message = error_of<FormatError>([&] { list(b); });
+  EXPECT_NE(message.find("pax record"), std::string::npos) << message;
+}
+
 // An empty long name (no data at all) leaves the member its own name; a
 // stream reads the empty name from no bytes (which once read a null span).
 TEST(TarTest, AnEmptyLongNameKeepsTheMembersOwnName) {
